@@ -1,0 +1,424 @@
+//! The kernel ABI: how operators are registered and how a kernel reads its arguments.
+//!
+//! A kernel is a plain function `fn(&mut KernelContext) -> Result<()>`. The runtime resolves
+//! every operator of a method to such a pointer once, at load time; executing an
+//! instruction is an indirect call with no name lookup. Arguments follow the operator's
+//! schema order (inputs first, then `out` arguments), as ExecuTorch serializes them.
+
+use crate::tensor::MAX_DIMS;
+use crate::value::{EValue, Tag, type_error};
+use crate::{Error, Result, TensorImpl, TensorRef};
+use std::collections::HashMap;
+
+/// A kernel: reads its arguments from the context, writes its `out` tensors.
+pub type KernelFn = fn(&mut KernelContext<'_>) -> Result<()>;
+
+/// A scalar argument (PyTorch's `Scalar`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar {
+    /// An integer.
+    Int(i64),
+    /// A floating-point value.
+    Double(f64),
+    /// A bool.
+    Bool(bool),
+}
+
+impl Scalar {
+    /// As `f64`.
+    pub fn to_f64(self) -> f64 {
+        match self {
+            Scalar::Int(v) => v as f64,
+            Scalar::Double(v) => v,
+            Scalar::Bool(b) => b as i64 as f64,
+        }
+    }
+    /// As `i64` (floats truncate).
+    pub fn to_i64(self) -> i64 {
+        match self {
+            Scalar::Int(v) => v,
+            Scalar::Double(v) => v as i64,
+            Scalar::Bool(b) => b as i64,
+        }
+    }
+    /// True for a floating-point scalar.
+    pub fn is_floating(self) -> bool {
+        matches!(self, Scalar::Double(_))
+    }
+}
+
+/// A short list of dimensions, copied out of an argument (no heap).
+#[derive(Clone, Copy)]
+pub struct Dims {
+    len: usize,
+    vals: [i64; MAX_DIMS],
+}
+
+impl Dims {
+    /// Makes dims from a slice (at most [`MAX_DIMS`] entries).
+    pub fn from_slice(s: &[i64]) -> Result<Self> {
+        if s.len() > MAX_DIMS {
+            return Err(Error::invalid_argument(format!(
+                "list of {} dims; at most {MAX_DIMS} are supported",
+                s.len()
+            )));
+        }
+        let mut vals = [0; MAX_DIMS];
+        vals[..s.len()].copy_from_slice(s);
+        Ok(Dims { len: s.len(), vals })
+    }
+}
+
+impl std::ops::Deref for Dims {
+    type Target = [i64];
+    fn deref(&self) -> &[i64] {
+        &self.vals[..self.len]
+    }
+}
+
+impl std::fmt::Debug for Dims {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.vals[..self.len], f)
+    }
+}
+
+/// What a kernel sees while it runs: its arguments, as indices into the method's values.
+pub struct KernelContext<'a> {
+    values: &'a mut [EValue],
+    args: &'a [u32],
+    op: &'a str,
+}
+
+impl<'a> KernelContext<'a> {
+    /// Makes a context. The runtime checks at load time that every argument index is in
+    /// range for `values`; this constructor checks it again cheaply in debug builds only.
+    ///
+    /// # Safety
+    /// Every tensor in `values` must satisfy [`TensorRef::new`]'s contract for `'a`.
+    pub unsafe fn new(values: &'a mut [EValue], args: &'a [u32], op: &'a str) -> Self {
+        debug_assert!(args.iter().all(|&a| (a as usize) < values.len()));
+        KernelContext { values, args, op }
+    }
+
+    /// The operator's name, for error messages.
+    pub fn op_name(&self) -> &str {
+        self.op
+    }
+    /// Number of arguments.
+    pub fn num_args(&self) -> usize {
+        self.args.len()
+    }
+
+    fn index(&self, i: usize) -> Result<usize> {
+        self.args.get(i).map(|&a| a as usize).ok_or_else(|| {
+            Error::invalid_program(format!(
+                "{}: argument {i} missing ({} given)",
+                self.op,
+                self.args.len()
+            ))
+        })
+    }
+
+    /// The value of argument `i`.
+    pub fn value(&self, i: usize) -> Result<&EValue> {
+        let idx = self.index(i)?;
+        self.values
+            .get(idx)
+            .ok_or_else(|| Error::invalid_program(format!("{}: value {idx} out of range", self.op)))
+    }
+
+    fn value_mut(&mut self, i: usize) -> Result<&mut EValue> {
+        let idx = self.index(i)?;
+        let op = self.op;
+        self.values
+            .get_mut(idx)
+            .ok_or_else(|| Error::invalid_program(format!("{op}: value {idx} out of range")))
+    }
+
+    fn arg_err(&self, i: usize, e: Error) -> Error {
+        Error::new(e.code(), format!("{}: argument {i}: {}", self.op, e.message()))
+    }
+
+    fn tensor_at(&self, idx: usize) -> Result<TensorRef<'a>> {
+        match self.values.get(idx) {
+            // SAFETY: the context's contract (see `new`) makes every tensor valid for `'a`.
+            Some(EValue::Tensor(t)) => Ok(unsafe { TensorRef::new(*t) }),
+            Some(v) => Err(type_error(Tag::Tensor, v.tag())),
+            None => Err(Error::invalid_program(format!("value {idx} out of range"))),
+        }
+    }
+
+    /// Argument `i` as a tensor.
+    pub fn tensor(&self, i: usize) -> Result<TensorRef<'a>> {
+        let idx = self.index(i)?;
+        self.tensor_at(idx).map_err(|e| self.arg_err(i, e))
+    }
+
+    /// Argument `i` as an optional tensor (`None` when the value is None).
+    pub fn opt_tensor(&self, i: usize) -> Result<Option<TensorRef<'a>>> {
+        match self.value(i)? {
+            EValue::None => Ok(None),
+            _ => self.tensor(i).map(Some),
+        }
+    }
+
+    /// Argument `i` as an integer (a Bool reads as 0/1).
+    pub fn int(&self, i: usize) -> Result<i64> {
+        match self.value(i)? {
+            EValue::Int(v) => Ok(*v),
+            EValue::Bool(b) => Ok(*b as i64),
+            v => Err(self.arg_err(i, type_error(Tag::Int, v.tag()))),
+        }
+    }
+
+    /// Argument `i` as an optional integer.
+    pub fn opt_int(&self, i: usize) -> Result<Option<i64>> {
+        match self.value(i)? {
+            EValue::None => Ok(None),
+            _ => self.int(i).map(Some),
+        }
+    }
+
+    /// Argument `i` as a double (an Int converts).
+    pub fn double(&self, i: usize) -> Result<f64> {
+        match self.value(i)? {
+            EValue::Double(v) => Ok(*v),
+            EValue::Int(v) => Ok(*v as f64),
+            v => Err(self.arg_err(i, type_error(Tag::Double, v.tag()))),
+        }
+    }
+
+    /// Argument `i` as an optional double.
+    pub fn opt_double(&self, i: usize) -> Result<Option<f64>> {
+        match self.value(i)? {
+            EValue::None => Ok(None),
+            _ => self.double(i).map(Some),
+        }
+    }
+
+    /// Argument `i` as a bool.
+    pub fn bool(&self, i: usize) -> Result<bool> {
+        match self.value(i)? {
+            EValue::Bool(v) => Ok(*v),
+            v => Err(self.arg_err(i, type_error(Tag::Bool, v.tag()))),
+        }
+    }
+
+    /// Argument `i` as an optional bool.
+    pub fn opt_bool(&self, i: usize) -> Result<Option<bool>> {
+        match self.value(i)? {
+            EValue::None => Ok(None),
+            _ => self.bool(i).map(Some),
+        }
+    }
+
+    /// Argument `i` as a Scalar (Int, Double or Bool).
+    pub fn scalar(&self, i: usize) -> Result<Scalar> {
+        match self.value(i)? {
+            EValue::Int(v) => Ok(Scalar::Int(*v)),
+            EValue::Double(v) => Ok(Scalar::Double(*v)),
+            EValue::Bool(v) => Ok(Scalar::Bool(*v)),
+            v => Err(self.arg_err(i, type_error(Tag::Double, v.tag()))),
+        }
+    }
+
+    /// Argument `i` as an optional Scalar.
+    pub fn opt_scalar(&self, i: usize) -> Result<Option<Scalar>> {
+        match self.value(i)? {
+            EValue::None => Ok(None),
+            _ => self.scalar(i).map(Some),
+        }
+    }
+
+    /// Argument `i` as a string.
+    pub fn string(&self, i: usize) -> Result<&str> {
+        match self.value(i)? {
+            EValue::String(s) => Ok(s),
+            v => Err(self.arg_err(i, type_error(Tag::String, v.tag()))),
+        }
+    }
+
+    /// Argument `i` as a list of integers.
+    pub fn int_list(&self, i: usize) -> Result<&[i64]> {
+        match self.value(i)? {
+            EValue::IntList(l) => Ok(&l.vals),
+            v => Err(self.arg_err(i, type_error(Tag::IntList, v.tag()))),
+        }
+    }
+
+    /// Argument `i` as an optional list of integers.
+    pub fn opt_int_list(&self, i: usize) -> Result<Option<&[i64]>> {
+        match self.value(i)? {
+            EValue::None => Ok(None),
+            _ => self.int_list(i).map(Some),
+        }
+    }
+
+    /// Argument `i` as a short list of dims, copied (no heap, no borrow kept).
+    pub fn dims(&self, i: usize) -> Result<Dims> {
+        Dims::from_slice(self.int_list(i)?).map_err(|e| self.arg_err(i, e))
+    }
+
+    /// Argument `i` as a list of doubles.
+    pub fn double_list(&self, i: usize) -> Result<&[f64]> {
+        match self.value(i)? {
+            EValue::DoubleList(l) => Ok(l),
+            v => Err(self.arg_err(i, type_error(Tag::DoubleList, v.tag()))),
+        }
+    }
+
+    /// Argument `i` as a list of bools.
+    pub fn bool_list(&self, i: usize) -> Result<&[bool]> {
+        match self.value(i)? {
+            EValue::BoolList(l) => Ok(l),
+            v => Err(self.arg_err(i, type_error(Tag::BoolList, v.tag()))),
+        }
+    }
+
+    /// Length of the tensor list (or optional tensor list) in argument `i`.
+    pub fn tensor_list_len(&self, i: usize) -> Result<usize> {
+        match self.value(i)? {
+            EValue::TensorList(l) => Ok(l.len()),
+            EValue::OptionalTensorList(l) => Ok(l.len()),
+            v => Err(self.arg_err(i, type_error(Tag::TensorList, v.tag()))),
+        }
+    }
+
+    /// Item `j` of the tensor list in argument `i`.
+    pub fn tensor_list_item(&self, i: usize, j: usize) -> Result<TensorRef<'a>> {
+        match self.opt_tensor_list_item(i, j)? {
+            Some(t) => Ok(t),
+            None => Err(self.arg_err(i, Error::invalid_type(format!("list item {j} is None")))),
+        }
+    }
+
+    /// Item `j` of the (optional) tensor list in argument `i`.
+    pub fn opt_tensor_list_item(&self, i: usize, j: usize) -> Result<Option<TensorRef<'a>>> {
+        let idx = match self.value(i)? {
+            EValue::TensorList(l) => l.get(j).map(|&x| Some(x)),
+            EValue::OptionalTensorList(l) => l.get(j).copied(),
+            v => return Err(self.arg_err(i, type_error(Tag::TensorList, v.tag()))),
+        };
+        match idx {
+            None => Err(self.arg_err(i, Error::invalid_argument(format!("no list item {j}")))),
+            Some(None) => Ok(None),
+            Some(Some(x)) => self.tensor_at(x as usize).map(Some).map_err(|e| self.arg_err(i, e)),
+        }
+    }
+
+    /// Resizes the `out` tensor in argument `i` (ExecuTorch's `resize_tensor`) and returns it.
+    pub fn resize_out(&mut self, i: usize, sizes: &[usize]) -> Result<TensorRef<'a>> {
+        let op = self.op;
+        let v = self.value_mut(i)?;
+        let t = v
+            .as_tensor_mut()
+            .map_err(|e| Error::new(e.code(), format!("{op}: out argument {i}: {}", e.message())))?;
+        t.resize(sizes)
+            .map_err(|e| Error::new(e.code(), format!("{op}: out argument {i}: {}", e.message())))?;
+        // SAFETY: resizing keeps the bytes within the tensor's capacity; see `new`.
+        Ok(unsafe { TensorRef::new(*t) })
+    }
+
+    /// Makes the tensor in argument `out` a view of `src`'s memory with new sizes (for
+    /// view ops such as `et_view`). The element count must fit `src`'s capacity.
+    pub fn alias_out(&mut self, out: usize, src: &TensorImpl, sizes: &[usize]) -> Result<()> {
+        let op = self.op;
+        let v = self.value_mut(out)?;
+        let t = v.as_tensor_mut()?;
+        if t.dtype() != src.dtype() {
+            return Err(Error::invalid_argument(format!(
+                "{op}: view of a {} tensor as {}",
+                src.dtype(),
+                t.dtype()
+            )));
+        }
+        let mut n = *t;
+        n.set_data(src.data_ptr(), src.capacity());
+        let new = TensorImpl::new(
+            n.dtype(),
+            sizes,
+            None,
+            n.dynamism(),
+            src.device(),
+            src.data_ptr(),
+            src.capacity(),
+        )
+        .map_err(|e| Error::invalid_argument(format!("{op}: {}", e.message())))?;
+        *t = new;
+        Ok(())
+    }
+
+    /// Writes an integer result (prim ops such as `sym_size`).
+    pub fn set_int(&mut self, i: usize, v: i64) -> Result<()> {
+        *self.value_mut(i)? = EValue::Int(v);
+        Ok(())
+    }
+    /// Writes a double result.
+    pub fn set_double(&mut self, i: usize, v: f64) -> Result<()> {
+        *self.value_mut(i)? = EValue::Double(v);
+        Ok(())
+    }
+    /// Writes a bool result.
+    pub fn set_bool(&mut self, i: usize, v: bool) -> Result<()> {
+        *self.value_mut(i)? = EValue::Bool(v);
+        Ok(())
+    }
+}
+
+/// Kernels by operator name (`"aten::add.out"`; `name` alone when the overload is empty).
+#[derive(Clone, Default)]
+pub struct KernelRegistry {
+    kernels: HashMap<String, KernelFn>,
+}
+
+impl KernelRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Registers a kernel; a second registration of the same name is an error.
+    pub fn register(&mut self, name: &str, f: KernelFn) -> Result<()> {
+        if self.kernels.contains_key(name) {
+            return Err(Error::invalid_argument(format!(
+                "a kernel for '{name}' is already registered"
+            )));
+        }
+        self.kernels.insert(name.to_string(), f);
+        Ok(())
+    }
+    /// Registers a kernel, replacing any earlier one.
+    pub fn register_or_replace(&mut self, name: &str, f: KernelFn) {
+        self.kernels.insert(name.to_string(), f);
+    }
+    /// Looks a kernel up by full name.
+    pub fn get(&self, name: &str) -> Option<KernelFn> {
+        self.kernels.get(name).copied()
+    }
+    /// True if a kernel is registered under `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.kernels.contains_key(name)
+    }
+    /// Registered names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.kernels.keys().map(|s| s.as_str()).collect();
+        v.sort_unstable();
+        v
+    }
+    /// Number of kernels.
+    pub fn len(&self) -> usize {
+        self.kernels.len()
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.kernels.is_empty()
+    }
+}
+
+/// The full name of an operator: `name.overload`, or `name` when the overload is empty.
+pub fn operator_name(name: &str, overload: &str) -> String {
+    if overload.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}.{overload}")
+    }
+}

@@ -1,0 +1,23 @@
+//! Core types shared by every etch crate: [`Error`] with ExecuTorch's error codes,
+//! [`ScalarType`], [`Device`], tensors ([`TensorImpl`], [`TensorRef`], [`Tensor`]),
+//! values ([`EValue`], [`Value`]) and the kernel ABI ([`KernelContext`], [`KernelRegistry`]).
+#![warn(missing_docs)]
+
+pub mod device;
+pub mod error;
+pub mod kernel;
+pub mod scalar;
+pub mod tensor;
+pub mod value;
+
+pub use device::{Device, DeviceType, NUM_DEVICE_TYPES};
+pub use error::{Error, ErrorCode, Result};
+pub use kernel::{Dims, KernelContext, KernelFn, KernelRegistry, Scalar, operator_name};
+pub use scalar::{Element, ScalarType};
+pub use tensor::{
+    AlignedBuf, Dynamism, HOST_ALIGNMENT, MAX_DIMS, Tensor, TensorImpl, TensorRef, checked_numel,
+    wrap_dim,
+};
+pub use value::{EValue, IntList, Tag, Value};
+
+pub use half::{bf16, f16};

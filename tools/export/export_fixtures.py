@@ -1,0 +1,694 @@
+#!/usr/bin/env python3
+"""Export the etch test fixtures with the stock ExecuTorch exporter.
+
+Writes, relative to the repository root:
+  tests/fixtures/<name>/model.pte          (+ model.ptd for mlp_external)
+  tests/fixtures/<name>/<method>_<case>_in<k>.npy / _out<k>.npy
+  tests/fixtures/manifest.json
+  tests/fixtures/OPS.md
+  tests/fixtures/transformer_instructions.txt
+  examples/models/mlp.pte, examples/models/mlp_input.npy
+
+Every model is exported with
+  torch.export.export(model.eval(), args) -> executorch.exir.to_edge(...) -> .to_executorch()
+using default settings (no delegation). Expected outputs come from running the
+eager PyTorch model on the same inputs.
+
+bfloat16 values are stored as float32 .npy (exactly representable); the real
+dtype is recorded in the manifest ("input_dtypes"/"output_dtypes").
+Non-tensor (python scalar) inputs/outputs are stored as 0-d .npy and get dtype
+"int" / "float" / "bool".
+
+Usage:  /work/venv/bin/python tools/export/export_fixtures.py
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.utils._pytree import tree_flatten
+
+from executorch.exir import ExecutorchBackendConfig, to_edge
+from executorch.exir import schema
+from executorch.exir._serialize._program import (
+    _flatbuffer_to_program,
+    _get_extended_header,
+)
+
+REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures")
+EXAMPLES = os.path.join(REPO_ROOT, "examples", "models")
+
+# Tolerances (see brief).
+TOL_F32 = dict(rtol=1e-5, atol=1e-5)
+TOL_F16 = dict(rtol=1e-2, atol=1e-2)
+TOL_BF16 = dict(rtol=2e-2, atol=2e-2)
+TOL_EXACT = dict(rtol=0.0, atol=0.0)
+
+DTYPE_NAMES = {
+    torch.float32: "float32",
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+    torch.float64: "float64",
+    torch.int64: "int64",
+    torch.int32: "int32",
+    torch.bool: "bool",
+    torch.uint8: "uint8",
+    torch.int8: "int8",
+}
+
+
+# ----------------------------------------------------------------------------
+# Models
+# ----------------------------------------------------------------------------
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(32, 10)
+
+    def forward(self, x):
+        return torch.softmax(self.fc2(self.act(self.fc1(x))), dim=-1)
+
+
+class CNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.relu1 = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(8, 16, 3)
+        self.relu2 = nn.ReLU()
+        self.gap = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, 10)
+        # Non-trivial BN statistics and affine parameters.
+        with torch.no_grad():
+            self.bn.running_mean.copy_(torch.randn(8) * 0.5)
+            self.bn.running_var.copy_(torch.rand(8) * 1.5 + 0.5)
+            self.bn.weight.copy_(torch.rand(8) + 0.5)
+            self.bn.bias.copy_(torch.randn(8) * 0.2)
+
+    def forward(self, x):
+        x = self.pool(self.relu1(self.bn(self.conv1(x))))
+        x = self.relu2(self.conv2(x))
+        x = torch.flatten(self.gap(x), 1)
+        return self.fc(x)
+
+
+class TokenModel(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(100, 16)
+        self.norm = nn.LayerNorm(16)
+        self.head = nn.Linear(16, 50)
+
+    def forward(self, tokens):
+        logits = self.head(self.norm(self.emb(tokens)))
+        top = torch.topk(logits, k=5, dim=-1)
+        return logits, torch.argmax(logits, dim=-1), top.values, top.indices
+
+
+class Stateful(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(4))
+
+    def forward(self, x):
+        self.acc.add_(x)
+        return self.acc * 2.0
+
+
+class SmallMLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.relu = nn.ReLU()
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(self.relu(self.fc1(x)))
+
+
+class TwoMethodsForward(nn.Module):
+    def __init__(self, w: torch.Tensor, b: torch.Tensor) -> None:
+        super().__init__()
+        self.w = nn.Parameter(w)
+        self.b = nn.Parameter(b)
+
+    def forward(self, x):
+        return torch.relu(x @ self.w + self.b)
+
+
+class DoublePlus(nn.Module):
+    def forward(self, x, y):
+        return 2 * x + y
+
+
+class ScalarIO(nn.Module):
+    """Takes a tensor and a python int; returns a 0-d tensor, a tensor and a python int.
+
+    torch.export specializes the int input `k` to its traced value (3), so the
+    program only accepts k == 3 (it is still an Int input value of the method).
+    `x.shape[0]` is returned as a constant Int output.
+    """
+
+    def forward(self, x, k: int):
+        return x.sum(), x.mean(dim=0) * k, x.shape[0]
+
+
+# ----------------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------------
+
+
+def dtype_name(v: Any) -> str:
+    if isinstance(v, torch.Tensor):
+        return DTYPE_NAMES[v.dtype]
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "float"
+    raise TypeError(f"unsupported value type {type(v)}")
+
+
+def to_numpy(v: Any) -> np.ndarray:
+    if isinstance(v, torch.Tensor):
+        t = v.detach().cpu().contiguous()
+        if t.dtype == torch.bfloat16:
+            t = t.to(torch.float32)  # exact
+        return t.numpy()
+    if isinstance(v, bool):
+        return np.array(v, dtype=np.bool_)
+    if isinstance(v, int):
+        return np.array(v, dtype=np.int64)
+    if isinstance(v, float):
+        return np.array(v, dtype=np.float64)
+    raise TypeError(f"unsupported value type {type(v)}")
+
+
+def save_values(fdir: str, name: str, prefix: str, values: Sequence[Any]) -> List[str]:
+    rels = []
+    for k, v in enumerate(values):
+        rel = f"{name}/{prefix}{k}.npy"
+        np.save(os.path.join(FIXTURES, rel), to_numpy(v))
+        rels.append(rel)
+    return rels
+
+
+def flatten_outputs(out: Any) -> List[Any]:
+    leaves, _ = tree_flatten(out)
+    return leaves
+
+
+def export_edge(
+    models: Dict[str, nn.Module],
+    args: Dict[str, tuple],
+    dynamic_shapes: Optional[Dict[str, Any]] = None,
+    config: Optional[ExecutorchBackendConfig] = None,
+):
+    eps = {}
+    for m, model in models.items():
+        ds = dynamic_shapes.get(m) if dynamic_shapes else None
+        eps[m] = torch.export.export(model.eval(), args[m], dynamic_shapes=ds)
+    edge = to_edge(eps if len(eps) > 1 or "forward" not in eps else eps["forward"])
+    return edge.to_executorch(config) if config is not None else edge.to_executorch()
+
+
+class Fixture:
+    """Collects the cases of one fixture and writes its files."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.dir = os.path.join(FIXTURES, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.cases: List[Dict[str, Any]] = []
+        self.counters: Dict[str, int] = {}
+        self.ptd: Optional[str] = None
+        self.comment: Optional[str] = None
+
+    def add_case(self, method: str, inputs: Sequence[Any], outputs: Any, tol: Dict[str, float]):
+        idx = self.counters.get(method, 0)
+        self.counters[method] = idx + 1
+        outs = flatten_outputs(outputs)
+        case = {
+            "method": method,
+            "inputs": save_values(self.dir, self.name, f"{method}_{idx}_in", inputs),
+            "input_dtypes": [dtype_name(v) for v in inputs],
+            "expected": save_values(self.dir, self.name, f"{method}_{idx}_out", outs),
+            "output_dtypes": [dtype_name(v) for v in outs],
+        }
+        # Integer / bool / scalar-int outputs are exact; use per-output tolerance
+        # only via dtype (consumers compare non-float dtypes exactly).
+        case.update(tol)
+        self.cases.append(case)
+
+    def write_program(self, prog) -> None:
+        with open(os.path.join(self.dir, "model.pte"), "wb") as f:
+            prog.write_to_file(f)
+
+    def manifest_entry(self) -> Dict[str, Any]:
+        e: Dict[str, Any] = {"name": self.name, "pte": f"{self.name}/model.pte"}
+        if self.ptd:
+            e["ptd"] = self.ptd
+        if self.comment:
+            e["comment"] = self.comment
+        e["cases"] = self.cases
+        return e
+
+
+def eager(model: nn.Module, *args):
+    with torch.no_grad():
+        return model(*args)
+
+
+# ----------------------------------------------------------------------------
+# Fixture builders
+# ----------------------------------------------------------------------------
+
+
+def build_mlp_family() -> List[Fixture]:
+    fixtures = []
+    torch.manual_seed(0)
+    base = MLP().eval()
+    torch.manual_seed(1)
+    x32 = torch.randn(4, 16)
+
+    # mlp (f32)
+    fx = Fixture("mlp")
+    prog = export_edge({"forward": copy.deepcopy(base)}, {"forward": (x32,)})
+    fx.write_program(prog)
+    fx.add_case("forward", [x32], eager(base, x32), TOL_F32)
+    fixtures.append(fx)
+
+    # mlp_f16 / mlp_bf16: same weights converted; eager expected computed in that dtype.
+    for name, dt, tol in (
+        ("mlp_f16", torch.float16, TOL_F16),
+        ("mlp_bf16", torch.bfloat16, TOL_BF16),
+    ):
+        m = copy.deepcopy(base).to(dt).eval()
+        x = x32.to(dt)
+        fx = Fixture(name)
+        prog = export_edge({"forward": copy.deepcopy(m)}, {"forward": (x,)})
+        fx.write_program(prog)
+        fx.add_case("forward", [x], eager(m, x), tol)
+        fixtures.append(fx)
+
+    # mlp_external: same MLP, weights in a separate .ptd file.
+    fx = Fixture("mlp_external")
+    prog = export_edge(
+        {"forward": copy.deepcopy(base)},
+        {"forward": (x32,)},
+        config=ExecutorchBackendConfig(external_constants=True),
+    )
+    fx.write_program(prog)
+    # ExecuTorch 1.5.1 keeps the external data in prog._tensor_data
+    # ({file_stem: Cord}); write_tensor_data_to_file(dir) writes <stem>.ptd.
+    # The default stem is "_default_external_constant"; we rename to model.ptd
+    # (the .pte references tensors by name/key, not by file name).
+    data = prog._tensor_data or {}
+    assert len(data) == 1, f"expected exactly one external data file, got {list(data)}"
+    (stem, cord), = data.items()
+    with open(os.path.join(fx.dir, "model.ptd"), "wb") as f:
+        cord.write_to_file(f)
+    fx.ptd = "mlp_external/model.ptd"
+    fx.comment = f"weights live in model.ptd (exporter's default data file name: {stem}.ptd)"
+    fx.add_case("forward", [x32], eager(base, x32), TOL_F32)
+    fixtures.append(fx)
+    return fixtures
+
+
+def build_cnn() -> Fixture:
+    torch.manual_seed(2)
+    m = CNN().eval()
+    x = torch.randn(2, 3, 16, 16)
+    fx = Fixture("cnn")
+    fx.write_program(export_edge({"forward": copy.deepcopy(m)}, {"forward": (x,)}))
+    fx.add_case("forward", [x], eager(m, x), TOL_F32)
+    return fx
+
+
+def build_transformer() -> Fixture:
+    torch.manual_seed(3)
+    m = nn.TransformerEncoderLayer(
+        d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, batch_first=True
+    ).eval()
+    x = torch.randn(2, 8, 32)
+    fx = Fixture("transformer")
+    fx.write_program(export_edge({"forward": copy.deepcopy(m)}, {"forward": (x,)}))
+    with torch.no_grad():
+        # Disable the fused fast path so eager uses the same decomposed math
+        # that torch.export traces.
+        prev = torch.backends.mha.get_fastpath_enabled()
+        torch.backends.mha.set_fastpath_enabled(False)
+        y = m(x)
+        torch.backends.mha.set_fastpath_enabled(prev)
+    # Softmax + two LayerNorms + accumulation order differences between eager
+    # and the portable kernels: allow atol 1e-4 (rtol stays 1e-5).
+    fx.add_case("forward", [x], y, dict(rtol=1e-5, atol=1e-4))
+    return fx
+
+
+def build_token_model() -> Fixture:
+    torch.manual_seed(4)
+    m = TokenModel().eval()
+    toks = torch.randint(0, 100, (2, 6), dtype=torch.int64)
+    fx = Fixture("token_model")
+    fx.write_program(export_edge({"forward": copy.deepcopy(m)}, {"forward": (toks,)}))
+    # Outputs: logits f32, argmax i64, topk values f32, topk indices i64.
+    # Float outputs use the f32 tolerance; int64 outputs must match exactly
+    # (consumers compare integer dtypes exactly regardless of rtol/atol).
+    fx.add_case("forward", [toks], eager(m, toks), TOL_F32)
+    return fx
+
+
+def build_stateful() -> Fixture:
+    torch.manual_seed(5)
+    m = Stateful().eval()
+    fx = Fixture("stateful")
+    fx.write_program(export_edge({"forward": copy.deepcopy(m)}, {"forward": (torch.zeros(4),)}))
+    fx.comment = "cases must run in order on one loaded method; acc buffer accumulates"
+    for _ in range(3):
+        x = torch.randn(4)
+        y = eager(m, x).clone()
+        fx.add_case("forward", [x], y, TOL_F32)
+    return fx
+
+
+def build_dynamic_batch() -> Fixture:
+    torch.manual_seed(6)
+    m = SmallMLP().eval()
+    x4 = torch.randn(4, 8)
+    batch = torch.export.Dim("batch", min=1, max=32)
+    fx = Fixture("dynamic_batch")
+    fx.write_program(
+        export_edge(
+            {"forward": copy.deepcopy(m)},
+            {"forward": (x4,)},
+            dynamic_shapes={"forward": {"x": {0: batch}}},
+        )
+    )
+    fx.comment = "dim 0 dynamic in [1, 32]; traced at batch 4; cases at batch 4, 7, 1"
+    for b in (4, 7, 1):
+        x = x4 if b == 4 else torch.randn(b, 8)
+        fx.add_case("forward", [x], eager(m, x), TOL_F32)
+    return fx
+
+
+def build_two_methods() -> Fixture:
+    torch.manual_seed(7)
+    fwd = TwoMethodsForward(torch.randn(8, 6) * 0.5, torch.randn(6) * 0.1).eval()
+    dp = DoublePlus().eval()
+    x = torch.randn(3, 8)
+    a, b = torch.randn(2, 5), torch.randn(2, 5)
+    fx = Fixture("two_methods")
+    fx.write_program(
+        export_edge(
+            {"forward": copy.deepcopy(fwd), "double_plus": dp},
+            {"forward": (x,), "double_plus": (a, b)},
+        )
+    )
+    fx.add_case("forward", [x], eager(fwd, x), TOL_F32)
+    fx.add_case("double_plus", [a, b], eager(dp, a, b), TOL_F32)
+    x2 = torch.randn(3, 8)
+    fx.add_case("forward", [x2], eager(fwd, x2), TOL_F32)
+    return fx
+
+
+def build_scalar_io() -> Fixture:
+    torch.manual_seed(8)
+    m = ScalarIO().eval()
+    x = torch.randn(3, 4)
+    fx = Fixture("scalar_io")
+    fx.write_program(export_edge({"forward": m}, {"forward": (x, 3)}))
+    fx.comment = (
+        "inputs: f32 [3,4] tensor + python int k (specialized to 3 at export); "
+        "outputs: 0-d f32 sum, f32 [4] mean*k, python int x.shape[0] (constant 3)"
+    )
+    fx.add_case("forward", [x, 3], eager(m, x, 3), TOL_F32)
+    return fx
+
+
+# ----------------------------------------------------------------------------
+# OPS.md / instruction dump (from the serialized .pte)
+# ----------------------------------------------------------------------------
+
+
+def load_raw_program(path: str):
+    """Parse the .pte flatbuffer without moving segments back into the program."""
+    with open(path, "rb") as f:
+        data = f.read()
+    eh = _get_extended_header(data)
+    size = eh.program_size if eh is not None and eh.is_valid() else len(data)
+    return _flatbuffer_to_program(data[:size]), eh, len(data)
+
+
+def short_dtype(st: Any) -> str:
+    return schema.ScalarType(st).name if not isinstance(st, str) else st
+
+
+def describe_value(v: schema.EValue) -> str:
+    val = v.val
+    tag = type(val).__name__
+    if isinstance(val, schema.Tensor):
+        dyn = schema.TensorShapeDynamism(val.shape_dynamism).name
+        loc = "const" if val.data_buffer_idx > 0 else ("planned" if val.allocation_info else "unplanned")
+        if val.extra_tensor_info is not None and val.extra_tensor_info.fully_qualified_name:
+            loc += f" fqn={val.extra_tensor_info.fully_qualified_name}"
+            loc += f" loc={schema.TensorDataLocation(val.extra_tensor_info.location).name}"
+        return f"Tensor({short_dtype(val.scalar_type)}{list(val.sizes)} {dyn} {loc})"
+    if isinstance(val, schema.Int):
+        return f"Int({val.int_val})"
+    if isinstance(val, schema.Bool):
+        return f"Bool({val.bool_val})"
+    if isinstance(val, schema.Double):
+        return f"Double({val.double_val})"
+    if isinstance(val, schema.Null):
+        return "Null"
+    if isinstance(val, schema.String):
+        return f"String({val.string_val!r})"
+    if isinstance(val, (schema.IntList, schema.TensorList, schema.OptionalTensorList)):
+        return f"{tag}(value_ids={list(val.items)})"
+    if isinstance(val, (schema.DoubleList, schema.BoolList)):
+        return f"{tag}({list(val.items)})"
+    return tag
+
+
+def resolve_intlist(plan, v: schema.EValue) -> str:
+    if isinstance(v.val, schema.IntList):
+        ints = []
+        for i in v.val.items:
+            iv = plan.values[i].val
+            ints.append(str(iv.int_val) if isinstance(iv, schema.Int) else f"${i}")
+        return "IntList[" + ", ".join(ints) + "]"
+    return describe_value(v)
+
+
+def instr_text(plan, ins: schema.Instruction) -> str:
+    a = ins.instr_args
+    if isinstance(a, schema.KernelCall):
+        op = plan.operators[a.op_index]
+        args = ", ".join(f"${i}:{resolve_intlist(plan, plan.values[i])}" for i in a.args)
+        return f"KernelCall {op.name}.{op.overload or '<empty>'}({args})"
+    if isinstance(a, schema.DelegateCall):
+        return f"DelegateCall delegate={a.delegate_index} args={a.args}"
+    if isinstance(a, schema.MoveCall):
+        return f"MoveCall ${a.move_from} -> ${a.move_to}"
+    if isinstance(a, schema.JumpFalseCall):
+        return f"JumpFalseCall cond=${a.cond_value_index} dest={a.destination_instruction}"
+    if isinstance(a, schema.FreeCall):
+        return f"FreeCall ${a.value_index}"
+    return type(a).__name__
+
+
+def ops_report(fixtures: List[Fixture]) -> str:
+    lines = [
+        "# Fixture operator report",
+        "",
+        "Generated by `tools/export/export_fixtures.py` from the serialized `.pte` files",
+        "(flatbuffer parsed without restoring segments). ExecuTorch 1.5.1, default",
+        "`to_edge(...).to_executorch()`, no delegation.",
+        "",
+        "Value notation in the instruction dump: `Tensor(dtype[sizes] dynamism where)`,",
+        "where `const` = data_buffer_idx>0 (constant), `planned` = allocation_info set",
+        "(memory-planned), `unplanned` = neither (e.g. inputs of a non-planned graph).",
+        "",
+    ]
+    all_ops = set()
+    op_fixtures: Dict[str, List[str]] = {}
+    for fx in fixtures:
+        prog, eh, total = load_raw_program(os.path.join(fx.dir, "model.pte"))
+        lines.append(f"## {fx.name}")
+        lines.append("")
+        lines.append(f"- file size: {total} bytes; program version {prog.version}")
+        if eh is not None and eh.is_valid():
+            lines.append(
+                f"- extended header: program_size={eh.program_size}, "
+                f"segment_base_offset={eh.segment_base_offset}"
+                + (f", segment_data_size={eh.segment_data_size}" if getattr(eh, "segment_data_size", None) is not None else "")
+            )
+        else:
+            lines.append("- extended header: none")
+        lines.append(f"- segments: {[(s.offset, s.size) for s in prog.segments]}")
+        cs = prog.constant_segment
+        lines.append(
+            f"- constant_segment: segment_index={cs.segment_index}, "
+            f"offsets={list(cs.offsets)} ({'used' if len(cs.offsets) > 0 else 'unused'})"
+        )
+        lines.append(f"- constant_buffer entries (inline): {len(prog.constant_buffer)}")
+        mds = prog.mutable_data_segments
+        lines.append(
+            f"- mutable_data_segments: "
+            + (str([(m.segment_index, list(m.offsets)) for m in mds]) if mds else "none")
+        )
+        nd = prog.named_data
+        lines.append(
+            "- named_data: " + (str([(n.key, n.segment_index) for n in nd]) if nd else "none")
+        )
+        lines.append(f"- backend_delegate_data: {len(prog.backend_delegate_data)}")
+        if fx.ptd:
+            lines.append(f"- external data file: {fx.ptd} ({os.path.getsize(os.path.join(FIXTURES, fx.ptd))} bytes)")
+        for plan in prog.execution_plan:
+            ops = [f"{o.name}.{o.overload}" if o.overload else f"{o.name} (overload \"\")" for o in plan.operators]
+            for o in ops:
+                all_ops.add(o)
+                op_fixtures.setdefault(o, [])
+                if fx.name not in op_fixtures[o]:
+                    op_fixtures[o].append(fx.name)
+            tags = sorted({type(v.val).__name__ for v in plan.values})
+            dtypes = sorted(
+                {short_dtype(v.val.scalar_type) for v in plan.values if isinstance(v.val, schema.Tensor)}
+            )
+            lines.append("")
+            lines.append(f"### method `{plan.name}`")
+            lines.append("")
+            lines.append(f"- operators ({len(ops)}): " + ", ".join(f"`{o}`" for o in ops))
+            lines.append(
+                f"- delegates: "
+                + (", ".join(d.id for d in plan.delegates) if plan.delegates else "none")
+            )
+            lines.append(f"- value tags: {', '.join(tags)}")
+            lines.append(f"- tensor dtypes: {', '.join(dtypes)}")
+            lines.append(f"- non_const_buffer_sizes: {list(plan.non_const_buffer_sizes)}")
+            lines.append(
+                f"- values: {len(plan.values)}; chains: {len(plan.chains)}; "
+                f"instructions: {sum(len(c.instructions) for c in plan.chains)}"
+            )
+            kinds = sorted({type(i.instr_args).__name__ for c in plan.chains for i in c.instructions})
+            lines.append(f"- instruction kinds: {', '.join(kinds)}")
+            lines.append(
+                "- inputs: "
+                + "; ".join(f"${i} {describe_value(plan.values[i])}" for i in plan.inputs)
+            )
+            lines.append(
+                "- outputs: "
+                + "; ".join(f"${i} {describe_value(plan.values[i])}" for i in plan.outputs)
+            )
+            if plan.container_meta_type:
+                lines.append(
+                    f"- container_meta_type: in=`{plan.container_meta_type.encoded_inp_str}` "
+                    f"out=`{plan.container_meta_type.encoded_out_str}`"
+                )
+            lines.append("- instructions:")
+            lines.append("")
+            lines.append("```")
+            for c in plan.chains:
+                for n, ins in enumerate(c.instructions):
+                    lines.append(f"{n:3d}: {instr_text(plan, ins)}")
+            lines.append("```")
+        lines.append("")
+    summary = ["## Union of operators over all fixtures", ""]
+    for o in sorted(all_ops):
+        summary.append(f"- `{o}` — {', '.join(op_fixtures[o])}")
+    summary.append("")
+    return "\n".join(lines[:10] + summary + lines[10:]) + "\n"
+
+
+def dump_instructions(fx: Fixture, out_path: str) -> None:
+    prog, _, _ = load_raw_program(os.path.join(fx.dir, "model.pte"))
+    out = []
+    for plan in prog.execution_plan:
+        out.append(f"method {plan.name}")
+        out.append(f"operators:")
+        for k, o in enumerate(plan.operators):
+            out.append(f"  [{k}] {o.name}.{o.overload}")
+        out.append(f"inputs: {list(plan.inputs)}  outputs: {list(plan.outputs)}")
+        out.append(f"non_const_buffer_sizes: {list(plan.non_const_buffer_sizes)}")
+        out.append("values:")
+        for k, v in enumerate(plan.values):
+            extra = ""
+            if isinstance(v.val, schema.Tensor) and v.val.allocation_info is not None:
+                ai = v.val.allocation_info
+                extra = f" alloc(mem_id={ai.memory_id}, off_lo={ai.memory_offset_low}, off_hi={ai.memory_offset_high})"
+            if isinstance(v.val, schema.Tensor):
+                extra += f" dim_order={list(v.val.dim_order)} data_buffer_idx={v.val.data_buffer_idx}"
+            out.append(f"  ${k}: {describe_value(v)}{extra}")
+        for ci, c in enumerate(plan.chains):
+            out.append(f"chain {ci}: inputs={list(c.inputs)} outputs={list(c.outputs)}")
+            for n, ins in enumerate(c.instructions):
+                out.append(f"  {n:3d}: {instr_text(plan, ins)}")
+        out.append("")
+    with open(out_path, "w") as f:
+        f.write("\n".join(out))
+
+
+# ----------------------------------------------------------------------------
+
+
+def main() -> int:
+    torch.set_num_threads(1)
+    if os.path.isdir(FIXTURES):
+        for entry in os.listdir(FIXTURES):
+            p = os.path.join(FIXTURES, entry)
+            if os.path.isdir(p):
+                shutil.rmtree(p)
+    os.makedirs(FIXTURES, exist_ok=True)
+    os.makedirs(EXAMPLES, exist_ok=True)
+
+    fixtures: List[Fixture] = []
+    fixtures += build_mlp_family()
+    fixtures.append(build_cnn())
+    fixtures.append(build_transformer())
+    fixtures.append(build_token_model())
+    fixtures.append(build_stateful())
+    fixtures.append(build_dynamic_batch())
+    fixtures.append(build_two_methods())
+    fixtures.append(build_scalar_io())
+
+    with open(os.path.join(FIXTURES, "manifest.json"), "w") as f:
+        json.dump([fx.manifest_entry() for fx in fixtures], f, indent=2)
+        f.write("\n")
+
+    with open(os.path.join(FIXTURES, "OPS.md"), "w") as f:
+        f.write(ops_report(fixtures))
+    dump_instructions(
+        next(fx for fx in fixtures if fx.name == "transformer"),
+        os.path.join(FIXTURES, "transformer_instructions.txt"),
+    )
+
+    # Bundled example model + input.
+    shutil.copyfile(os.path.join(FIXTURES, "mlp", "model.pte"), os.path.join(EXAMPLES, "mlp.pte"))
+    shutil.copyfile(os.path.join(FIXTURES, "mlp", "forward_0_in0.npy"), os.path.join(EXAMPLES, "mlp_input.npy"))
+
+    for fx in fixtures:
+        size = os.path.getsize(os.path.join(fx.dir, "model.pte"))
+        assert size < 1_000_000, f"{fx.name}: .pte too large ({size} bytes)"
+        print(f"{fx.name:14s} model.pte {size:7d} bytes, {len(fx.cases)} case(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
