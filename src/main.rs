@@ -1,1 +1,518 @@
-fn main() {}
+//! The `etch` command line: inspect and run ExecuTorch programs.
+
+use etch::{Error, Module, Result, ScalarType, Tag, Tensor, Value, npy};
+use serde_json::{Value as Json, json};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "\
+etch: run ExecuTorch programs (.pte)
+
+USAGE:
+    etch inspect MODEL.pte [--json]
+    etch run MODEL.pte [--method NAME] [--input FILE.npy]... [--data FILE.ptd]...
+                       [--output-dir DIR] [--iterations N]
+    etch ops
+    etch help
+
+run:
+    --method NAME       method to run (default: forward, or the only method)
+    --input FILE.npy    one per method input, in order; a 0-d array feeds an Int, Double
+                        or Bool input; float32 arrays are accepted for bfloat16 inputs
+                        (default: deterministic random inputs of the declared shapes)
+    --data FILE.ptd     external constants (programs exported with external_constants)
+    --output-dir DIR    write output_0.npy, output_1.npy, ... (bfloat16 as float32)
+    --iterations N      run N times on one loaded method (state carries over); default 1
+";
+
+fn main() {
+    // Errors are reported as messages; a panic would be a bug, reported without a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("etch: internal error: {info}");
+    }));
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match run_cli(&args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+fn run_cli(args: &[String]) -> Result<()> {
+    let Some(cmd) = args.first() else {
+        print!("{USAGE}");
+        return Err(Error::invalid_argument("no command given"));
+    };
+    let rest = &args[1..];
+    match cmd.as_str() {
+        "inspect" => cmd_inspect(rest),
+        "run" => cmd_run(rest),
+        "ops" => cmd_ops(),
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => Err(Error::invalid_argument(format!(
+            "unknown command '{other}' (try `etch help`)"
+        ))),
+    }
+}
+
+/// Parsed `--flag value` options and positional arguments.
+struct Opts {
+    positional: Vec<String>,
+    flags: Vec<(String, Option<String>)>,
+}
+
+impl Opts {
+    fn parse(args: &[String], with_value: &[&str], switches: &[&str]) -> Result<Opts> {
+        let mut positional = Vec::new();
+        let mut flags = Vec::new();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            if let Some(name) = a.strip_prefix("--") {
+                let (name, inline) = match name.split_once('=') {
+                    Some((n, v)) => (n, Some(v.to_string())),
+                    None => (name, None),
+                };
+                if with_value.contains(&name) {
+                    let v = match inline {
+                        Some(v) => v,
+                        None => it.next().cloned().ok_or_else(|| {
+                            Error::invalid_argument(format!("--{name} needs a value"))
+                        })?,
+                    };
+                    flags.push((name.to_string(), Some(v)));
+                } else if switches.contains(&name) {
+                    flags.push((name.to_string(), None));
+                } else {
+                    return Err(Error::invalid_argument(format!("unknown option --{name}")));
+                }
+            } else {
+                positional.push(a.clone());
+            }
+        }
+        Ok(Opts { positional, flags })
+    }
+    fn all(&self, name: &str) -> Vec<&str> {
+        self.flags
+            .iter()
+            .filter(|(n, _)| n == name)
+            .filter_map(|(_, v)| v.as_deref())
+            .collect()
+    }
+    fn one(&self, name: &str) -> Option<&str> {
+        self.all(name).last().copied()
+    }
+    fn has(&self, name: &str) -> bool {
+        self.flags.iter().any(|(n, _)| n == name)
+    }
+    fn model(&self) -> Result<&str> {
+        match self.positional.as_slice() {
+            [m] => Ok(m),
+            [] => Err(Error::invalid_argument("no model file given")),
+            more => Err(Error::invalid_argument(format!(
+                "expected one model file, got {}",
+                more.len()
+            ))),
+        }
+    }
+}
+
+fn shape_str(s: &[usize]) -> String {
+    format!(
+        "[{}]",
+        s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+    )
+}
+
+fn spec_value(v: &[u8]) -> String {
+    match std::str::from_utf8(v) {
+        Ok(s) if s.chars().all(|c| !c.is_control()) => s.to_string(),
+        _ => format!(
+            "0x{}",
+            v.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ),
+    }
+}
+
+fn cmd_inspect(args: &[String]) -> Result<()> {
+    let o = Opts::parse(args, &[], &["json"])?;
+    let path = o.model()?;
+    let module = Module::from_file(path)?;
+    let program = module.program();
+    let mut methods = Vec::new();
+    for name in module.method_names() {
+        let meta = module.method_meta(name)?;
+        let io = |infos: &[etch::IoInfo]| -> Vec<Json> {
+            infos
+                .iter()
+                .map(|i| match &i.tensor {
+                    Some(t) => json!({
+                        "tag": i.tag.name(),
+                        "dtype": t.dtype.name(),
+                        "sizes": t.sizes,
+                        "dim_order": t.dim_order,
+                        "dynamism": t.dynamism.name(),
+                        "memory_planned": t.is_memory_planned,
+                        "device": t.device.to_string(),
+                    }),
+                    None => json!({ "tag": i.tag.name() }),
+                })
+                .collect()
+        };
+        let mut buffers = Vec::new();
+        for i in 0..meta.num_memory_planned_buffers() {
+            buffers.push(json!({
+                "index": i,
+                "size": meta.memory_planned_buffer_size(i)?,
+                "device": meta.memory_planned_buffer_device(i)?.to_string(),
+            }));
+        }
+        let delegates: Vec<Json> = meta
+            .delegates()
+            .iter()
+            .map(|d| {
+                let specs: serde_json::Map<String, Json> = d
+                    .compile_specs
+                    .iter()
+                    .map(|c| (c.key.clone(), Json::String(spec_value(&c.value))))
+                    .collect();
+                json!({"backend": d.backend, "compile_specs": specs, "blob_size": d.blob_size})
+            })
+            .collect();
+        let counts: serde_json::Map<String, Json> = meta
+            .operators()
+            .iter()
+            .zip(meta.operator_counts())
+            .map(|(o, c)| (o.clone(), json!(c)))
+            .collect();
+        methods.push(json!({
+            "name": name,
+            "inputs": io(meta.inputs()),
+            "outputs": io(meta.outputs()),
+            "operators": meta.operators(),
+            "operator_counts": counts,
+            "num_instructions": meta.num_instructions(),
+            "delegates": delegates,
+            "planned_buffers": buffers,
+        }));
+    }
+    let report = json!({
+        "file": path,
+        "file_size": program.bytes().len(),
+        "segments": program.num_segments(),
+        "constant_bytes": program.constant_bytes()?,
+        "named_data": program.named_data_keys()?,
+        "methods": methods,
+    });
+    if o.has("json") {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| Error::internal(e.to_string()))?
+        );
+        return Ok(());
+    }
+    println!(
+        "{path}: {} bytes, {} segment(s), {} constant bytes",
+        program.bytes().len(),
+        program.num_segments(),
+        report["constant_bytes"]
+    );
+    for m in report["methods"].as_array().into_iter().flatten() {
+        println!("\nmethod {}", m["name"].as_str().unwrap_or(""));
+        for (kind, key) in [("input", "inputs"), ("output", "outputs")] {
+            for (i, v) in m[key].as_array().into_iter().flatten().enumerate() {
+                if v["tag"] == "Tensor" {
+                    let sizes: Vec<usize> = v["sizes"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|x| x.as_u64().map(|x| x as usize))
+                        .collect();
+                    println!(
+                        "  {kind} {i}: Tensor {} {} {}{}{}",
+                        v["dtype"].as_str().unwrap_or(""),
+                        shape_str(&sizes),
+                        v["dynamism"].as_str().unwrap_or(""),
+                        if v["memory_planned"] == true { ", planned" } else { "" },
+                        if v["device"] != "cpu:0" {
+                            format!(", on {}", v["device"].as_str().unwrap_or(""))
+                        } else {
+                            String::new()
+                        }
+                    );
+                } else {
+                    println!("  {kind} {i}: {}", v["tag"].as_str().unwrap_or(""));
+                }
+            }
+        }
+        println!("  operators ({} instructions):", m["num_instructions"]);
+        if let Some(c) = m["operator_counts"].as_object() {
+            for (op, n) in c {
+                println!("    {n:>4} × {op}");
+            }
+        }
+        for (i, d) in m["delegates"].as_array().into_iter().flatten().enumerate() {
+            println!(
+                "  delegate {i}: {} ({} bytes) specs {}",
+                d["backend"].as_str().unwrap_or(""),
+                d["blob_size"],
+                d["compile_specs"]
+            );
+        }
+        for b in m["planned_buffers"].as_array().into_iter().flatten() {
+            println!(
+                "  planned buffer {}: {} bytes on {}",
+                b["index"],
+                b["size"],
+                b["device"].as_str().unwrap_or("")
+            );
+        }
+    }
+    Ok(())
+}
+
+fn cmd_ops() -> Result<()> {
+    let k = etch::default_kernels();
+    for n in k.names() {
+        println!("{n}");
+    }
+    eprintln!("{} operators", k.len());
+    Ok(())
+}
+
+/// A small deterministic generator for default inputs.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn uniform(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn random_input(info: &etch::IoInfo, rng: &mut Rng) -> Result<Value> {
+    Ok(match (&info.tag, &info.tensor) {
+        (Tag::Tensor, Some(t)) => {
+            let n: usize = t.sizes.iter().product();
+            let vals: Vec<f64> = (0..n)
+                .map(|_| {
+                    if t.dtype.is_floating() {
+                        rng.uniform() * 2.0 - 1.0
+                    } else if t.dtype == ScalarType::Bool {
+                        (rng.next() & 1) as f64
+                    } else {
+                        (rng.next() % 4) as f64
+                    }
+                })
+                .collect();
+            Value::Tensor(tensor_from_f64(&vals, &t.sizes, t.dtype)?)
+        }
+        (Tag::Int, _) => Value::Int(1),
+        (Tag::Double, _) => Value::Double(1.0),
+        (Tag::Bool, _) => Value::Bool(true),
+        (tag, _) => {
+            return Err(Error::not_supported(format!(
+                "cannot make a default {} input; pass --input",
+                tag.name()
+            )));
+        }
+    })
+}
+
+fn tensor_from_f64(v: &[f64], sizes: &[usize], dtype: ScalarType) -> Result<Tensor> {
+    use etch::{bf16, f16};
+    match dtype {
+        ScalarType::Float => Tensor::from_slice(&v.iter().map(|&x| x as f32).collect::<Vec<_>>(), sizes),
+        ScalarType::Double => Tensor::from_slice(v, sizes),
+        ScalarType::Half => Tensor::from_slice(&v.iter().map(|&x| f16::from_f64(x)).collect::<Vec<_>>(), sizes),
+        ScalarType::BFloat16 => Tensor::from_slice(&v.iter().map(|&x| bf16::from_f64(x)).collect::<Vec<_>>(), sizes),
+        ScalarType::Long => Tensor::from_slice(&v.iter().map(|&x| x as i64).collect::<Vec<_>>(), sizes),
+        ScalarType::Int => Tensor::from_slice(&v.iter().map(|&x| x as i32).collect::<Vec<_>>(), sizes),
+        ScalarType::Short => Tensor::from_slice(&v.iter().map(|&x| x as i16).collect::<Vec<_>>(), sizes),
+        ScalarType::Char => Tensor::from_slice(&v.iter().map(|&x| x as i8).collect::<Vec<_>>(), sizes),
+        ScalarType::Byte | ScalarType::Bool => {
+            let b: Vec<u8> = v.iter().map(|&x| x as u8).collect();
+            Tensor::from_bytes(dtype, sizes, &b)
+        }
+        other => Err(Error::not_supported(format!("cannot make {other} inputs"))),
+    }
+}
+
+/// Converts a loaded `.npy` array to what input `i` expects.
+fn adapt_input(i: usize, t: Tensor, info: &etch::IoInfo) -> Result<Value> {
+    let err = |want: &str| {
+        Error::invalid_argument(format!(
+            "input {i}: expected {want}, got a {} array of shape {}",
+            t.dtype(),
+            shape_str(t.sizes())
+        ))
+    };
+    match info.tag {
+        Tag::Tensor => {
+            let want = info.tensor.as_ref().map(|x| x.dtype).unwrap_or(t.dtype());
+            if t.dtype() == want {
+                Ok(Value::Tensor(t))
+            } else if want == ScalarType::BFloat16 && t.dtype() == ScalarType::Float {
+                let v: Vec<etch::bf16> = t.as_slice::<f32>()?.iter().map(|&x| etch::bf16::from_f32(x)).collect();
+                Ok(Value::Tensor(Tensor::from_slice(&v, t.sizes())?))
+            } else {
+                Err(err(&format!("a {want} tensor")))
+            }
+        }
+        Tag::Int | Tag::Double | Tag::Bool => {
+            if !t.sizes().is_empty() {
+                return Err(err(&format!("a 0-d array for the {} input", info.tag.name())));
+            }
+            let v = t.to_f64_vec()?[0];
+            Ok(match info.tag {
+                Tag::Int if t.dtype().is_integral() => Value::Int(v as i64),
+                Tag::Double => Value::Double(v),
+                Tag::Bool if matches!(t.dtype(), ScalarType::Bool) => Value::Bool(v != 0.0),
+                _ => return Err(err(&format!("a 0-d array for the {} input", info.tag.name()))),
+            })
+        }
+        other => Err(Error::not_supported(format!(
+            "input {i} is a {}, which .npy files cannot feed",
+            other.name()
+        ))),
+    }
+}
+
+fn summarize(i: usize, v: &Value) -> String {
+    match v {
+        Value::Tensor(t) => {
+            let s = match t.to_f64_vec() {
+                Ok(vals) if !vals.is_empty() => {
+                    let min = vals.iter().cloned().fold(f64::INFINITY, f64::min);
+                    let max = vals.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let mean = vals.iter().sum::<f64>() / vals.len() as f64;
+                    let head: Vec<String> = vals.iter().take(4).map(|x| format!("{x:.5}")).collect();
+                    format!(
+                        "min {min:.5} max {max:.5} mean {mean:.5} [{}{}]",
+                        head.join(", "),
+                        if vals.len() > 4 { ", ..." } else { "" }
+                    )
+                }
+                Ok(_) => "empty".to_string(),
+                Err(_) => String::new(),
+            };
+            format!("output {i}: {} {} {s}", t.dtype(), shape_str(t.sizes()))
+        }
+        other => format!("output {i}: {other:?}"),
+    }
+}
+
+fn value_to_npy(v: &Value) -> Result<Tensor> {
+    match v {
+        Value::Tensor(t) => Ok(t.clone()),
+        Value::Int(x) => Tensor::scalar(*x),
+        Value::Double(x) => Tensor::scalar(*x),
+        Value::Bool(b) => Tensor::from_bytes(ScalarType::Bool, &[], &[*b as u8]),
+        other => Err(Error::not_supported(format!(
+            "cannot write a {} output as .npy",
+            other.tag().name()
+        ))),
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+fn cmd_run(args: &[String]) -> Result<()> {
+    let o = Opts::parse(
+        args,
+        &["method", "input", "output-dir", "iterations", "data"],
+        &[],
+    )?;
+    let path = o.model()?;
+    let iterations: usize = match o.one("iterations") {
+        Some(s) => s
+            .parse()
+            .ok()
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| Error::invalid_argument(format!("--iterations must be a positive integer, got '{s}'")))?,
+        None => 1,
+    };
+    let t0 = Instant::now();
+    let mut module = Module::from_file(path)?;
+    for d in o.all("data") {
+        module = module.with_data_file(d)?;
+    }
+    let method = match o.one("method") {
+        Some(m) => m.to_string(),
+        None => {
+            let names = module.method_names();
+            if names.iter().any(|n| n == "forward") || names.len() != 1 {
+                "forward".to_string()
+            } else {
+                names[0].clone()
+            }
+        }
+    };
+    let meta = module.method_meta(&method)?;
+    module.load_method(&method)?;
+    let load = t0.elapsed();
+
+    let files = o.all("input");
+    let inputs: Vec<Value> = if files.is_empty() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        meta.inputs().iter().map(|i| random_input(i, &mut rng)).collect::<Result<_>>()?
+    } else {
+        if files.len() != meta.num_inputs() {
+            return Err(Error::invalid_argument(format!(
+                "method '{method}' takes {} inputs; {} --input files given",
+                meta.num_inputs(),
+                files.len()
+            )));
+        }
+        files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| adapt_input(i, npy::read(f)?, &meta.inputs()[i]))
+            .collect::<Result<_>>()?
+    };
+
+    let m = module.method(&method)?;
+    let mut times = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        m.set_inputs(&inputs)?;
+        let t = Instant::now();
+        m.execute()?;
+        times.push(t.elapsed());
+    }
+    let outputs = m.output_values()?;
+    for (i, v) in outputs.iter().enumerate() {
+        println!("{}", summarize(i, v));
+    }
+    if let Some(dir) = o.one("output-dir") {
+        let dir = PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            Error::access_failed(format!("cannot create '{}': {e}", dir.display()))
+        })?;
+        for (i, v) in outputs.iter().enumerate() {
+            npy::write(Path::new(&dir).join(format!("output_{i}.npy")), &value_to_npy(v)?)?;
+        }
+    }
+    let first = times[0];
+    let mut sorted = times.clone();
+    sorted.sort();
+    let median = sorted[sorted.len() / 2];
+    println!(
+        "load {} | first run {} | median {} over {iterations} run(s)",
+        ms(load),
+        ms(first),
+        ms(median)
+    );
+    Ok(())
+}

@@ -368,6 +368,10 @@ def build_token_model() -> Fixture:
     toks = torch.randint(0, 100, (2, 6), dtype=torch.int64)
     fx = Fixture("token_model")
     fx.write_program(export_edge({"forward": copy.deepcopy(m)}, {"forward": (toks,)}))
+    fx.comment = (
+        "outputs: logits f32, argmax int64, topk values f32, topk indices int64; "
+        "rtol/atol apply to float outputs only, integer outputs must match exactly"
+    )
     # Outputs: logits f32, argmax i64, topk values f32, topk indices i64.
     # Float outputs use the f32 tolerance; int64 outputs must match exactly
     # (consumers compare integer dtypes exactly regardless of rtol/atol).
@@ -447,6 +451,36 @@ def build_scalar_io() -> Fixture:
 # ----------------------------------------------------------------------------
 
 
+FIXTURE_NOTES: Dict[str, List[str]] = {
+    "mlp_external": [
+        "no extended header / no segment data in the .pte; constant tensors carry "
+        "extra_tensor_info.location=EXTERNAL and fully_qualified_name (fc1.weight, ...); "
+        "their data_buffer_idx values (0..3) are not constant-buffer indices. "
+        "The data lives in model.ptd, a FlatTensor file (magic 'FT01' + 'FH01' header), "
+        "looked up by fqn key.",
+    ],
+    "stateful": [
+        "the `acc` buffer is a memory-planned mutable tensor (value $0, planned in "
+        "buffer 1); the program stores NO initial data for it, the exported graph "
+        "ends with aten::copy_ (empty overload name) writing the new value back into "
+        "$0. The fixture assumes the planned arena starts zeroed (the initial "
+        "buffer value is zeros) and that it persists across execute() calls.",
+    ],
+    "scalar_io": [
+        "input $2 is an Int (python int k, specialized at export to 3); output $16 "
+        "is an Int constant (x.shape[0] == 3). Output $3 is a 0-d float tensor.",
+    ],
+    "two_methods": [
+        "`2 * x` is lowered to a LONG 0-d constant tensor converted to float via "
+        "dim_order_ops::_to_dim_order_copy.out, then aten::mul.out (broadcast).",
+    ],
+    "dynamic_batch": [
+        "input/output sizes in the program are the upper bounds (32); the runtime "
+        "must resize tensors to the actual batch (DYNAMIC_BOUND).",
+    ],
+}
+
+
 def load_raw_program(path: str):
     """Parse the .pte flatbuffer without moving segments back into the program."""
     with open(path, "rb") as f:
@@ -465,10 +499,18 @@ def describe_value(v: schema.EValue) -> str:
     tag = type(val).__name__
     if isinstance(val, schema.Tensor):
         dyn = schema.TensorShapeDynamism(val.shape_dynamism).name
-        loc = "const" if val.data_buffer_idx > 0 else ("planned" if val.allocation_info else "unplanned")
-        if val.extra_tensor_info is not None and val.extra_tensor_info.fully_qualified_name:
-            loc += f" fqn={val.extra_tensor_info.fully_qualified_name}"
-            loc += f" loc={schema.TensorDataLocation(val.extra_tensor_info.location).name}"
+        eti = val.extra_tensor_info
+        if eti is not None and schema.TensorDataLocation(eti.location) == schema.TensorDataLocation.EXTERNAL:
+            # data_buffer_idx is not meaningful here; data is looked up by fqn in the .ptd
+            loc = f"external fqn={eti.fully_qualified_name}"
+        elif val.allocation_info is not None:
+            loc = "planned"
+        elif val.data_buffer_idx > 0:
+            loc = f"const[{val.data_buffer_idx}]"
+        else:
+            loc = "unplanned"
+        if eti is not None and not loc.startswith("external") and eti.fully_qualified_name:
+            loc += f" fqn={eti.fully_qualified_name}"
         return f"Tensor({short_dtype(val.scalar_type)}{list(val.sizes)} {dyn} {loc})"
     if isinstance(val, schema.Int):
         return f"Int({val.int_val})"
@@ -524,16 +566,38 @@ def ops_report(fixtures: List[Fixture]) -> str:
         "",
         "Value notation in the instruction dump: `Tensor(dtype[sizes] dynamism where)`,",
         "where `const` = data_buffer_idx>0 (constant), `planned` = allocation_info set",
-        "(memory-planned), `unplanned` = neither (e.g. inputs of a non-planned graph).",
+        "(memory-planned), `unplanned` = neither, `external` = data in the .ptd by fqn.",
+        "`IntList[...]` is shown resolved: in the program an IntList holds value ids of Int values.",
+        "",
+        "General conventions observed in these programs:",
+        "",
+        "- Every KernelCall uses the `.out` (or other out-variant) overload; the args are the",
+        "  schema args in order, then the out tensor(s), then the return value. For single-output",
+        "  ops the out tensor id appears twice (out=, then return). Multi-output ops",
+        "  (native_layer_norm, batch_norm, max_pool2d_with_indices, topk.values) list each out",
+        "  tensor and then a TensorList of those same ids as the return value.",
+        "- Static view ops are elided (remove_view_copy=True): the view is a separate Tensor value",
+        "  with its own sizes but the SAME allocation_info (mem_id/offset) as its source, and no",
+        "  instruction produces it. Only some reshapes remain as `aten::view_copy.out`.",
+        "- non_const_buffer_sizes[0] is always 0 (reserved); planned tensors use mem_id 1.",
+        "- constant_segment.offsets[0] is the empty placeholder for data_buffer_idx 0; identical",
+        "  constants are deduplicated (several tensor values may share one data_buffer_idx).",
+        "- Scalars that multiply tensors can appear as 0-d LONG constants converted by",
+        "  `dim_order_ops::_to_dim_order_copy.out` (two_methods, scalar_io).",
         "",
     ]
+    HEADER_LINES = len(lines)
     all_ops = set()
     op_fixtures: Dict[str, List[str]] = {}
     for fx in fixtures:
         prog, eh, total = load_raw_program(os.path.join(fx.dir, "model.pte"))
         lines.append(f"## {fx.name}")
         lines.append("")
-        lines.append(f"- file size: {total} bytes; program version {prog.version}")
+        with open(os.path.join(fx.dir, "model.pte"), "rb") as f:
+            ident = f.read(8)[4:8].decode("ascii", "replace")
+        lines.append(f"- file size: {total} bytes; file identifier {ident!r}; program version {prog.version}")
+        for note in FIXTURE_NOTES.get(fx.name, []):
+            lines.append(f"- NOTE: {note}")
         if eh is not None and eh.is_valid():
             lines.append(
                 f"- extended header: program_size={eh.program_size}, "
@@ -614,7 +678,7 @@ def ops_report(fixtures: List[Fixture]) -> str:
     for o in sorted(all_ops):
         summary.append(f"- `{o}` — {', '.join(op_fixtures[o])}")
     summary.append("")
-    return "\n".join(lines[:10] + summary + lines[10:]) + "\n"
+    return "\n".join(lines[:HEADER_LINES] + summary + lines[HEADER_LINES:]) + "\n"
 
 
 def dump_instructions(fx: Fixture, out_path: str) -> None:

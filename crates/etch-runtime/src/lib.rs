@@ -1,0 +1,18 @@
+//! etch's runtime: [`Program`] → [`MethodMeta`] → [`Method`].
+//!
+//! Loading a method resolves every operator to a kernel once, allocates the planned
+//! arenas once from its `MethodMeta`, binds constants zero-copy from the mapped program,
+//! initialises mutable state and delegates. Executing runs the instruction chains with no
+//! name lookups and no allocation beyond what loading prepared.
+#![warn(missing_docs)]
+
+pub mod backend;
+pub mod meta;
+pub mod method;
+pub mod parse;
+
+pub use backend::{Backend, BackendInitContext, BackendRegistry, CompileSpec, Delegate};
+pub use meta::{DelegateInfo, IoInfo, MethodMeta, TensorInfo};
+pub use method::{LoadConfig, Method, evalue_to_value, tensor_to_owned};
+
+pub use etch_format::{NamedDataMap, Program, PtdFile};

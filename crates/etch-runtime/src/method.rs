@@ -1,0 +1,864 @@
+//! `Method`: a loaded, executable method with its values, planned arenas and resolved
+//! instructions.
+
+use crate::backend::{BackendInitContext, BackendRegistry, CompileSpec, Delegate};
+use crate::meta::MethodMeta;
+use crate::parse::{DataPlacement, TensorDecl, decode_tensor, value_index};
+use etch_core::{
+    AlignedBuf, EValue, Error, IntList, KernelContext, KernelFn, KernelRegistry, Result, Tag,
+    Tensor, TensorImpl, TensorRef, Value,
+};
+use etch_format::schema::pte;
+use etch_format::{NamedDataMap, Program, fb_err};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// What loading a method needs besides the program: kernels, backends and external data.
+#[derive(Clone)]
+pub struct LoadConfig {
+    /// Kernels by operator name.
+    pub kernels: Arc<KernelRegistry>,
+    /// Backends by id.
+    pub backends: Arc<BackendRegistry>,
+    /// External named data (`.ptd` files), consulted after the program's own named data.
+    pub named_data: Option<Arc<dyn NamedDataMap>>,
+}
+
+#[derive(Debug, Clone)]
+enum Instr {
+    Kernel {
+        op: u32,
+        args: Box<[u32]>,
+        /// IntList arguments whose items may change at run time; refreshed before the call.
+        refresh: Box<[u32]>,
+    },
+    Delegate {
+        index: u32,
+        args: Box<[u32]>,
+    },
+    Move {
+        from: u32,
+        to: u32,
+    },
+    JumpFalse {
+        cond: u32,
+        dest: u32,
+    },
+    Free,
+}
+
+/// Named data: the program's own segments, then the external maps.
+struct ProgramNamedData<'a> {
+    program: &'a Program,
+    external: Option<&'a dyn NamedDataMap>,
+}
+
+impl NamedDataMap for ProgramNamedData<'_> {
+    fn get(&self, key: &str) -> Option<etch_format::NamedBlob<'_>> {
+        if let Ok(Some(data)) = self.program.named_data(key) {
+            return Some(etch_format::NamedBlob { data, layout: None });
+        }
+        self.external.and_then(|m| m.get(key))
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.external.map(|m| m.keys()).unwrap_or_default()
+    }
+}
+
+/// A loaded method, ready to execute.
+///
+/// It owns its planned arenas (allocated once at load, sized from [`MethodMeta`]), staging
+/// buffers for unplanned inputs and outputs, and its delegates; constants stay views into
+/// the program's mapped bytes, which the method keeps alive.
+///
+/// Ownership of inputs and outputs: [`Method::set_input`] copies the caller's data into the
+/// method's memory, so the caller's tensor may be dropped right after. Outputs are views
+/// into the method's memory ([`Method::output_tensor`]), valid until the next `execute` or
+/// `set_input`; [`Method::output_value`] copies one out into an owned [`Value`].
+pub struct Method {
+    name: String,
+    meta: MethodMeta,
+    values: Vec<EValue>,
+    chains: Vec<Vec<Instr>>,
+    kernels: Vec<Option<KernelFn>>,
+    op_names: Vec<String>,
+    delegates: Vec<Box<dyn Delegate>>,
+    delegate_ids: Vec<String>,
+    inputs: Vec<u32>,
+    outputs: Vec<u32>,
+    input_set: Vec<bool>,
+    /// Planned buffers, in user index order.
+    arenas: Vec<AlignedBuf>,
+    /// Staging buffers for unplanned method inputs and outputs.
+    _staging: Vec<AlignedBuf>,
+    _program: Program,
+    _named_data: Option<Arc<dyn NamedDataMap>>,
+}
+
+impl std::fmt::Debug for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Method")
+            .field("name", &self.name)
+            .field("values", &self.values.len())
+            .field("instructions", &self.meta.num_instructions())
+            .finish()
+    }
+}
+
+fn planned_ptr(arenas: &mut [AlignedBuf], d: &TensorDecl, memory_id: u32, offset: u64) -> Result<*mut u8> {
+    let n = arenas.len();
+    if memory_id == 0 || memory_id as usize > n {
+        return Err(Error::invalid_program(format!(
+            "tensor placed in planned buffer {memory_id}; the method has buffers 1..={n}"
+        )));
+    }
+    let arena = &mut arenas[memory_id as usize - 1];
+    let r = etch_format::checked_range(offset, d.nbytes as u64, arena.len(), "planned tensor")
+        .map_err(|e| {
+            Error::invalid_program(format!(
+                "tensor of {} bytes at offset {offset} does not fit planned buffer {memory_id} ({} bytes): {}",
+                d.nbytes,
+                arena.len(),
+                e.message()
+            ))
+        })?;
+    // SAFETY: `r.start <= arena.len()` was checked, so the result stays within (or one past)
+    // the allocation.
+    Ok(unsafe { arena.as_mut_ptr().add(r.start) })
+}
+
+impl Method {
+    /// Loads method `name` of `program`: resolves every operator and backend, allocates the
+    /// planned arenas, binds constants and initial state, and initialises delegates.
+    pub fn load(program: &Program, name: &str, config: &LoadConfig) -> Result<Method> {
+        let plan = program.plan(name)?;
+        Self::load_plan(program, &plan, config).map_err(|e| e.context(format!("method '{name}'")))
+    }
+
+    fn load_plan(program: &Program, plan: &pte::ExecutionPlanRef<'_>, config: &LoadConfig) -> Result<Method> {
+        let meta = MethodMeta::from_plan(program, plan)?;
+        let name = meta.name().to_string();
+
+        // Operators: resolve all of them once; report every missing one together.
+        let mut op_names = Vec::new();
+        let mut kernels = Vec::new();
+        let mut missing = Vec::new();
+        for op in meta.operators() {
+            let k = config.kernels.get(op);
+            if k.is_none() {
+                missing.push(op.clone());
+            }
+            op_names.push(op.clone());
+            kernels.push(k);
+        }
+
+        // Planned arenas, allocated once from MethodMeta. Devices other than the CPU need a
+        // device allocator, which this build does not register yet.
+        let mut arenas = Vec::with_capacity(meta.num_memory_planned_buffers());
+        for i in 0..meta.num_memory_planned_buffers() {
+            let dev = meta.memory_planned_buffer_device(i)?;
+            if !dev.is_cpu() {
+                return Err(Error::not_found(format!(
+                    "program needs {dev} for planned buffer {i}; no allocator is registered for {}",
+                    dev.kind.name()
+                )));
+            }
+            let size = meta.memory_planned_buffer_size(i)?;
+            let size = usize::try_from(size).map_err(|_| {
+                Error::memory_allocation_failed(format!("planned buffer {i} of {size} bytes is too large"))
+            })?;
+            arenas.push(AlignedBuf::zeroed(size).map_err(|e| {
+                Error::memory_allocation_failed(format!(
+                    "planned buffer {i} ({size} bytes): {}",
+                    e.message()
+                ))
+            })?);
+        }
+
+        let raw_values = plan.values().map_err(fb_err("values"))?;
+        let num_values = raw_values.as_ref().map_or(0, |v| v.len());
+        let inputs = index_list(plan.inputs().map_err(fb_err("inputs"))?, num_values, "method input")?;
+        let outputs = index_list(plan.outputs().map_err(fb_err("outputs"))?, num_values, "method output")?;
+        let io: HashSet<u32> = inputs.iter().chain(outputs.iter()).copied().collect();
+
+        let named = ProgramNamedData {
+            program,
+            external: config.named_data.as_deref(),
+        };
+        let mut values = Vec::with_capacity(num_values);
+        let mut staging = Vec::new();
+        if let Some(vs) = &raw_values {
+            for (i, v) in vs.iter().enumerate() {
+                let v = v.map_err(fb_err("value"))?;
+                let ev = Self::load_value(program, &named, &mut arenas, &mut staging, &v, io.contains(&(i as u32)), num_values)
+                    .map_err(|e| e.context(format!("value {i}")))?;
+                values.push(ev);
+            }
+        }
+        // Second pass: list items must name values of the right kind.
+        for i in 0..values.len() {
+            let check = |idx: u32, want: &[Tag]| -> Result<()> {
+                let t = values[idx as usize].tag();
+                if want.contains(&t) {
+                    Ok(())
+                } else {
+                    Err(Error::invalid_program(format!(
+                        "value {i}: list item {idx} is {}, expected {}",
+                        t.name(),
+                        want[0].name()
+                    )))
+                }
+            };
+            match &values[i] {
+                EValue::IntList(l) => l.items.iter().try_for_each(|&x| check(x, &[Tag::Int]))?,
+                EValue::TensorList(l) => l.iter().try_for_each(|&x| check(x, &[Tag::Tensor]))?,
+                EValue::OptionalTensorList(l) => l
+                    .iter()
+                    .flatten()
+                    .try_for_each(|&x| check(x, &[Tag::Tensor, Tag::None]))?,
+                _ => {}
+            }
+        }
+        refresh_all_int_lists(&mut values);
+
+        // Delegates.
+        let mut delegates = Vec::new();
+        let mut delegate_ids = Vec::new();
+        if let Some(ds) = plan.delegates().map_err(fb_err("delegates"))? {
+            for (di, d) in ds.iter().enumerate() {
+                let d = d.map_err(fb_err("delegate"))?;
+                let id = d.id().map_err(fb_err("delegate id"))?.unwrap_or("").to_string();
+                let backend = config.backends.get(&id).ok_or_else(|| {
+                    Error::not_found(format!(
+                        "delegate {di} needs backend '{id}', which is not registered (registered: {})",
+                        if config.backends.ids().is_empty() { "none".to_string() } else { config.backends.ids().join(", ") }
+                    ))
+                })?;
+                if !backend.is_available() {
+                    return Err(Error::not_supported(format!("backend '{id}' is not available on this machine")));
+                }
+                let processed_ref = d
+                    .processed()
+                    .map_err(fb_err("delegate data reference"))?
+                    .ok_or_else(|| Error::invalid_program(format!("delegate {di} has no processed data")))?;
+                let processed = program.delegate_data(&processed_ref)?;
+                let mut specs = Vec::new();
+                if let Some(cs) = d.compile_specs().map_err(fb_err("compile specs"))? {
+                    for c in cs.iter() {
+                        let c = c.map_err(fb_err("compile spec"))?;
+                        specs.push(CompileSpec {
+                            key: c.key().map_err(fb_err("compile spec key"))?.unwrap_or("").to_string(),
+                            value: c.value().map_err(fb_err("compile spec value"))?.unwrap_or(&[]).to_vec(),
+                        });
+                    }
+                }
+                let ctx = BackendInitContext {
+                    method_name: &name,
+                    named_data: Some(&named),
+                };
+                let h = backend
+                    .init(&ctx, processed, &specs)
+                    .map_err(|e| e.context(format!("initialising delegate {di} ({id})")))?;
+                delegates.push(h);
+                delegate_ids.push(id);
+            }
+        }
+
+        // Instructions.
+        let mut chains = Vec::new();
+        let mut used_ops = HashSet::new();
+        let runtime_ints = runtime_written_ints(plan, num_values)?;
+        if let Some(cs) = plan.chains().map_err(fb_err("chains"))? {
+            for c in cs.iter() {
+                let c = c.map_err(fb_err("chain"))?;
+                let instrs = c.instructions().map_err(fb_err("instructions"))?;
+                let n = instrs.as_ref().map_or(0, |v| v.len());
+                let mut out = Vec::with_capacity(n);
+                if let Some(instrs) = instrs {
+                    for (pc, ins) in instrs.iter().enumerate() {
+                        let ins = ins.map_err(fb_err("instruction"))?;
+                        let i = Self::load_instr(&ins, &values, &kernels, delegates.len(), n, &runtime_ints)
+                            .map_err(|e| e.context(format!("instruction {pc}")))?;
+                        if let Instr::Kernel { op, .. } = &i {
+                            used_ops.insert(*op);
+                        }
+                        out.push(i);
+                    }
+                }
+                chains.push(out);
+            }
+        }
+        if !missing.is_empty() {
+            return Err(Error::operator_missing(format!(
+                "missing operator{}: {} (see `etch ops` for the registered ones)",
+                if missing.len() > 1 { "s" } else { "" },
+                missing.join(", ")
+            )));
+        }
+
+        let input_set = vec![false; inputs.len()];
+        Ok(Method {
+            name,
+            meta,
+            values,
+            chains,
+            kernels,
+            op_names,
+            delegates,
+            delegate_ids,
+            inputs,
+            outputs,
+            input_set,
+            arenas,
+            _staging: staging,
+            _program: program.clone(),
+            _named_data: config.named_data.clone(),
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn load_value(
+        program: &Program,
+        named: &ProgramNamedData<'_>,
+        arenas: &mut [AlignedBuf],
+        staging: &mut Vec<AlignedBuf>,
+        v: &pte::EValueRef<'_>,
+        is_io: bool,
+        num_values: usize,
+    ) -> Result<EValue> {
+        use pte::KernelTypesRef as K;
+        Ok(match v.val().map_err(fb_err("value"))? {
+            None | Some(K::Null(_)) => EValue::None,
+            Some(K::Int(x)) => EValue::Int(x.int_val().map_err(fb_err("int"))?),
+            Some(K::Bool(x)) => EValue::Bool(x.bool_val().map_err(fb_err("bool"))?),
+            Some(K::Double(x)) => EValue::Double(x.double_val().map_err(fb_err("double"))?),
+            Some(K::String(x)) => EValue::String(x.string_val().map_err(fb_err("string"))?.unwrap_or("").into()),
+            Some(K::IntList(x)) => {
+                let items = x.items().map_err(fb_err("int list"))?;
+                let mut idx = Vec::with_capacity(items.as_ref().map_or(0, |v| v.len()));
+                if let Some(items) = items {
+                    for it in items.iter() {
+                        idx.push(value_index(it, num_values, "int list item")?);
+                    }
+                }
+                let n = idx.len();
+                EValue::IntList(IntList {
+                    items: idx.into(),
+                    vals: vec![0; n].into(),
+                    dynamic: false,
+                })
+            }
+            Some(K::DoubleList(x)) => EValue::DoubleList(
+                x.items().map_err(fb_err("double list"))?.map(|v| v.iter().collect()).unwrap_or_default(),
+            ),
+            Some(K::BoolList(x)) => {
+                let items = x.items().map_err(fb_err("bool list"))?;
+                let mut out = Vec::new();
+                if let Some(items) = items {
+                    for b in items.iter() {
+                        out.push(b);
+                    }
+                }
+                EValue::BoolList(out.into())
+            }
+            Some(K::TensorList(x)) => {
+                let items = x.items().map_err(fb_err("tensor list"))?;
+                let mut out = Vec::new();
+                if let Some(items) = items {
+                    for it in items.iter() {
+                        out.push(value_index(it as i64, num_values, "tensor list item")?);
+                    }
+                }
+                EValue::TensorList(out.into())
+            }
+            Some(K::OptionalTensorList(x)) => {
+                let items = x.items().map_err(fb_err("optional tensor list"))?;
+                let mut out = Vec::new();
+                if let Some(items) = items {
+                    for it in items.iter() {
+                        out.push(if it < 0 {
+                            None
+                        } else {
+                            Some(value_index(it as i64, num_values, "optional tensor list item")?)
+                        });
+                    }
+                }
+                EValue::OptionalTensorList(out.into())
+            }
+            Some(K::Tensor(t)) => {
+                let d = decode_tensor(&t)?;
+                let (ptr, cap) = match &d.placement {
+                    DataPlacement::Constant(idx) => {
+                        let bytes = program.constant(*idx, d.nbytes)?;
+                        (bytes.as_ptr() as *mut u8, bytes.len())
+                    }
+                    DataPlacement::External(key) => {
+                        let blob = named.get(key).ok_or_else(|| {
+                            Error::not_found(format!(
+                                "external constant '{key}' not found; pass the .ptd file that holds it (e.g. `--data model.ptd`)"
+                            ))
+                        })?;
+                        if blob.data.len() < d.nbytes {
+                            return Err(Error::invalid_program(format!(
+                                "external constant '{key}' has {} bytes; the tensor needs {}",
+                                blob.data.len(),
+                                d.nbytes
+                            )));
+                        }
+                        (blob.data.as_ptr() as *mut u8, d.nbytes)
+                    }
+                    DataPlacement::Planned { memory_id, offset, initial } => {
+                        let ptr = planned_ptr(arenas, &d, *memory_id, *offset)?;
+                        if let Some((list, idx)) = initial {
+                            let init = program.mutable_data(*list, *idx, d.nbytes)?;
+                            // SAFETY: `planned_ptr` checked that `nbytes` bytes from `ptr` lie
+                            // inside the arena; `init` is a separate allocation (the program).
+                            unsafe { std::ptr::copy_nonoverlapping(init.as_ptr(), ptr, d.nbytes) };
+                        }
+                        (ptr, d.nbytes)
+                    }
+                    DataPlacement::Unbound if is_io => {
+                        let mut buf = AlignedBuf::zeroed(d.nbytes)?;
+                        let p = buf.as_mut_ptr();
+                        staging.push(buf);
+                        (p, d.nbytes)
+                    }
+                    DataPlacement::Unbound => (std::ptr::null_mut(), 0),
+                };
+                if !d.device.is_cpu() && !matches!(d.placement, DataPlacement::Unbound) {
+                    return Err(Error::not_found(format!(
+                        "tensor on {} needs a {} allocator, which is not registered",
+                        d.device,
+                        d.device.kind.name()
+                    )));
+                }
+                // An unbound tensor has no memory yet (null data); its capacity is its declared
+                // size, so a view op can later point it at memory of that size.
+                let cap = if ptr.is_null() { d.nbytes } else { cap };
+                let imp = TensorImpl::new(d.dtype, &d.sizes, Some(&d.dim_order), d.dynamism, d.device, ptr, cap)?;
+                EValue::Tensor(imp)
+            }
+        })
+    }
+
+    fn load_instr(
+        ins: &pte::InstructionRef<'_>,
+        values: &[EValue],
+        kernels: &[Option<KernelFn>],
+        num_delegates: usize,
+        num_instrs: usize,
+        runtime_ints: &HashSet<u32>,
+    ) -> Result<Instr> {
+        use pte::InstructionArgumentsRef as A;
+        let nv = values.len();
+        let args_of = |a: Option<etch_format::planus::Vector<'_, i32>>| -> Result<Box<[u32]>> {
+            let mut out = Vec::new();
+            if let Some(a) = a {
+                for x in a.iter() {
+                    out.push(value_index(x as i64, nv, "argument")?);
+                }
+            }
+            Ok(out.into())
+        };
+        match ins.instr_args().map_err(fb_err("instruction"))? {
+            None => Err(Error::invalid_program("instruction without arguments")),
+            Some(A::KernelCall(k)) => {
+                let op = k.op_index().map_err(fb_err("operator index"))?;
+                if op < 0 || op as usize >= kernels.len() {
+                    return Err(Error::invalid_program(format!(
+                        "operator index {op} out of range ({} operators)",
+                        kernels.len()
+                    )));
+                }
+                let args = args_of(k.args().map_err(fb_err("kernel arguments"))?)?;
+                let refresh = args
+                    .iter()
+                    .copied()
+                    .filter(|&a| match &values[a as usize] {
+                        EValue::IntList(l) => l.items.iter().any(|x| runtime_ints.contains(x)),
+                        _ => false,
+                    })
+                    .collect();
+                Ok(Instr::Kernel { op: op as u32, args, refresh })
+            }
+            Some(A::DelegateCall(d)) => {
+                let index = d.delegate_index().map_err(fb_err("delegate index"))?;
+                if index < 0 || index as usize >= num_delegates {
+                    return Err(Error::invalid_program(format!(
+                        "delegate index {index} out of range ({num_delegates} delegates)"
+                    )));
+                }
+                let args = args_of(d.args().map_err(fb_err("delegate arguments"))?)?;
+                Ok(Instr::Delegate { index: index as u32, args })
+            }
+            Some(A::MoveCall(m)) => Ok(Instr::Move {
+                from: value_index(m.move_from().map_err(fb_err("move"))? as i64, nv, "move source")?,
+                to: value_index(m.move_to().map_err(fb_err("move"))? as i64, nv, "move target")?,
+            }),
+            Some(A::JumpFalseCall(j)) => {
+                let cond = value_index(j.cond_value_index().map_err(fb_err("jump"))? as i64, nv, "jump condition")?;
+                let dest = j.destination_instruction().map_err(fb_err("jump"))?;
+                if dest < 0 || dest as usize > num_instrs {
+                    return Err(Error::invalid_program(format!(
+                        "jump destination {dest} out of range ({num_instrs} instructions)"
+                    )));
+                }
+                Ok(Instr::JumpFalse { cond, dest: dest as u32 })
+            }
+            Some(A::FreeCall(f)) => {
+                value_index(f.value_index().map_err(fb_err("free"))? as i64, nv, "free")?;
+                Ok(Instr::Free)
+            }
+        }
+    }
+
+    /// The method's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The method's metadata.
+    pub fn meta(&self) -> &MethodMeta {
+        &self.meta
+    }
+
+    /// Number of inputs.
+    pub fn num_inputs(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// Number of outputs.
+    pub fn num_outputs(&self) -> usize {
+        self.outputs.len()
+    }
+
+    /// Sizes of the planned arenas this method allocated (user index order).
+    pub fn planned_bytes(&self) -> Vec<usize> {
+        self.arenas.iter().map(|a| a.len()).collect()
+    }
+
+    /// Sets input `i`, copying the caller's data into the method's memory.
+    ///
+    /// The value must match the input's tag; a tensor must match its dtype exactly and its
+    /// shape (a dynamic input may take any shape of the same rank that fits its upper bound).
+    pub fn set_input(&mut self, i: usize, value: &Value) -> Result<()> {
+        let n = self.inputs.len();
+        let idx = *self.inputs.get(i).ok_or_else(|| {
+            Error::invalid_argument(format!("input index {i} out of range ({n} inputs)"))
+        })? as usize;
+        let slot = &mut self.values[idx];
+        match (slot, value) {
+            (EValue::Tensor(t), Value::Tensor(src)) => {
+                set_tensor_input(t, src).map_err(|e| e.context(format!("input {i}")))?;
+            }
+            (EValue::Int(v), Value::Int(x)) => *v = *x,
+            (EValue::Double(v), Value::Double(x)) => *v = *x,
+            (EValue::Double(v), Value::Int(x)) => *v = *x as f64,
+            (EValue::Bool(v), Value::Bool(x)) => *v = *x,
+            (EValue::None, Value::None) => {}
+            (slot, value) => {
+                return Err(Error::invalid_argument(format!(
+                    "input {i}: expected {}, got {}",
+                    slot.tag().name(),
+                    value.tag().name()
+                )));
+            }
+        }
+        self.input_set[i] = true;
+        Ok(())
+    }
+
+    /// Sets every input, in order.
+    pub fn set_inputs(&mut self, inputs: &[Value]) -> Result<()> {
+        if inputs.len() != self.inputs.len() {
+            return Err(Error::invalid_argument(format!(
+                "method '{}' takes {} inputs, {} given",
+                self.name,
+                self.inputs.len(),
+                inputs.len()
+            )));
+        }
+        for (i, v) in inputs.iter().enumerate() {
+            self.set_input(i, v)?;
+        }
+        Ok(())
+    }
+
+    /// Runs every instruction. Inputs must have been set.
+    pub fn execute(&mut self) -> Result<()> {
+        if let Some(i) = self.input_set.iter().position(|s| !s) {
+            return Err(Error::invalid_state(format!(
+                "method '{}': input {i} was not set",
+                self.name
+            )));
+        }
+        let Method {
+            values,
+            chains,
+            kernels,
+            op_names,
+            delegates,
+            delegate_ids,
+            name,
+            ..
+        } = self;
+        for chain in chains.iter() {
+            let mut pc = 0usize;
+            while pc < chain.len() {
+                match &chain[pc] {
+                    Instr::Kernel { op, args, refresh } => {
+                        for &l in refresh.iter() {
+                            refresh_int_list(values, l as usize);
+                        }
+                        let op = *op as usize;
+                        let Some(f) = kernels[op] else {
+                            return Err(Error::operator_missing(format!("missing operator {}", op_names[op])));
+                        };
+                        // SAFETY: every tensor in `values` points at memory the method owns
+                        // (arenas, staging), at the program's bytes it keeps alive, or at memory
+                        // a kernel aliased from those; all outlive this call.
+                        let mut ctx = unsafe { KernelContext::new(values, args, &op_names[op]) };
+                        f(&mut ctx).map_err(|e| {
+                            e.context(format!("method '{name}', instruction {pc} ({})", op_names[op]))
+                        })?;
+                        pc += 1;
+                    }
+                    Instr::Delegate { index, args } => {
+                        let di = *index as usize;
+                        // SAFETY: as for kernels.
+                        let mut ctx = unsafe { KernelContext::new(values, args, &delegate_ids[di]) };
+                        delegates[di].execute(&mut ctx).map_err(|e| {
+                            e.context(format!("method '{name}', instruction {pc} (delegate {di}, {})", delegate_ids[di]))
+                        })?;
+                        pc += 1;
+                    }
+                    Instr::Move { from, to } => {
+                        let v = values[*from as usize].clone();
+                        values[*to as usize] = v;
+                        pc += 1;
+                    }
+                    Instr::JumpFalse { cond, dest } => {
+                        let c = match &values[*cond as usize] {
+                            EValue::Bool(b) => *b,
+                            EValue::Tensor(t) => {
+                                // SAFETY: as for kernels.
+                                let r = unsafe { TensorRef::new(*t) };
+                                r.data::<u8>()?.iter().all(|&b| b != 0)
+                            }
+                            other => {
+                                return Err(Error::invalid_type(format!(
+                                    "method '{name}', instruction {pc}: jump condition is {}",
+                                    other.tag().name()
+                                )));
+                            }
+                        };
+                        pc = if c { pc + 1 } else { *dest as usize };
+                    }
+                    Instr::Free => pc += 1,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Output `i` as a method value (tensors are views into the method's memory).
+    pub fn output(&self, i: usize) -> Result<&EValue> {
+        let n = self.outputs.len();
+        let idx = *self.outputs.get(i).ok_or_else(|| {
+            Error::invalid_argument(format!("output index {i} out of range ({n} outputs)"))
+        })?;
+        Ok(&self.values[idx as usize])
+    }
+
+    /// Output `i` as a tensor view, valid while the method is borrowed.
+    pub fn output_tensor(&self, i: usize) -> Result<TensorRef<'_>> {
+        let t = self.output(i)?.as_tensor()?;
+        // SAFETY: the tensor points at memory the method owns or keeps alive, and the
+        // returned view borrows the method.
+        Ok(unsafe { TensorRef::new(*t) })
+    }
+
+    /// Output `i`, copied into an owned value (tensors in row-major order).
+    pub fn output_value(&self, i: usize) -> Result<Value> {
+        evalue_to_value(&self.values, self.output(i)?)
+    }
+
+    /// All outputs, copied.
+    pub fn output_values(&self) -> Result<Vec<Value>> {
+        (0..self.outputs.len()).map(|i| self.output_value(i)).collect()
+    }
+}
+
+fn index_list(v: Option<etch_format::planus::Vector<'_, i32>>, nv: usize, what: &str) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    if let Some(v) = v {
+        for x in v.iter() {
+            out.push(value_index(x as i64, nv, what)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Int values a kernel may write at run time: every Int that is an argument of a kernel
+/// call (symbolic sizes come out of `sym_size` and prim ops) or a move target.
+fn runtime_written_ints(plan: &pte::ExecutionPlanRef<'_>, nv: usize) -> Result<HashSet<u32>> {
+    use pte::InstructionArgumentsRef as A;
+    let mut set = HashSet::new();
+    if let Some(cs) = plan.chains().map_err(fb_err("chains"))? {
+        for c in cs.iter() {
+            let c = c.map_err(fb_err("chain"))?;
+            if let Some(instrs) = c.instructions().map_err(fb_err("instructions"))? {
+                for ins in instrs.iter() {
+                    match ins.map_err(fb_err("instruction"))?.instr_args().map_err(fb_err("instruction"))? {
+                        Some(A::KernelCall(k)) => {
+                            if let Some(a) = k.args().map_err(fb_err("arguments"))? {
+                                set.extend(a.iter().filter(|&x| x >= 0 && (x as usize) < nv).map(|x| x as u32));
+                            }
+                        }
+                        Some(A::MoveCall(m)) => {
+                            let t = m.move_to().map_err(fb_err("move"))?;
+                            if t >= 0 {
+                                set.insert(t as u32);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    Ok(set)
+}
+
+fn refresh_int_list(values: &mut [EValue], l: usize) {
+    let n = match &values[l] {
+        EValue::IntList(list) => list.items.len(),
+        _ => return,
+    };
+    for k in 0..n {
+        let item = match &values[l] {
+            EValue::IntList(list) => list.items[k] as usize,
+            _ => return,
+        };
+        let v = match &values[item] {
+            EValue::Int(v) => *v,
+            _ => 0,
+        };
+        if let EValue::IntList(list) = &mut values[l] {
+            list.vals[k] = v;
+        }
+    }
+}
+
+fn refresh_all_int_lists(values: &mut [EValue]) {
+    for l in 0..values.len() {
+        refresh_int_list(values, l);
+    }
+}
+
+fn set_tensor_input(t: &mut TensorImpl, src: &Tensor) -> Result<()> {
+    if t.dtype() != src.dtype() {
+        return Err(Error::invalid_argument(format!(
+            "expected a {} tensor, got {}",
+            t.dtype(),
+            src.dtype()
+        )));
+    }
+    if src.sizes().len() != t.dim() {
+        return Err(Error::invalid_argument(format!(
+            "expected a {}-d tensor of shape {:?}, got shape {:?}",
+            t.dim(),
+            t.sizes(),
+            src.sizes()
+        )));
+    }
+    let old = *t;
+    t.resize(src.sizes()).map_err(|e| {
+        Error::invalid_argument(format!(
+            "shape {:?} does not fit the input ({:?}, {}): {}",
+            src.sizes(),
+            old.sizes(),
+            old.dynamism().name(),
+            e.message()
+        ))
+    })?;
+    if t.data_ptr().is_null() && src.numel() > 0 {
+        return Err(Error::invalid_state("input has no memory to copy into"));
+    }
+    let bytes = src.as_bytes();
+    if !t.is_default_dim_order() {
+        return Err(Error::not_supported(
+            "inputs with a non-default dim order are not supported yet",
+        ));
+    }
+    // SAFETY: `resize` checked `bytes.len() == nbytes <= capacity` of the destination,
+    // which is method-owned memory distinct from the caller's tensor.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), t.data_ptr(), bytes.len()) };
+    Ok(())
+}
+
+/// Copies a method value out into an owned value.
+pub fn evalue_to_value(values: &[EValue], v: &EValue) -> Result<Value> {
+    Ok(match v {
+        EValue::None => Value::None,
+        EValue::Int(x) => Value::Int(*x),
+        EValue::Double(x) => Value::Double(*x),
+        EValue::Bool(x) => Value::Bool(*x),
+        EValue::String(s) => Value::String(s.to_string()),
+        EValue::Tensor(t) => Value::Tensor(tensor_to_owned(t)?),
+        EValue::IntList(l) => Value::IntList(l.vals.to_vec()),
+        EValue::DoubleList(l) => Value::DoubleList(l.to_vec()),
+        EValue::BoolList(l) => Value::BoolList(l.to_vec()),
+        EValue::TensorList(l) => Value::TensorList(
+            l.iter()
+                .map(|&i| tensor_to_owned(values[i as usize].as_tensor()?))
+                .collect::<Result<_>>()?,
+        ),
+        EValue::OptionalTensorList(l) => Value::OptionalTensorList(
+            l.iter()
+                .map(|i| match i {
+                    Some(i) => match &values[*i as usize] {
+                        EValue::Tensor(t) => tensor_to_owned(t).map(Some),
+                        _ => Ok(None),
+                    },
+                    None => Ok(None),
+                })
+                .collect::<Result<_>>()?,
+        ),
+    })
+}
+
+/// Copies a host tensor view into an owned row-major tensor (converting the dim order).
+pub fn tensor_to_owned(t: &TensorImpl) -> Result<Tensor> {
+    if !t.device().is_cpu() {
+        return Err(Error::not_supported(format!(
+            "tensor lives on {}; copy it to the CPU first",
+            t.device()
+        )));
+    }
+    // SAFETY: runtime tensors point at live method or program memory.
+    let r = unsafe { TensorRef::new(*t) };
+    let bytes = r.bytes()?;
+    if t.is_default_dim_order() {
+        return Tensor::from_bytes(t.dtype(), t.sizes(), bytes);
+    }
+    let mut out = Tensor::zeros(t.dtype(), t.sizes())?;
+    let es = t.dtype().element_size();
+    let sizes = t.sizes();
+    let strides = t.strides();
+    let n = t.numel();
+    let dst = out.as_bytes_mut();
+    let mut idx = vec![0usize; sizes.len()];
+    for lin in 0..n {
+        let src_off: usize = idx.iter().zip(strides).map(|(i, s)| i * s).sum();
+        dst[lin * es..(lin + 1) * es].copy_from_slice(&bytes[src_off * es..(src_off + 1) * es]);
+        for d in (0..sizes.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < sizes[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    Ok(out)
+}

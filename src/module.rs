@@ -1,0 +1,177 @@
+//! The `Module` facade: open a program, load methods, execute them.
+
+use crate::{
+    BackendRegistry, Error, KernelRegistry, LoadConfig, Method, MethodMeta, NamedDataMap, Program,
+    PtdFile, Result, Value,
+};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Several `.ptd` files searched in order.
+struct DataFiles(Vec<Arc<PtdFile>>);
+
+impl NamedDataMap for DataFiles {
+    fn get(&self, key: &str) -> Option<etch_format::NamedBlob<'_>> {
+        self.0.iter().find_map(|f| f.get(key))
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0.iter().flat_map(|f| f.keys()).collect()
+    }
+}
+
+/// An ExecuTorch program and its loaded methods.
+///
+/// ```no_run
+/// use etch::{Module, Tensor, Value};
+/// # fn main() -> etch::Result<()> {
+/// let mut module = Module::from_file("examples/models/mlp.pte")?;
+/// let x = Tensor::from_slice(&[0.5f32; 64], &[4, 16])?;
+/// let outputs = module.forward(&[Value::Tensor(x)])?;
+/// let probs = outputs[0].as_tensor()?.to_vec::<f32>()?;
+/// # let _ = probs; Ok(()) }
+/// ```
+///
+/// Methods load on first use (or explicitly with [`Module::load_method`]) and stay loaded:
+/// their planned memory and mutable state (e.g. registered buffers updated in place)
+/// persist across executions until the module is dropped.
+pub struct Module {
+    program: Program,
+    kernels: Arc<KernelRegistry>,
+    backends: Arc<BackendRegistry>,
+    data_files: Vec<Arc<PtdFile>>,
+    named_data: Option<Arc<dyn NamedDataMap>>,
+    methods: HashMap<String, Method>,
+}
+
+impl std::fmt::Debug for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Module")
+            .field("program", &self.program)
+            .field("loaded", &self.methods.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Module {
+    /// Maps a `.pte` file (zero-copy) and verifies it.
+    ///
+    /// The file must not be modified or truncated while the module is alive.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Module> {
+        let path = path.as_ref();
+        let program = Program::from_file(path).map_err(|e| e.context(path.display()))?;
+        Ok(Self::from_program(program))
+    }
+
+    /// Copies program bytes into aligned memory and verifies them.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Module> {
+        Ok(Self::from_program(Program::from_bytes(bytes)?))
+    }
+
+    /// Wraps an already loaded program, with the portable CPU kernels and no backends.
+    pub fn from_program(program: Program) -> Module {
+        Module {
+            program,
+            kernels: Arc::new(crate::default_kernels()),
+            backends: Arc::new(BackendRegistry::new()),
+            data_files: Vec::new(),
+            named_data: None,
+            methods: HashMap::new(),
+        }
+    }
+
+    /// Adds an external data file (`.ptd`) that holds constants the program refers to by
+    /// name. Call before loading methods.
+    pub fn with_data_file(mut self, path: impl AsRef<Path>) -> Result<Module> {
+        let path = path.as_ref();
+        self.data_files
+            .push(Arc::new(PtdFile::from_file(path).map_err(|e| e.context(path.display()))?));
+        self.refresh_named_data();
+        Ok(self)
+    }
+
+    /// Adds external data from bytes of a `.ptd` file.
+    pub fn with_data_bytes(mut self, bytes: &[u8]) -> Result<Module> {
+        self.data_files.push(Arc::new(PtdFile::from_bytes(bytes)?));
+        self.refresh_named_data();
+        Ok(self)
+    }
+
+    fn refresh_named_data(&mut self) {
+        self.methods.clear();
+        self.named_data = Some(Arc::new(DataFiles(self.data_files.clone())));
+    }
+
+    /// Replaces the kernel registry (e.g. to add custom operators).
+    pub fn with_kernels(mut self, kernels: Arc<KernelRegistry>) -> Module {
+        self.kernels = kernels;
+        self.methods.clear();
+        self
+    }
+
+    /// Replaces the backend registry.
+    pub fn with_backends(mut self, backends: Arc<BackendRegistry>) -> Module {
+        self.backends = backends;
+        self.methods.clear();
+        self
+    }
+
+    /// The program.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Method names, in file order.
+    pub fn method_names(&self) -> &[String] {
+        self.program.method_names()
+    }
+
+    /// A method's metadata (does not load the method).
+    pub fn method_meta(&self, name: &str) -> Result<MethodMeta> {
+        MethodMeta::new(&self.program, name)
+    }
+
+    fn load_config(&self) -> LoadConfig {
+        LoadConfig {
+            kernels: Arc::clone(&self.kernels),
+            backends: Arc::clone(&self.backends),
+            named_data: self.named_data.clone(),
+        }
+    }
+
+    /// Loads a method (once; later calls are no-ops).
+    pub fn load_method(&mut self, name: &str) -> Result<()> {
+        if !self.methods.contains_key(name) {
+            let m = Method::load(&self.program, name, &self.load_config())?;
+            self.methods.insert(name.to_string(), m);
+        }
+        Ok(())
+    }
+
+    /// True when the method is loaded.
+    pub fn is_method_loaded(&self, name: &str) -> bool {
+        self.methods.contains_key(name)
+    }
+
+    /// The loaded method, loading it first if needed (for the low-level API: `set_input`,
+    /// `execute`, borrowed outputs).
+    pub fn method(&mut self, name: &str) -> Result<&mut Method> {
+        self.load_method(name)?;
+        self.methods
+            .get_mut(name)
+            .ok_or_else(|| Error::internal("method vanished after loading"))
+    }
+
+    /// Sets the inputs, executes, and returns owned copies of the outputs.
+    pub fn execute(&mut self, name: &str, inputs: &[Value]) -> Result<Vec<Value>> {
+        let m = self.method(name)?;
+        m.set_inputs(inputs)?;
+        m.execute()?;
+        m.output_values()
+    }
+
+    /// `execute("forward", inputs)`.
+    pub fn forward(&mut self, inputs: &[Value]) -> Result<Vec<Value>> {
+        self.execute("forward", inputs)
+    }
+}
