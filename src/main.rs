@@ -125,7 +125,10 @@ impl Opts {
 fn shape_str(s: &[usize]) -> String {
     format!(
         "[{}]",
-        s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+        s.iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     )
 }
 
@@ -238,7 +241,11 @@ fn cmd_inspect(args: &[String]) -> Result<()> {
                         v["dtype"].as_str().unwrap_or(""),
                         shape_str(&sizes),
                         v["dynamism"].as_str().unwrap_or(""),
-                        if v["memory_planned"] == true { ", planned" } else { "" },
+                        if v["memory_planned"] == true {
+                            ", planned"
+                        } else {
+                            ""
+                        },
                         if v["device"] != "cpu:0" {
                             format!(", on {}", v["device"].as_str().unwrap_or(""))
                         } else {
@@ -332,14 +339,30 @@ fn random_input(info: &etch::IoInfo, rng: &mut Rng) -> Result<Value> {
 fn tensor_from_f64(v: &[f64], sizes: &[usize], dtype: ScalarType) -> Result<Tensor> {
     use etch::{bf16, f16};
     match dtype {
-        ScalarType::Float => Tensor::from_slice(&v.iter().map(|&x| x as f32).collect::<Vec<_>>(), sizes),
+        ScalarType::Float => {
+            Tensor::from_slice(&v.iter().map(|&x| x as f32).collect::<Vec<_>>(), sizes)
+        }
         ScalarType::Double => Tensor::from_slice(v, sizes),
-        ScalarType::Half => Tensor::from_slice(&v.iter().map(|&x| f16::from_f64(x)).collect::<Vec<_>>(), sizes),
-        ScalarType::BFloat16 => Tensor::from_slice(&v.iter().map(|&x| bf16::from_f64(x)).collect::<Vec<_>>(), sizes),
-        ScalarType::Long => Tensor::from_slice(&v.iter().map(|&x| x as i64).collect::<Vec<_>>(), sizes),
-        ScalarType::Int => Tensor::from_slice(&v.iter().map(|&x| x as i32).collect::<Vec<_>>(), sizes),
-        ScalarType::Short => Tensor::from_slice(&v.iter().map(|&x| x as i16).collect::<Vec<_>>(), sizes),
-        ScalarType::Char => Tensor::from_slice(&v.iter().map(|&x| x as i8).collect::<Vec<_>>(), sizes),
+        ScalarType::Half => Tensor::from_slice(
+            &v.iter().map(|&x| f16::from_f64(x)).collect::<Vec<_>>(),
+            sizes,
+        ),
+        ScalarType::BFloat16 => Tensor::from_slice(
+            &v.iter().map(|&x| bf16::from_f64(x)).collect::<Vec<_>>(),
+            sizes,
+        ),
+        ScalarType::Long => {
+            Tensor::from_slice(&v.iter().map(|&x| x as i64).collect::<Vec<_>>(), sizes)
+        }
+        ScalarType::Int => {
+            Tensor::from_slice(&v.iter().map(|&x| x as i32).collect::<Vec<_>>(), sizes)
+        }
+        ScalarType::Short => {
+            Tensor::from_slice(&v.iter().map(|&x| x as i16).collect::<Vec<_>>(), sizes)
+        }
+        ScalarType::Char => {
+            Tensor::from_slice(&v.iter().map(|&x| x as i8).collect::<Vec<_>>(), sizes)
+        }
         ScalarType::Byte | ScalarType::Bool => {
             let b: Vec<u8> = v.iter().map(|&x| x as u8).collect();
             Tensor::from_bytes(dtype, sizes, &b)
@@ -363,7 +386,11 @@ fn adapt_input(i: usize, t: Tensor, info: &etch::IoInfo) -> Result<Value> {
             if t.dtype() == want {
                 Ok(Value::Tensor(t))
             } else if want == ScalarType::BFloat16 && t.dtype() == ScalarType::Float {
-                let v: Vec<etch::bf16> = t.as_slice::<f32>()?.iter().map(|&x| etch::bf16::from_f32(x)).collect();
+                let v: Vec<etch::bf16> = t
+                    .as_slice::<f32>()?
+                    .iter()
+                    .map(|&x| etch::bf16::from_f32(x))
+                    .collect();
                 Ok(Value::Tensor(Tensor::from_slice(&v, t.sizes())?))
             } else {
                 Err(err(&format!("a {want} tensor")))
@@ -371,14 +398,22 @@ fn adapt_input(i: usize, t: Tensor, info: &etch::IoInfo) -> Result<Value> {
         }
         Tag::Int | Tag::Double | Tag::Bool => {
             if !t.sizes().is_empty() {
-                return Err(err(&format!("a 0-d array for the {} input", info.tag.name())));
+                return Err(err(&format!(
+                    "a 0-d array for the {} input",
+                    info.tag.name()
+                )));
             }
             let v = t.to_f64_vec()?[0];
             Ok(match info.tag {
                 Tag::Int if t.dtype().is_integral() => Value::Int(v as i64),
                 Tag::Double => Value::Double(v),
                 Tag::Bool if matches!(t.dtype(), ScalarType::Bool) => Value::Bool(v != 0.0),
-                _ => return Err(err(&format!("a 0-d array for the {} input", info.tag.name()))),
+                _ => {
+                    return Err(err(&format!(
+                        "a 0-d array for the {} input",
+                        info.tag.name()
+                    )));
+                }
             })
         }
         other => Err(Error::not_supported(format!(
@@ -396,7 +431,8 @@ fn summarize(i: usize, v: &Value) -> String {
                     let min = vals.iter().cloned().fold(f64::INFINITY, f64::min);
                     let max = vals.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                     let mean = vals.iter().sum::<f64>() / vals.len() as f64;
-                    let head: Vec<String> = vals.iter().take(4).map(|x| format!("{x:.5}")).collect();
+                    let head: Vec<String> =
+                        vals.iter().take(4).map(|x| format!("{x:.5}")).collect();
                     format!(
                         "min {min:.5} max {max:.5} mean {mean:.5} [{}{}]",
                         head.join(", "),
@@ -437,11 +473,11 @@ fn cmd_run(args: &[String]) -> Result<()> {
     )?;
     let path = o.model()?;
     let iterations: usize = match o.one("iterations") {
-        Some(s) => s
-            .parse()
-            .ok()
-            .filter(|&n| n >= 1)
-            .ok_or_else(|| Error::invalid_argument(format!("--iterations must be a positive integer, got '{s}'")))?,
+        Some(s) => s.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "--iterations must be a positive integer, got '{s}'"
+            ))
+        })?,
         None => 1,
     };
     let t0 = Instant::now();
@@ -467,7 +503,10 @@ fn cmd_run(args: &[String]) -> Result<()> {
     let files = o.all("input");
     let inputs: Vec<Value> = if files.is_empty() {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-        meta.inputs().iter().map(|i| random_input(i, &mut rng)).collect::<Result<_>>()?
+        meta.inputs()
+            .iter()
+            .map(|i| random_input(i, &mut rng))
+            .collect::<Result<_>>()?
     } else {
         if files.len() != meta.num_inputs() {
             return Err(Error::invalid_argument(format!(
@@ -497,11 +536,13 @@ fn cmd_run(args: &[String]) -> Result<()> {
     }
     if let Some(dir) = o.one("output-dir") {
         let dir = PathBuf::from(dir);
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            Error::access_failed(format!("cannot create '{}': {e}", dir.display()))
-        })?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::access_failed(format!("cannot create '{}': {e}", dir.display())))?;
         for (i, v) in outputs.iter().enumerate() {
-            npy::write(Path::new(&dir).join(format!("output_{i}.npy")), &value_to_npy(v)?)?;
+            npy::write(
+                Path::new(&dir).join(format!("output_{i}.npy")),
+                &value_to_npy(v)?,
+            )?;
         }
     }
     let first = times[0];

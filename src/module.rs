@@ -84,8 +84,9 @@ impl Module {
     /// name. Call before loading methods.
     pub fn with_data_file(mut self, path: impl AsRef<Path>) -> Result<Module> {
         let path = path.as_ref();
-        self.data_files
-            .push(Arc::new(PtdFile::from_file(path).map_err(|e| e.context(path.display()))?));
+        self.data_files.push(Arc::new(
+            PtdFile::from_file(path).map_err(|e| e.context(path.display()))?,
+        ));
         self.refresh_named_data();
         Ok(self)
     }

@@ -109,7 +109,10 @@ pub fn parse(bytes: &[u8]) -> Result<Tensor> {
         .and_then(|n| n.checked_mul(dtype.element_size()))
         .ok_or_else(|| bad("shape overflows"))?;
     if data.len() < need {
-        return Err(bad(&format!("{} data bytes for shape {shape:?} ({need} needed)", data.len())));
+        return Err(bad(&format!(
+            "{} data bytes for shape {shape:?} ({need} needed)",
+            data.len()
+        )));
     }
     Tensor::from_bytes(dtype, &shape, &data[..need])
 }
@@ -126,7 +129,11 @@ pub fn read(path: impl AsRef<Path>) -> Result<Tensor> {
 pub fn to_bytes(t: &Tensor) -> Result<Vec<u8>> {
     let converted;
     let t = if t.dtype() == ScalarType::BFloat16 {
-        let v: Vec<f32> = t.as_slice::<half::bf16>()?.iter().map(|x| x.to_f32()).collect();
+        let v: Vec<f32> = t
+            .as_slice::<half::bf16>()?
+            .iter()
+            .map(|x| x.to_f32())
+            .collect();
         converted = Tensor::from_slice(&v, t.sizes())?;
         &converted
     } else {
@@ -138,7 +145,11 @@ pub fn to_bytes(t: &Tensor) -> Result<Vec<u8>> {
         1 => format!("({},)", t.sizes()[0]),
         _ => format!(
             "({})",
-            t.sizes().iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+            t.sizes()
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     };
     let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");

@@ -15,4 +15,5 @@ s = s.replace("            ::serde::Serialize,\n            ::serde::Deserialize
 s = re.sub(r",\s*::serde::Serialize,\s*::serde::Deserialize", "", s)
 open(p, "w").write(s)
 PY
+rustfmt --edition 2024 src/generated.rs
 grep -c serde src/generated.rs && { echo "serde derives left in generated.rs" >&2; exit 1; } || true

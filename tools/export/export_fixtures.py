@@ -392,6 +392,29 @@ def build_stateful() -> Fixture:
     return fx
 
 
+class CondModel(nn.Module):
+    """Data-dependent control flow: ExecuTorch emits JumpFalse and Move instructions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda t: self.lin(t).relu(), lambda t: t * 3.0 - 1.0, (x,))
+
+
+def build_cond() -> Fixture:
+    torch.manual_seed(11)
+    m = CondModel().eval()
+    fx = Fixture("cond")
+    fx.write_program(export_edge({"forward": copy.deepcopy(m)}, {"forward": (torch.ones(2, 4),)}))
+    fx.comment = "torch.cond: one case takes each branch"
+    for sign in (1.0, -1.0):
+        x = torch.rand(2, 4) * sign
+        fx.add_case("forward", [x], eager(m, x), TOL_F32)
+    return fx
+
+
 def build_dynamic_batch() -> Fixture:
     torch.manual_seed(6)
     m = SmallMLP().eval()
@@ -712,6 +735,22 @@ def dump_instructions(fx: Fixture, out_path: str) -> None:
 # ----------------------------------------------------------------------------
 
 
+def export_misc() -> None:
+    """Programs used by error-path tests (not in the manifest): a delegate whose backend
+    etch does not register (XNNPACK)."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    d = os.path.join(FIXTURES, "misc")
+    os.makedirs(d, exist_ok=True)
+    torch.manual_seed(7)
+    model = nn.Sequential(nn.Linear(8, 4)).eval()
+    ep = torch.export.export(model, (torch.randn(2, 8),))
+    prog = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+    with open(os.path.join(d, "xnnpack_linear.pte"), "wb") as f:
+        f.write(prog.buffer)
+
+
 def main() -> int:
     torch.set_num_threads(1)
     if os.path.isdir(FIXTURES):
@@ -731,6 +770,7 @@ def main() -> int:
     fixtures.append(build_dynamic_batch())
     fixtures.append(build_two_methods())
     fixtures.append(build_scalar_io())
+    fixtures.append(build_cond())
 
     with open(os.path.join(FIXTURES, "manifest.json"), "w") as f:
         json.dump([fx.manifest_entry() for fx in fixtures], f, indent=2)
@@ -742,6 +782,8 @@ def main() -> int:
         next(fx for fx in fixtures if fx.name == "transformer"),
         os.path.join(FIXTURES, "transformer_instructions.txt"),
     )
+
+    export_misc()
 
     # Bundled example model + input.
     shutil.copyfile(os.path.join(FIXTURES, "mlp", "model.pte"), os.path.join(EXAMPLES, "mlp.pte"))

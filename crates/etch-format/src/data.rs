@@ -14,9 +14,8 @@ pub enum DataSource {
 impl DataSource {
     /// Maps a file read-only.
     pub fn map_file(path: &Path) -> Result<Self> {
-        let file = std::fs::File::open(path).map_err(|e| {
-            Error::access_failed(format!("cannot open '{}': {e}", path.display()))
-        })?;
+        let file = std::fs::File::open(path)
+            .map_err(|e| Error::access_failed(format!("cannot open '{}': {e}", path.display())))?;
         let len = file
             .metadata()
             .map_err(|e| Error::access_failed(format!("cannot stat '{}': {e}", path.display())))?

@@ -19,15 +19,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ContainerMetadata` in the file `schema/program.fbs:19`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ContainerMetadata {
             /// The field `encoded_inp_str` in the table `ContainerMetadata`
             pub encoded_inp_str: ::core::option::Option<::planus::alloc::string::String>,
@@ -187,9 +179,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-            > ::planus::WriteAs<::planus::Offset<ContainerMetadata>>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+        > ::planus::WriteAs<::planus::Offset<ContainerMetadata>>
             for ContainerMetadataBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<ContainerMetadata>;
@@ -204,9 +196,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-            > ::planus::WriteAsOptional<::planus::Offset<ContainerMetadata>>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+        > ::planus::WriteAsOptional<::planus::Offset<ContainerMetadata>>
             for ContainerMetadataBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<ContainerMetadata>;
@@ -221,9 +213,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-            > ::planus::WriteAsOffset<ContainerMetadata> for ContainerMetadataBuilder<(T0, T1)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+        > ::planus::WriteAsOffset<ContainerMetadata> for ContainerMetadataBuilder<(T0, T1)>
         {
             #[inline]
             fn prepare(
@@ -363,15 +355,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Null` in the file `schema/program.fbs:24`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Null {}
 
         #[allow(clippy::derivable_impls)]
@@ -568,15 +552,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `AllocationDetails` in the file `schema/program.fbs:30`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct AllocationDetails {
             /// The field `memory_id` in the table `AllocationDetails`
             pub memory_id: u32,
@@ -775,10 +751,10 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<u32, u32>,
-                T1: ::planus::WriteAsDefault<u32, u32>,
-                T2: ::planus::WriteAsDefault<u32, u32>,
-            > ::planus::WriteAs<::planus::Offset<AllocationDetails>>
+            T0: ::planus::WriteAsDefault<u32, u32>,
+            T1: ::planus::WriteAsDefault<u32, u32>,
+            T2: ::planus::WriteAsDefault<u32, u32>,
+        > ::planus::WriteAs<::planus::Offset<AllocationDetails>>
             for AllocationDetailsBuilder<(T0, T1, T2)>
         {
             type Prepared = ::planus::Offset<AllocationDetails>;
@@ -793,10 +769,10 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<u32, u32>,
-                T1: ::planus::WriteAsDefault<u32, u32>,
-                T2: ::planus::WriteAsDefault<u32, u32>,
-            > ::planus::WriteAsOptional<::planus::Offset<AllocationDetails>>
+            T0: ::planus::WriteAsDefault<u32, u32>,
+            T1: ::planus::WriteAsDefault<u32, u32>,
+            T2: ::planus::WriteAsDefault<u32, u32>,
+        > ::planus::WriteAsOptional<::planus::Offset<AllocationDetails>>
             for AllocationDetailsBuilder<(T0, T1, T2)>
         {
             type Prepared = ::planus::Offset<AllocationDetails>;
@@ -811,11 +787,10 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<u32, u32>,
-                T1: ::planus::WriteAsDefault<u32, u32>,
-                T2: ::planus::WriteAsDefault<u32, u32>,
-            > ::planus::WriteAsOffset<AllocationDetails>
-            for AllocationDetailsBuilder<(T0, T1, T2)>
+            T0: ::planus::WriteAsDefault<u32, u32>,
+            T1: ::planus::WriteAsDefault<u32, u32>,
+            T2: ::planus::WriteAsDefault<u32, u32>,
+        > ::planus::WriteAsOffset<AllocationDetails> for AllocationDetailsBuilder<(T0, T1, T2)>
         {
             #[inline]
             fn prepare(
@@ -967,16 +942,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `TensorShapeDynamism` in the file `schema/program.fbs:46`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum TensorShapeDynamism {
             /// The variant `STATIC` in the enum `TensorShapeDynamism`
@@ -1139,16 +1105,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `TensorDataLocation` in the file `schema/program.fbs:58`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum TensorDataLocation {
             /// The variant `SEGMENT` in the enum `TensorDataLocation`
@@ -1306,16 +1263,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `DeviceType` in the file `schema/program.fbs:67`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum DeviceType {
             /// The variant `CPU` in the enum `DeviceType`
@@ -1473,15 +1421,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `ExtraTensorInfo` in the file `schema/program.fbs:74`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct ExtraTensorInfo {
             /// The field `mutable_data_segments_idx` in the table `ExtraTensorInfo`
             pub mutable_data_segments_idx: u64,
@@ -1757,12 +1697,12 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<u64, u64>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T2: ::planus::WriteAsDefault<self::TensorDataLocation, self::TensorDataLocation>,
-                T3: ::planus::WriteAsDefault<self::DeviceType, self::DeviceType>,
-                T4: ::planus::WriteAsDefault<i8, i8>,
-            > ::planus::WriteAs<::planus::Offset<ExtraTensorInfo>>
+            T0: ::planus::WriteAsDefault<u64, u64>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T2: ::planus::WriteAsDefault<self::TensorDataLocation, self::TensorDataLocation>,
+            T3: ::planus::WriteAsDefault<self::DeviceType, self::DeviceType>,
+            T4: ::planus::WriteAsDefault<i8, i8>,
+        > ::planus::WriteAs<::planus::Offset<ExtraTensorInfo>>
             for ExtraTensorInfoBuilder<(T0, T1, T2, T3, T4)>
         {
             type Prepared = ::planus::Offset<ExtraTensorInfo>;
@@ -1777,12 +1717,12 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<u64, u64>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T2: ::planus::WriteAsDefault<self::TensorDataLocation, self::TensorDataLocation>,
-                T3: ::planus::WriteAsDefault<self::DeviceType, self::DeviceType>,
-                T4: ::planus::WriteAsDefault<i8, i8>,
-            > ::planus::WriteAsOptional<::planus::Offset<ExtraTensorInfo>>
+            T0: ::planus::WriteAsDefault<u64, u64>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T2: ::planus::WriteAsDefault<self::TensorDataLocation, self::TensorDataLocation>,
+            T3: ::planus::WriteAsDefault<self::DeviceType, self::DeviceType>,
+            T4: ::planus::WriteAsDefault<i8, i8>,
+        > ::planus::WriteAsOptional<::planus::Offset<ExtraTensorInfo>>
             for ExtraTensorInfoBuilder<(T0, T1, T2, T3, T4)>
         {
             type Prepared = ::planus::Offset<ExtraTensorInfo>;
@@ -1797,12 +1737,12 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<u64, u64>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T2: ::planus::WriteAsDefault<self::TensorDataLocation, self::TensorDataLocation>,
-                T3: ::planus::WriteAsDefault<self::DeviceType, self::DeviceType>,
-                T4: ::planus::WriteAsDefault<i8, i8>,
-            > ::planus::WriteAsOffset<ExtraTensorInfo>
+            T0: ::planus::WriteAsDefault<u64, u64>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T2: ::planus::WriteAsDefault<self::TensorDataLocation, self::TensorDataLocation>,
+            T3: ::planus::WriteAsDefault<self::DeviceType, self::DeviceType>,
+            T4: ::planus::WriteAsDefault<i8, i8>,
+        > ::planus::WriteAsOffset<ExtraTensorInfo>
             for ExtraTensorInfoBuilder<(T0, T1, T2, T3, T4)>
         {
             #[inline]
@@ -1984,15 +1924,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Tensor` in the file `schema/program.fbs:100`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Tensor {
             /// The field `scalar_type` in the table `Tensor`
             pub scalar_type: self::ScalarType,
@@ -2443,17 +2375,17 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<self::ScalarType, self::ScalarType>,
-                T1: ::planus::WriteAsDefault<i32, i32>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T3: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
-                T4: ::planus::WriteAsDefault<bool, bool>,
-                T5: ::planus::WriteAsDefault<u32, u32>,
-                T6: ::planus::WriteAsOptional<::planus::Offset<self::AllocationDetails>>,
-                T7: ::planus::WriteAsDefault<i8, i8>,
-                T8: ::planus::WriteAsDefault<self::TensorShapeDynamism, self::TensorShapeDynamism>,
-                T9: ::planus::WriteAsOptional<::planus::Offset<self::ExtraTensorInfo>>,
-            > ::planus::WriteAs<::planus::Offset<Tensor>>
+            T0: ::planus::WriteAsDefault<self::ScalarType, self::ScalarType>,
+            T1: ::planus::WriteAsDefault<i32, i32>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T3: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
+            T4: ::planus::WriteAsDefault<bool, bool>,
+            T5: ::planus::WriteAsDefault<u32, u32>,
+            T6: ::planus::WriteAsOptional<::planus::Offset<self::AllocationDetails>>,
+            T7: ::planus::WriteAsDefault<i8, i8>,
+            T8: ::planus::WriteAsDefault<self::TensorShapeDynamism, self::TensorShapeDynamism>,
+            T9: ::planus::WriteAsOptional<::planus::Offset<self::ExtraTensorInfo>>,
+        > ::planus::WriteAs<::planus::Offset<Tensor>>
             for TensorBuilder<(T0, T1, T2, T3, T4, T5, T6, T7, T8, T9)>
         {
             type Prepared = ::planus::Offset<Tensor>;
@@ -2465,17 +2397,17 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<self::ScalarType, self::ScalarType>,
-                T1: ::planus::WriteAsDefault<i32, i32>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T3: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
-                T4: ::planus::WriteAsDefault<bool, bool>,
-                T5: ::planus::WriteAsDefault<u32, u32>,
-                T6: ::planus::WriteAsOptional<::planus::Offset<self::AllocationDetails>>,
-                T7: ::planus::WriteAsDefault<i8, i8>,
-                T8: ::planus::WriteAsDefault<self::TensorShapeDynamism, self::TensorShapeDynamism>,
-                T9: ::planus::WriteAsOptional<::planus::Offset<self::ExtraTensorInfo>>,
-            > ::planus::WriteAsOptional<::planus::Offset<Tensor>>
+            T0: ::planus::WriteAsDefault<self::ScalarType, self::ScalarType>,
+            T1: ::planus::WriteAsDefault<i32, i32>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T3: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
+            T4: ::planus::WriteAsDefault<bool, bool>,
+            T5: ::planus::WriteAsDefault<u32, u32>,
+            T6: ::planus::WriteAsOptional<::planus::Offset<self::AllocationDetails>>,
+            T7: ::planus::WriteAsDefault<i8, i8>,
+            T8: ::planus::WriteAsDefault<self::TensorShapeDynamism, self::TensorShapeDynamism>,
+            T9: ::planus::WriteAsOptional<::planus::Offset<self::ExtraTensorInfo>>,
+        > ::planus::WriteAsOptional<::planus::Offset<Tensor>>
             for TensorBuilder<(T0, T1, T2, T3, T4, T5, T6, T7, T8, T9)>
         {
             type Prepared = ::planus::Offset<Tensor>;
@@ -2490,17 +2422,17 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<self::ScalarType, self::ScalarType>,
-                T1: ::planus::WriteAsDefault<i32, i32>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T3: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
-                T4: ::planus::WriteAsDefault<bool, bool>,
-                T5: ::planus::WriteAsDefault<u32, u32>,
-                T6: ::planus::WriteAsOptional<::planus::Offset<self::AllocationDetails>>,
-                T7: ::planus::WriteAsDefault<i8, i8>,
-                T8: ::planus::WriteAsDefault<self::TensorShapeDynamism, self::TensorShapeDynamism>,
-                T9: ::planus::WriteAsOptional<::planus::Offset<self::ExtraTensorInfo>>,
-            > ::planus::WriteAsOffset<Tensor>
+            T0: ::planus::WriteAsDefault<self::ScalarType, self::ScalarType>,
+            T1: ::planus::WriteAsDefault<i32, i32>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T3: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
+            T4: ::planus::WriteAsDefault<bool, bool>,
+            T5: ::planus::WriteAsDefault<u32, u32>,
+            T6: ::planus::WriteAsOptional<::planus::Offset<self::AllocationDetails>>,
+            T7: ::planus::WriteAsDefault<i8, i8>,
+            T8: ::planus::WriteAsDefault<self::TensorShapeDynamism, self::TensorShapeDynamism>,
+            T9: ::planus::WriteAsOptional<::planus::Offset<self::ExtraTensorInfo>>,
+        > ::planus::WriteAsOffset<Tensor>
             for TensorBuilder<(T0, T1, T2, T3, T4, T5, T6, T7, T8, T9)>
         {
             #[inline]
@@ -2743,15 +2675,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Int` in the file `schema/program.fbs:177`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Int {
             /// The field `int_val` in the table `Int`
             pub int_val: i64,
@@ -2995,15 +2919,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Bool` in the file `schema/program.fbs:181`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Bool {
             /// The field `bool_val` in the table `Bool`
             pub bool_val: bool,
@@ -3501,15 +3417,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `String` in the file `schema/program.fbs:189`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct String {
             /// The field `string_val` in the table `String`
             pub string_val: ::core::option::Option<::planus::alloc::string::String>,
@@ -3769,15 +3677,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `IntList` in the file `schema/program.fbs:193`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct IntList {
             /// The field `items` in the table `IntList`
             pub items: ::core::option::Option<::planus::alloc::vec::Vec<i64>>,
@@ -4297,15 +4197,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `BoolList` in the file `schema/program.fbs:201`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct BoolList {
             /// The field `items` in the table `BoolList`
             pub items: ::core::option::Option<::planus::alloc::vec::Vec<bool>>,
@@ -4563,15 +4455,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `TensorList` in the file `schema/program.fbs:209`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct TensorList {
             /// The field `items` in the table `TensorList`
             pub items: ::core::option::Option<::planus::alloc::vec::Vec<i32>>,
@@ -4833,15 +4717,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `OptionalTensorList` in the file `schema/program.fbs:214`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct OptionalTensorList {
             /// The field `items` in the table `OptionalTensorList`
             pub items: ::core::option::Option<::planus::alloc::vec::Vec<i32>>,
@@ -6106,15 +5982,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Operator` in the file `schema/program.fbs:238`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Operator {
             /// The field `name` in the table `Operator`
             pub name: ::core::option::Option<::planus::alloc::string::String>,
@@ -6257,9 +6125,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-            > ::planus::WriteAs<::planus::Offset<Operator>> for OperatorBuilder<(T0, T1)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+        > ::planus::WriteAs<::planus::Offset<Operator>> for OperatorBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<Operator>;
 
@@ -6270,9 +6138,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-            > ::planus::WriteAsOptional<::planus::Offset<Operator>> for OperatorBuilder<(T0, T1)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+        > ::planus::WriteAsOptional<::planus::Offset<Operator>> for OperatorBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<Operator>;
 
@@ -6286,9 +6154,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-            > ::planus::WriteAsOffset<Operator> for OperatorBuilder<(T0, T1)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+        > ::planus::WriteAsOffset<Operator> for OperatorBuilder<(T0, T1)>
         {
             #[inline]
             fn prepare(&self, builder: &mut ::planus::Builder) -> ::planus::Offset<Operator> {
@@ -6417,15 +6285,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `KernelCall` in the file `schema/program.fbs:245`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct KernelCall {
             /// The field `op_index` in the table `KernelCall`
             pub op_index: i32,
@@ -6568,9 +6428,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<i32, i32>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-            > ::planus::WriteAs<::planus::Offset<KernelCall>> for KernelCallBuilder<(T0, T1)>
+            T0: ::planus::WriteAsDefault<i32, i32>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+        > ::planus::WriteAs<::planus::Offset<KernelCall>> for KernelCallBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<KernelCall>;
 
@@ -6581,10 +6441,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<i32, i32>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-            > ::planus::WriteAsOptional<::planus::Offset<KernelCall>>
-            for KernelCallBuilder<(T0, T1)>
+            T0: ::planus::WriteAsDefault<i32, i32>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+        > ::planus::WriteAsOptional<::planus::Offset<KernelCall>> for KernelCallBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<KernelCall>;
 
@@ -6598,9 +6457,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<i32, i32>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-            > ::planus::WriteAsOffset<KernelCall> for KernelCallBuilder<(T0, T1)>
+            T0: ::planus::WriteAsDefault<i32, i32>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+        > ::planus::WriteAsOffset<KernelCall> for KernelCallBuilder<(T0, T1)>
         {
             #[inline]
             fn prepare(&self, builder: &mut ::planus::Builder) -> ::planus::Offset<KernelCall> {
@@ -6733,15 +6592,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `DelegateCall` in the file `schema/program.fbs:253`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct DelegateCall {
             /// The field `delegate_index` in the table `DelegateCall`
             pub delegate_index: i32,
@@ -6888,9 +6739,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<i32, i32>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-            > ::planus::WriteAs<::planus::Offset<DelegateCall>> for DelegateCallBuilder<(T0, T1)>
+            T0: ::planus::WriteAsDefault<i32, i32>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+        > ::planus::WriteAs<::planus::Offset<DelegateCall>> for DelegateCallBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<DelegateCall>;
 
@@ -6901,9 +6752,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<i32, i32>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-            > ::planus::WriteAsOptional<::planus::Offset<DelegateCall>>
+            T0: ::planus::WriteAsDefault<i32, i32>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+        > ::planus::WriteAsOptional<::planus::Offset<DelegateCall>>
             for DelegateCallBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<DelegateCall>;
@@ -6918,9 +6769,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<i32, i32>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-            > ::planus::WriteAsOffset<DelegateCall> for DelegateCallBuilder<(T0, T1)>
+            T0: ::planus::WriteAsDefault<i32, i32>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+        > ::planus::WriteAsOffset<DelegateCall> for DelegateCallBuilder<(T0, T1)>
         {
             #[inline]
             fn prepare(&self, builder: &mut ::planus::Builder) -> ::planus::Offset<DelegateCall> {
@@ -7057,15 +6908,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `MoveCall` in the file `schema/program.fbs:261`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct MoveCall {
             /// The field `move_from` in the table `MoveCall`
             pub move_from: i32,
@@ -7355,15 +7198,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `JumpFalseCall` in the file `schema/program.fbs:269`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct JumpFalseCall {
             /// The field `cond_value_index` in the table `JumpFalseCall`
             pub cond_value_index: i32,
@@ -7678,15 +7513,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `FreeCall` in the file `schema/program.fbs:277`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct FreeCall {
             /// The field `value_index` in the table `FreeCall`
             pub value_index: i32,
@@ -7938,15 +7765,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Union `InstructionArguments` in the file `schema/program.fbs:282`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub enum InstructionArguments {
             /// The variant of type `KernelCall` in the union `InstructionArguments`
             KernelCall(::planus::alloc::boxed::Box<self::KernelCall>),
@@ -8341,15 +8160,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Instruction` in the file `schema/program.fbs:291`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Instruction {
             /// The field `instr_args` in the table `Instruction`
             pub instr_args: ::core::option::Option<self::InstructionArguments>,
@@ -8628,15 +8439,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Frame` in the file `schema/program.fbs:295`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Frame {
             /// The field `filename` in the table `Frame`
             pub filename: ::core::option::Option<::planus::alloc::string::String>,
@@ -8847,11 +8650,11 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsDefault<i32, i32>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T3: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-            > ::planus::WriteAs<::planus::Offset<Frame>> for FrameBuilder<(T0, T1, T2, T3)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsDefault<i32, i32>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T3: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+        > ::planus::WriteAs<::planus::Offset<Frame>> for FrameBuilder<(T0, T1, T2, T3)>
         {
             type Prepared = ::planus::Offset<Frame>;
 
@@ -8862,12 +8665,11 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsDefault<i32, i32>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T3: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-            > ::planus::WriteAsOptional<::planus::Offset<Frame>>
-            for FrameBuilder<(T0, T1, T2, T3)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsDefault<i32, i32>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T3: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+        > ::planus::WriteAsOptional<::planus::Offset<Frame>> for FrameBuilder<(T0, T1, T2, T3)>
         {
             type Prepared = ::planus::Offset<Frame>;
 
@@ -8881,11 +8683,11 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsDefault<i32, i32>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T3: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-            > ::planus::WriteAsOffset<Frame> for FrameBuilder<(T0, T1, T2, T3)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsDefault<i32, i32>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T3: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+        > ::planus::WriteAsOffset<Frame> for FrameBuilder<(T0, T1, T2, T3)>
         {
             #[inline]
             fn prepare(&self, builder: &mut ::planus::Builder) -> ::planus::Offset<Frame> {
@@ -9034,15 +8836,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `FrameList` in the file `schema/program.fbs:303`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct FrameList {
             /// The field `items` in the table `FrameList`
             pub items: ::core::option::Option<::planus::alloc::vec::Vec<self::Frame>>,
@@ -9309,16 +9103,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `DataLocation` in the file `schema/program.fbs:309`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum DataLocation {
             /// The variant `INLINE` in the enum `DataLocation`
@@ -9476,15 +9261,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `BackendDelegateDataReference` in the file `schema/program.fbs:317`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct BackendDelegateDataReference {
             /// The field `location` in the table `BackendDelegateDataReference`
             pub location: self::DataLocation,
@@ -9646,9 +9423,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<self::DataLocation, self::DataLocation>,
-                T1: ::planus::WriteAsDefault<u32, u32>,
-            > ::planus::WriteAs<::planus::Offset<BackendDelegateDataReference>>
+            T0: ::planus::WriteAsDefault<self::DataLocation, self::DataLocation>,
+            T1: ::planus::WriteAsDefault<u32, u32>,
+        > ::planus::WriteAs<::planus::Offset<BackendDelegateDataReference>>
             for BackendDelegateDataReferenceBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<BackendDelegateDataReference>;
@@ -9663,9 +9440,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<self::DataLocation, self::DataLocation>,
-                T1: ::planus::WriteAsDefault<u32, u32>,
-            > ::planus::WriteAsOptional<::planus::Offset<BackendDelegateDataReference>>
+            T0: ::planus::WriteAsDefault<self::DataLocation, self::DataLocation>,
+            T1: ::planus::WriteAsDefault<u32, u32>,
+        > ::planus::WriteAsOptional<::planus::Offset<BackendDelegateDataReference>>
             for BackendDelegateDataReferenceBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<BackendDelegateDataReference>;
@@ -9681,9 +9458,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<self::DataLocation, self::DataLocation>,
-                T1: ::planus::WriteAsDefault<u32, u32>,
-            > ::planus::WriteAsOffset<BackendDelegateDataReference>
+            T0: ::planus::WriteAsDefault<self::DataLocation, self::DataLocation>,
+            T1: ::planus::WriteAsDefault<u32, u32>,
+        > ::planus::WriteAsOffset<BackendDelegateDataReference>
             for BackendDelegateDataReferenceBuilder<(T0, T1)>
         {
             #[inline]
@@ -9830,15 +9607,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `CompileSpec` in the file `schema/program.fbs:327`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct CompileSpec {
             /// The field `key` in the table `CompileSpec`
             pub key: ::core::option::Option<::planus::alloc::string::String>,
@@ -9981,9 +9750,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
-            > ::planus::WriteAs<::planus::Offset<CompileSpec>> for CompileSpecBuilder<(T0, T1)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
+        > ::planus::WriteAs<::planus::Offset<CompileSpec>> for CompileSpecBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<CompileSpec>;
 
@@ -9994,9 +9763,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
-            > ::planus::WriteAsOptional<::planus::Offset<CompileSpec>>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
+        > ::planus::WriteAsOptional<::planus::Offset<CompileSpec>>
             for CompileSpecBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<CompileSpec>;
@@ -10011,9 +9780,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
-            > ::planus::WriteAsOffset<CompileSpec> for CompileSpecBuilder<(T0, T1)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
+        > ::planus::WriteAsOffset<CompileSpec> for CompileSpecBuilder<(T0, T1)>
         {
             #[inline]
             fn prepare(&self, builder: &mut ::planus::Builder) -> ::planus::Offset<CompileSpec> {
@@ -10144,15 +9913,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `BackendDelegate` in the file `schema/program.fbs:333`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct BackendDelegate {
             /// The field `id` in the table `BackendDelegate`
             pub id: ::core::option::Option<::planus::alloc::string::String>,
@@ -10318,8 +10079,8 @@ mod root {
             pub fn compile_specs<T2>(self, value: T2) -> BackendDelegateBuilder<(T0, T1, T2)>
             where
                 T2: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::CompileSpec>]>,
-                >,
+                        ::planus::Offset<[::planus::Offset<self::CompileSpec>]>,
+                    >,
             {
                 let (v0, v1) = self.0;
                 BackendDelegateBuilder((v0, v1, value))
@@ -10348,10 +10109,10 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<self::BackendDelegateDataReference>>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::CompileSpec>]>>,
-            > ::planus::WriteAs<::planus::Offset<BackendDelegate>>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<self::BackendDelegateDataReference>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::CompileSpec>]>>,
+        > ::planus::WriteAs<::planus::Offset<BackendDelegate>>
             for BackendDelegateBuilder<(T0, T1, T2)>
         {
             type Prepared = ::planus::Offset<BackendDelegate>;
@@ -10366,10 +10127,10 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<self::BackendDelegateDataReference>>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::CompileSpec>]>>,
-            > ::planus::WriteAsOptional<::planus::Offset<BackendDelegate>>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<self::BackendDelegateDataReference>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::CompileSpec>]>>,
+        > ::planus::WriteAsOptional<::planus::Offset<BackendDelegate>>
             for BackendDelegateBuilder<(T0, T1, T2)>
         {
             type Prepared = ::planus::Offset<BackendDelegate>;
@@ -10384,10 +10145,10 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<self::BackendDelegateDataReference>>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::CompileSpec>]>>,
-            > ::planus::WriteAsOffset<BackendDelegate> for BackendDelegateBuilder<(T0, T1, T2)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<self::BackendDelegateDataReference>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::CompileSpec>]>>,
+        > ::planus::WriteAsOffset<BackendDelegate> for BackendDelegateBuilder<(T0, T1, T2)>
         {
             #[inline]
             fn prepare(
@@ -10555,15 +10316,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Chain` in the file `schema/program.fbs:353`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Chain {
             /// The field `inputs` in the table `Chain`
             pub inputs: ::core::option::Option<::planus::alloc::vec::Vec<i32>>,
@@ -10739,8 +10492,8 @@ mod root {
             pub fn instructions<T2>(self, value: T2) -> ChainBuilder<(T0, T1, T2)>
             where
                 T2: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::Instruction>]>,
-                >,
+                        ::planus::Offset<[::planus::Offset<self::Instruction>]>,
+                    >,
             {
                 let (v0, v1) = self.0;
                 ChainBuilder((v0, v1, value))
@@ -10760,9 +10513,7 @@ mod root {
             #[allow(clippy::type_complexity)]
             pub fn stacktrace<T3>(self, value: T3) -> ChainBuilder<(T0, T1, T2, T3)>
             where
-                T3: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::FrameList>]>,
-                >,
+                T3: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::FrameList>]>>,
             {
                 let (v0, v1, v2) = self.0;
                 ChainBuilder((v0, v1, v2, value))
@@ -10788,11 +10539,11 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Instruction>]>>,
-                T3: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::FrameList>]>>,
-            > ::planus::WriteAs<::planus::Offset<Chain>> for ChainBuilder<(T0, T1, T2, T3)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Instruction>]>>,
+            T3: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::FrameList>]>>,
+        > ::planus::WriteAs<::planus::Offset<Chain>> for ChainBuilder<(T0, T1, T2, T3)>
         {
             type Prepared = ::planus::Offset<Chain>;
 
@@ -10803,12 +10554,11 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Instruction>]>>,
-                T3: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::FrameList>]>>,
-            > ::planus::WriteAsOptional<::planus::Offset<Chain>>
-            for ChainBuilder<(T0, T1, T2, T3)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Instruction>]>>,
+            T3: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::FrameList>]>>,
+        > ::planus::WriteAsOptional<::planus::Offset<Chain>> for ChainBuilder<(T0, T1, T2, T3)>
         {
             type Prepared = ::planus::Offset<Chain>;
 
@@ -10822,11 +10572,11 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Instruction>]>>,
-                T3: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::FrameList>]>>,
-            > ::planus::WriteAsOffset<Chain> for ChainBuilder<(T0, T1, T2, T3)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Instruction>]>>,
+            T3: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::FrameList>]>>,
+        > ::planus::WriteAsOffset<Chain> for ChainBuilder<(T0, T1, T2, T3)>
         {
             #[inline]
             fn prepare(&self, builder: &mut ::planus::Builder) -> ::planus::Offset<Chain> {
@@ -11384,8 +11134,8 @@ mod root {
             ) -> ExecutionPlanBuilder<(T0, T1, T2, T3, T4, T5, T6, T7)>
             where
                 T7: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::BackendDelegate>]>,
-                >,
+                        ::planus::Offset<[::planus::Offset<self::BackendDelegate>]>,
+                    >,
             {
                 let (v0, v1, v2, v3, v4, v5, v6) = self.0;
                 ExecutionPlanBuilder((v0, v1, v2, v3, v4, v5, v6, value))
@@ -11438,8 +11188,8 @@ mod root {
             ) -> ExecutionPlanBuilder<(T0, T1, T2, T3, T4, T5, T6, T7, T8, T9)>
             where
                 T9: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::NonConstBufferDevice>]>,
-                >,
+                        ::planus::Offset<[::planus::Offset<self::NonConstBufferDevice>]>,
+                    >,
             {
                 let (v0, v1, v2, v3, v4, v5, v6, v7, v8) = self.0;
                 ExecutionPlanBuilder((v0, v1, v2, v3, v4, v5, v6, v7, v8, value))
@@ -11469,21 +11219,19 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<self::ContainerMetadata>>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::EValue>]>>,
-                T3: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T4: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T5: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Chain>]>>,
-                T6: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Operator>]>>,
-                T7: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::BackendDelegate>]>,
-                >,
-                T8: ::planus::WriteAsOptional<::planus::Offset<[i64]>>,
-                T9: ::planus::WriteAsOptional<
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<self::ContainerMetadata>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::EValue>]>>,
+            T3: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T4: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T5: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Chain>]>>,
+            T6: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Operator>]>>,
+            T7: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::BackendDelegate>]>>,
+            T8: ::planus::WriteAsOptional<::planus::Offset<[i64]>>,
+            T9: ::planus::WriteAsOptional<
                     ::planus::Offset<[::planus::Offset<self::NonConstBufferDevice>]>,
                 >,
-            > ::planus::WriteAs<::planus::Offset<ExecutionPlan>>
+        > ::planus::WriteAs<::planus::Offset<ExecutionPlan>>
             for ExecutionPlanBuilder<(T0, T1, T2, T3, T4, T5, T6, T7, T8, T9)>
         {
             type Prepared = ::planus::Offset<ExecutionPlan>;
@@ -11495,21 +11243,19 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<self::ContainerMetadata>>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::EValue>]>>,
-                T3: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T4: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T5: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Chain>]>>,
-                T6: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Operator>]>>,
-                T7: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::BackendDelegate>]>,
-                >,
-                T8: ::planus::WriteAsOptional<::planus::Offset<[i64]>>,
-                T9: ::planus::WriteAsOptional<
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<self::ContainerMetadata>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::EValue>]>>,
+            T3: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T4: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T5: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Chain>]>>,
+            T6: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Operator>]>>,
+            T7: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::BackendDelegate>]>>,
+            T8: ::planus::WriteAsOptional<::planus::Offset<[i64]>>,
+            T9: ::planus::WriteAsOptional<
                     ::planus::Offset<[::planus::Offset<self::NonConstBufferDevice>]>,
                 >,
-            > ::planus::WriteAsOptional<::planus::Offset<ExecutionPlan>>
+        > ::planus::WriteAsOptional<::planus::Offset<ExecutionPlan>>
             for ExecutionPlanBuilder<(T0, T1, T2, T3, T4, T5, T6, T7, T8, T9)>
         {
             type Prepared = ::planus::Offset<ExecutionPlan>;
@@ -11524,21 +11270,19 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<self::ContainerMetadata>>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::EValue>]>>,
-                T3: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T4: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T5: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Chain>]>>,
-                T6: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Operator>]>>,
-                T7: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::BackendDelegate>]>,
-                >,
-                T8: ::planus::WriteAsOptional<::planus::Offset<[i64]>>,
-                T9: ::planus::WriteAsOptional<
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<self::ContainerMetadata>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::EValue>]>>,
+            T3: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T4: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T5: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Chain>]>>,
+            T6: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Operator>]>>,
+            T7: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::BackendDelegate>]>>,
+            T8: ::planus::WriteAsOptional<::planus::Offset<[i64]>>,
+            T9: ::planus::WriteAsOptional<
                     ::planus::Offset<[::planus::Offset<self::NonConstBufferDevice>]>,
                 >,
-            > ::planus::WriteAsOffset<ExecutionPlan>
+        > ::planus::WriteAsOffset<ExecutionPlan>
             for ExecutionPlanBuilder<(T0, T1, T2, T3, T4, T5, T6, T7, T8, T9)>
         {
             #[inline]
@@ -11839,15 +11583,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `NonConstBufferDevice` in the file `schema/program.fbs:417`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct NonConstBufferDevice {
             /// The field `buffer_idx` in the table `NonConstBufferDevice`
             pub buffer_idx: i32,
@@ -12048,10 +11784,10 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<i32, i32>,
-                T1: ::planus::WriteAsDefault<self::DeviceType, self::DeviceType>,
-                T2: ::planus::WriteAsDefault<i8, i8>,
-            > ::planus::WriteAs<::planus::Offset<NonConstBufferDevice>>
+            T0: ::planus::WriteAsDefault<i32, i32>,
+            T1: ::planus::WriteAsDefault<self::DeviceType, self::DeviceType>,
+            T2: ::planus::WriteAsDefault<i8, i8>,
+        > ::planus::WriteAs<::planus::Offset<NonConstBufferDevice>>
             for NonConstBufferDeviceBuilder<(T0, T1, T2)>
         {
             type Prepared = ::planus::Offset<NonConstBufferDevice>;
@@ -12066,10 +11802,10 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<i32, i32>,
-                T1: ::planus::WriteAsDefault<self::DeviceType, self::DeviceType>,
-                T2: ::planus::WriteAsDefault<i8, i8>,
-            > ::planus::WriteAsOptional<::planus::Offset<NonConstBufferDevice>>
+            T0: ::planus::WriteAsDefault<i32, i32>,
+            T1: ::planus::WriteAsDefault<self::DeviceType, self::DeviceType>,
+            T2: ::planus::WriteAsDefault<i8, i8>,
+        > ::planus::WriteAsOptional<::planus::Offset<NonConstBufferDevice>>
             for NonConstBufferDeviceBuilder<(T0, T1, T2)>
         {
             type Prepared = ::planus::Offset<NonConstBufferDevice>;
@@ -12084,10 +11820,10 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<i32, i32>,
-                T1: ::planus::WriteAsDefault<self::DeviceType, self::DeviceType>,
-                T2: ::planus::WriteAsDefault<i8, i8>,
-            > ::planus::WriteAsOffset<NonConstBufferDevice>
+            T0: ::planus::WriteAsDefault<i32, i32>,
+            T1: ::planus::WriteAsDefault<self::DeviceType, self::DeviceType>,
+            T2: ::planus::WriteAsDefault<i8, i8>,
+        > ::planus::WriteAsOffset<NonConstBufferDevice>
             for NonConstBufferDeviceBuilder<(T0, T1, T2)>
         {
             #[inline]
@@ -12238,15 +11974,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `Buffer` in the file `schema/program.fbs:433`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct Buffer {
             /// The field `storage` in the table `Buffer`
             pub storage: ::core::option::Option<::planus::alloc::vec::Vec<u8>>,
@@ -12498,15 +12226,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `BackendDelegateInlineData` in the file `schema/program.fbs:447`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct BackendDelegateInlineData {
             /// The field `data` in the table `BackendDelegateInlineData`
             pub data: ::core::option::Option<::planus::alloc::vec::Vec<u8>>,
@@ -12790,15 +12510,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `DataSegment` in the file `schema/program.fbs:457`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct DataSegment {
             /// The field `offset` in the table `DataSegment`
             pub offset: u64,
@@ -13089,15 +12801,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `SubsegmentOffsets` in the file `schema/program.fbs:470`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct SubsegmentOffsets {
             /// The field `segment_index` in the table `SubsegmentOffsets`
             pub segment_index: u32,
@@ -13253,9 +12957,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<u32, u32>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[u64]>>,
-            > ::planus::WriteAs<::planus::Offset<SubsegmentOffsets>>
+            T0: ::planus::WriteAsDefault<u32, u32>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[u64]>>,
+        > ::planus::WriteAs<::planus::Offset<SubsegmentOffsets>>
             for SubsegmentOffsetsBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<SubsegmentOffsets>;
@@ -13270,9 +12974,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<u32, u32>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[u64]>>,
-            > ::planus::WriteAsOptional<::planus::Offset<SubsegmentOffsets>>
+            T0: ::planus::WriteAsDefault<u32, u32>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[u64]>>,
+        > ::planus::WriteAsOptional<::planus::Offset<SubsegmentOffsets>>
             for SubsegmentOffsetsBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<SubsegmentOffsets>;
@@ -13287,9 +12991,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<u32, u32>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[u64]>>,
-            > ::planus::WriteAsOffset<SubsegmentOffsets> for SubsegmentOffsetsBuilder<(T0, T1)>
+            T0: ::planus::WriteAsDefault<u32, u32>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[u64]>>,
+        > ::planus::WriteAsOffset<SubsegmentOffsets> for SubsegmentOffsetsBuilder<(T0, T1)>
         {
             #[inline]
             fn prepare(
@@ -13429,15 +13133,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `NamedData` in the file `schema/program.fbs:482`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct NamedData {
             /// The field `key` in the table `NamedData`
             pub key: ::core::option::Option<::planus::alloc::string::String>,
@@ -13584,9 +13280,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsDefault<u32, u32>,
-            > ::planus::WriteAs<::planus::Offset<NamedData>> for NamedDataBuilder<(T0, T1)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsDefault<u32, u32>,
+        > ::planus::WriteAs<::planus::Offset<NamedData>> for NamedDataBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<NamedData>;
 
@@ -13597,10 +13293,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsDefault<u32, u32>,
-            > ::planus::WriteAsOptional<::planus::Offset<NamedData>>
-            for NamedDataBuilder<(T0, T1)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsDefault<u32, u32>,
+        > ::planus::WriteAsOptional<::planus::Offset<NamedData>> for NamedDataBuilder<(T0, T1)>
         {
             type Prepared = ::planus::Offset<NamedData>;
 
@@ -13614,9 +13309,9 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsDefault<u32, u32>,
-            > ::planus::WriteAsOffset<NamedData> for NamedDataBuilder<(T0, T1)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsDefault<u32, u32>,
+        > ::planus::WriteAsOffset<NamedData> for NamedDataBuilder<(T0, T1)>
         {
             #[inline]
             fn prepare(&self, builder: &mut ::planus::Builder) -> ::planus::Offset<NamedData> {
@@ -13979,8 +13674,8 @@ mod root {
             pub fn execution_plan<T1>(self, value: T1) -> ProgramBuilder<(T0, T1)>
             where
                 T1: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::ExecutionPlan>]>,
-                >,
+                        ::planus::Offset<[::planus::Offset<self::ExecutionPlan>]>,
+                    >,
             {
                 let (v0,) = self.0;
                 ProgramBuilder((v0, value))
@@ -14021,8 +13716,8 @@ mod root {
             pub fn backend_delegate_data<T3>(self, value: T3) -> ProgramBuilder<(T0, T1, T2, T3)>
             where
                 T3: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::BackendDelegateInlineData>]>,
-                >,
+                        ::planus::Offset<[::planus::Offset<self::BackendDelegateInlineData>]>,
+                    >,
             {
                 let (v0, v1, v2) = self.0;
                 ProgramBuilder((v0, v1, v2, value))
@@ -14043,8 +13738,8 @@ mod root {
             pub fn segments<T4>(self, value: T4) -> ProgramBuilder<(T0, T1, T2, T3, T4)>
             where
                 T4: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::DataSegment>]>,
-                >,
+                        ::planus::Offset<[::planus::Offset<self::DataSegment>]>,
+                    >,
             {
                 let (v0, v1, v2, v3) = self.0;
                 ProgramBuilder((v0, v1, v2, v3, value))
@@ -14088,8 +13783,8 @@ mod root {
             ) -> ProgramBuilder<(T0, T1, T2, T3, T4, T5, T6)>
             where
                 T6: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::SubsegmentOffsets>]>,
-                >,
+                        ::planus::Offset<[::planus::Offset<self::SubsegmentOffsets>]>,
+                    >,
             {
                 let (v0, v1, v2, v3, v4, v5) = self.0;
                 ProgramBuilder((v0, v1, v2, v3, v4, v5, value))
@@ -14114,9 +13809,7 @@ mod root {
                 value: T7,
             ) -> ProgramBuilder<(T0, T1, T2, T3, T4, T5, T6, T7)>
             where
-                T7: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::NamedData>]>,
-                >,
+                T7: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::NamedData>]>>,
             {
                 let (v0, v1, v2, v3, v4, v5, v6) = self.0;
                 ProgramBuilder((v0, v1, v2, v3, v4, v5, v6, value))
@@ -14142,21 +13835,19 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<u32, u32>,
-                T1: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::ExecutionPlan>]>,
-                >,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Buffer>]>>,
-                T3: ::planus::WriteAsOptional<
+            T0: ::planus::WriteAsDefault<u32, u32>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::ExecutionPlan>]>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Buffer>]>>,
+            T3: ::planus::WriteAsOptional<
                     ::planus::Offset<[::planus::Offset<self::BackendDelegateInlineData>]>,
                 >,
-                T4: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::DataSegment>]>>,
-                T5: ::planus::WriteAsOptional<::planus::Offset<self::SubsegmentOffsets>>,
-                T6: ::planus::WriteAsOptional<
+            T4: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::DataSegment>]>>,
+            T5: ::planus::WriteAsOptional<::planus::Offset<self::SubsegmentOffsets>>,
+            T6: ::planus::WriteAsOptional<
                     ::planus::Offset<[::planus::Offset<self::SubsegmentOffsets>]>,
                 >,
-                T7: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::NamedData>]>>,
-            > ::planus::WriteAs<::planus::Offset<Program>>
+            T7: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::NamedData>]>>,
+        > ::planus::WriteAs<::planus::Offset<Program>>
             for ProgramBuilder<(T0, T1, T2, T3, T4, T5, T6, T7)>
         {
             type Prepared = ::planus::Offset<Program>;
@@ -14168,21 +13859,19 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<u32, u32>,
-                T1: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::ExecutionPlan>]>,
-                >,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Buffer>]>>,
-                T3: ::planus::WriteAsOptional<
+            T0: ::planus::WriteAsDefault<u32, u32>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::ExecutionPlan>]>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Buffer>]>>,
+            T3: ::planus::WriteAsOptional<
                     ::planus::Offset<[::planus::Offset<self::BackendDelegateInlineData>]>,
                 >,
-                T4: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::DataSegment>]>>,
-                T5: ::planus::WriteAsOptional<::planus::Offset<self::SubsegmentOffsets>>,
-                T6: ::planus::WriteAsOptional<
+            T4: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::DataSegment>]>>,
+            T5: ::planus::WriteAsOptional<::planus::Offset<self::SubsegmentOffsets>>,
+            T6: ::planus::WriteAsOptional<
                     ::planus::Offset<[::planus::Offset<self::SubsegmentOffsets>]>,
                 >,
-                T7: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::NamedData>]>>,
-            > ::planus::WriteAsOptional<::planus::Offset<Program>>
+            T7: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::NamedData>]>>,
+        > ::planus::WriteAsOptional<::planus::Offset<Program>>
             for ProgramBuilder<(T0, T1, T2, T3, T4, T5, T6, T7)>
         {
             type Prepared = ::planus::Offset<Program>;
@@ -14197,22 +13886,19 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<u32, u32>,
-                T1: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::ExecutionPlan>]>,
-                >,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Buffer>]>>,
-                T3: ::planus::WriteAsOptional<
+            T0: ::planus::WriteAsDefault<u32, u32>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::ExecutionPlan>]>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::Buffer>]>>,
+            T3: ::planus::WriteAsOptional<
                     ::planus::Offset<[::planus::Offset<self::BackendDelegateInlineData>]>,
                 >,
-                T4: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::DataSegment>]>>,
-                T5: ::planus::WriteAsOptional<::planus::Offset<self::SubsegmentOffsets>>,
-                T6: ::planus::WriteAsOptional<
+            T4: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::DataSegment>]>>,
+            T5: ::planus::WriteAsOptional<::planus::Offset<self::SubsegmentOffsets>>,
+            T6: ::planus::WriteAsOptional<
                     ::planus::Offset<[::planus::Offset<self::SubsegmentOffsets>]>,
                 >,
-                T7: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::NamedData>]>>,
-            > ::planus::WriteAsOffset<Program>
-            for ProgramBuilder<(T0, T1, T2, T3, T4, T5, T6, T7)>
+            T7: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::NamedData>]>>,
+        > ::planus::WriteAsOffset<Program> for ProgramBuilder<(T0, T1, T2, T3, T4, T5, T6, T7)>
         {
             #[inline]
             fn prepare(&self, builder: &mut ::planus::Builder) -> ::planus::Offset<Program> {
@@ -14488,16 +14174,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Enum `ScalarType` in the file `schema/scalar_type.fbs:11`
-        #[derive(
-            Copy,
-            Clone,
-            Debug,
-            PartialEq,
-            Eq,
-            PartialOrd,
-            Ord,
-            Hash,
-        )]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(i8)]
         pub enum ScalarType {
             /// The variant `BYTE` in the enum `ScalarType`
@@ -14768,15 +14445,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `TensorLayout` in the file `schema/flat_tensor.fbs:12`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct TensorLayout {
             /// The field `scalar_type` in the table `TensorLayout`
             pub scalar_type: super::executorch_flatbuffer::ScalarType,
@@ -14893,9 +14562,9 @@ mod root {
             pub fn scalar_type<T0>(self, value: T0) -> TensorLayoutBuilder<(T0,)>
             where
                 T0: ::planus::WriteAsDefault<
-                    super::executorch_flatbuffer::ScalarType,
-                    super::executorch_flatbuffer::ScalarType,
-                >,
+                        super::executorch_flatbuffer::ScalarType,
+                        super::executorch_flatbuffer::ScalarType,
+                    >,
             {
                 TensorLayoutBuilder((value,))
             }
@@ -14960,14 +14629,13 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<
+            T0: ::planus::WriteAsDefault<
                     super::executorch_flatbuffer::ScalarType,
                     super::executorch_flatbuffer::ScalarType,
                 >,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
-            > ::planus::WriteAs<::planus::Offset<TensorLayout>>
-            for TensorLayoutBuilder<(T0, T1, T2)>
+            T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
+        > ::planus::WriteAs<::planus::Offset<TensorLayout>> for TensorLayoutBuilder<(T0, T1, T2)>
         {
             type Prepared = ::planus::Offset<TensorLayout>;
 
@@ -14978,13 +14646,13 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<
+            T0: ::planus::WriteAsDefault<
                     super::executorch_flatbuffer::ScalarType,
                     super::executorch_flatbuffer::ScalarType,
                 >,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
-            > ::planus::WriteAsOptional<::planus::Offset<TensorLayout>>
+            T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
+        > ::planus::WriteAsOptional<::planus::Offset<TensorLayout>>
             for TensorLayoutBuilder<(T0, T1, T2)>
         {
             type Prepared = ::planus::Offset<TensorLayout>;
@@ -14999,13 +14667,13 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<
+            T0: ::planus::WriteAsDefault<
                     super::executorch_flatbuffer::ScalarType,
                     super::executorch_flatbuffer::ScalarType,
                 >,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
-            > ::planus::WriteAsOffset<TensorLayout> for TensorLayoutBuilder<(T0, T1, T2)>
+            T1: ::planus::WriteAsOptional<::planus::Offset<[i32]>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[u8]>>,
+        > ::planus::WriteAsOffset<TensorLayout> for TensorLayoutBuilder<(T0, T1, T2)>
         {
             #[inline]
             fn prepare(&self, builder: &mut ::planus::Builder) -> ::planus::Offset<TensorLayout> {
@@ -15155,15 +14823,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `DataSegment` in the file `schema/flat_tensor.fbs:35`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct DataSegment {
             /// The field `offset` in the table `DataSegment`
             pub offset: u64,
@@ -15454,15 +15114,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `NamedData` in the file `schema/flat_tensor.fbs:48`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct NamedData {
             /// The field `key` in the table `NamedData`
             pub key: ::core::option::Option<::planus::alloc::string::String>,
@@ -15645,10 +15297,10 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsDefault<u32, u32>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<self::TensorLayout>>,
-            > ::planus::WriteAs<::planus::Offset<NamedData>> for NamedDataBuilder<(T0, T1, T2)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsDefault<u32, u32>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<self::TensorLayout>>,
+        > ::planus::WriteAs<::planus::Offset<NamedData>> for NamedDataBuilder<(T0, T1, T2)>
         {
             type Prepared = ::planus::Offset<NamedData>;
 
@@ -15659,10 +15311,10 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsDefault<u32, u32>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<self::TensorLayout>>,
-            > ::planus::WriteAsOptional<::planus::Offset<NamedData>>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsDefault<u32, u32>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<self::TensorLayout>>,
+        > ::planus::WriteAsOptional<::planus::Offset<NamedData>>
             for NamedDataBuilder<(T0, T1, T2)>
         {
             type Prepared = ::planus::Offset<NamedData>;
@@ -15677,10 +15329,10 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
-                T1: ::planus::WriteAsDefault<u32, u32>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<self::TensorLayout>>,
-            > ::planus::WriteAsOffset<NamedData> for NamedDataBuilder<(T0, T1, T2)>
+            T0: ::planus::WriteAsOptional<::planus::Offset<::core::primitive::str>>,
+            T1: ::planus::WriteAsDefault<u32, u32>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<self::TensorLayout>>,
+        > ::planus::WriteAsOffset<NamedData> for NamedDataBuilder<(T0, T1, T2)>
         {
             #[inline]
             fn prepare(&self, builder: &mut ::planus::Builder) -> ::planus::Offset<NamedData> {
@@ -15833,15 +15485,7 @@ mod root {
         ///
         /// Generated from these locations:
         /// * Table `FlatTensor` in the file `schema/flat_tensor.fbs:60`
-        #[derive(
-            Clone,
-            Debug,
-            PartialEq,
-            PartialOrd,
-            Eq,
-            Ord,
-            Hash,
-        )]
+        #[derive(Clone, Debug, PartialEq, PartialOrd, Eq, Ord, Hash)]
         pub struct FlatTensor {
             /// The field `version` in the table `FlatTensor`
             pub version: u32,
@@ -15978,8 +15622,8 @@ mod root {
             pub fn segments<T1>(self, value: T1) -> FlatTensorBuilder<(T0, T1)>
             where
                 T1: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::DataSegment>]>,
-                >,
+                        ::planus::Offset<[::planus::Offset<self::DataSegment>]>,
+                    >,
             {
                 let (v0,) = self.0;
                 FlatTensorBuilder((v0, value))
@@ -15999,9 +15643,7 @@ mod root {
             #[allow(clippy::type_complexity)]
             pub fn named_data<T2>(self, value: T2) -> FlatTensorBuilder<(T0, T1, T2)>
             where
-                T2: ::planus::WriteAsOptional<
-                    ::planus::Offset<[::planus::Offset<self::NamedData>]>,
-                >,
+                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::NamedData>]>>,
             {
                 let (v0, v1) = self.0;
                 FlatTensorBuilder((v0, v1, value))
@@ -16027,10 +15669,10 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<u32, u32>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::DataSegment>]>>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::NamedData>]>>,
-            > ::planus::WriteAs<::planus::Offset<FlatTensor>> for FlatTensorBuilder<(T0, T1, T2)>
+            T0: ::planus::WriteAsDefault<u32, u32>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::DataSegment>]>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::NamedData>]>>,
+        > ::planus::WriteAs<::planus::Offset<FlatTensor>> for FlatTensorBuilder<(T0, T1, T2)>
         {
             type Prepared = ::planus::Offset<FlatTensor>;
 
@@ -16041,10 +15683,10 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<u32, u32>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::DataSegment>]>>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::NamedData>]>>,
-            > ::planus::WriteAsOptional<::planus::Offset<FlatTensor>>
+            T0: ::planus::WriteAsDefault<u32, u32>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::DataSegment>]>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::NamedData>]>>,
+        > ::planus::WriteAsOptional<::planus::Offset<FlatTensor>>
             for FlatTensorBuilder<(T0, T1, T2)>
         {
             type Prepared = ::planus::Offset<FlatTensor>;
@@ -16059,10 +15701,10 @@ mod root {
         }
 
         impl<
-                T0: ::planus::WriteAsDefault<u32, u32>,
-                T1: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::DataSegment>]>>,
-                T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::NamedData>]>>,
-            > ::planus::WriteAsOffset<FlatTensor> for FlatTensorBuilder<(T0, T1, T2)>
+            T0: ::planus::WriteAsDefault<u32, u32>,
+            T1: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::DataSegment>]>>,
+            T2: ::planus::WriteAsOptional<::planus::Offset<[::planus::Offset<self::NamedData>]>>,
+        > ::planus::WriteAsOffset<FlatTensor> for FlatTensorBuilder<(T0, T1, T2)>
         {
             #[inline]
             fn prepare(&self, builder: &mut ::planus::Builder) -> ::planus::Offset<FlatTensor> {

@@ -128,19 +128,15 @@ impl Program {
 
         let mut segments = Vec::new();
         if let Some(segs) = fb.segments().map_err(fb_err("segment table"))? {
-            let Some(h) = header else {
-                if !segs.is_empty() {
-                    return Err(Error::invalid_program(
-                        "program has segments but no extended header to locate them",
-                    ));
-                }
-                return Self::finish(source, header, flatbuffer_len, segments, fb);
-            };
+            // Without an extended header there is no segment data; the exporter still
+            // writes empty segments (e.g. with external constants). Every range is checked
+            // against the file, so base 0 is safe.
+            let base = header.map_or(0, |h| h.segment_base_offset);
             for (i, s) in segs.iter().enumerate() {
                 let s = s.map_err(fb_err("segment"))?;
                 let off = s.offset().map_err(fb_err("segment offset"))?;
                 let size = s.size().map_err(fb_err("segment size"))?;
-                let start = h.segment_base_offset.checked_add(off).ok_or_else(|| {
+                let start = base.checked_add(off).ok_or_else(|| {
                     Error::invalid_program(format!("segment {i} offset overflows"))
                 })?;
                 segments.push(checked_range(
@@ -270,13 +266,21 @@ impl Program {
         if let Some(bufs) = fb.constant_buffer().map_err(fb_err("constant buffers"))? {
             for b in bufs.iter() {
                 let b = b.map_err(fb_err("constant buffer"))?;
-                total += b.storage().map_err(fb_err("constant buffer"))?.map_or(0, |s| s.len());
+                total += b
+                    .storage()
+                    .map_err(fb_err("constant buffer"))?
+                    .map_or(0, |s| s.len());
             }
         }
         if let Some(cs) = fb.constant_segment().map_err(fb_err("constant segment"))?
-            && cs.offsets().map_err(fb_err("constant offsets"))?.is_some_and(|o| o.len() > 1)
+            && cs
+                .offsets()
+                .map_err(fb_err("constant offsets"))?
+                .is_some_and(|o| o.len() > 1)
         {
-            let seg = cs.segment_index().map_err(fb_err("constant segment index"))? as usize;
+            let seg = cs
+                .segment_index()
+                .map_err(fb_err("constant segment index"))? as usize;
             total += self.segment(seg)?.len();
         }
         Ok(total)
@@ -301,7 +305,10 @@ impl Program {
                     ))
                 })?
                 .map_err(fb_err("constant buffer"))?;
-            let storage = b.storage().map_err(fb_err("constant buffer"))?.unwrap_or(&[]);
+            let storage = b
+                .storage()
+                .map_err(fb_err("constant buffer"))?
+                .unwrap_or(&[]);
             if storage.len() < nbytes {
                 return Err(Error::invalid_program(format!(
                     "constant buffer {idx} holds {} bytes; the tensor needs {nbytes}",
@@ -314,7 +321,9 @@ impl Program {
             .constant_segment()
             .map_err(fb_err("constant segment"))?
             .ok_or_else(|| Error::invalid_program("program has constants but no constant data"))?;
-        let seg = cs.segment_index().map_err(fb_err("constant segment index"))? as usize;
+        let seg = cs
+            .segment_index()
+            .map_err(fb_err("constant segment index"))? as usize;
         let offsets = cs
             .offsets()
             .map_err(fb_err("constant offsets"))?
@@ -332,12 +341,19 @@ impl Program {
 
     /// The initial bytes of a mutable tensor (`mutable_data_segments[list_idx]`, entry
     /// `data_buffer_idx`).
-    pub fn mutable_data(&self, list_idx: u64, data_buffer_idx: u32, nbytes: usize) -> Result<&[u8]> {
+    pub fn mutable_data(
+        &self,
+        list_idx: u64,
+        data_buffer_idx: u32,
+        nbytes: usize,
+    ) -> Result<&[u8]> {
         let fb = self.flatbuffer()?;
         let lists = fb
             .mutable_data_segments()
             .map_err(fb_err("mutable data segments"))?
-            .ok_or_else(|| Error::invalid_program("tensor has initial state but no mutable data"))?;
+            .ok_or_else(|| {
+                Error::invalid_program("tensor has initial state but no mutable data")
+            })?;
         let li = usize::try_from(list_idx).unwrap_or(usize::MAX);
         let sub = lists
             .get(li)
@@ -345,7 +361,9 @@ impl Program {
                 Error::invalid_program(format!("mutable data segment list {list_idx} out of range"))
             })?
             .map_err(fb_err("mutable data segment"))?;
-        let seg = sub.segment_index().map_err(fb_err("mutable segment index"))? as usize;
+        let seg = sub
+            .segment_index()
+            .map_err(fb_err("mutable segment index"))? as usize;
         let offsets = sub
             .offsets()
             .map_err(fb_err("mutable offsets"))?
@@ -389,7 +407,11 @@ impl Program {
 
     /// Named data stored in this program's segments (`Program.named_data`).
     pub fn named_data(&self, key: &str) -> Result<Option<&[u8]>> {
-        let Some(list) = self.flatbuffer()?.named_data().map_err(fb_err("named data"))? else {
+        let Some(list) = self
+            .flatbuffer()?
+            .named_data()
+            .map_err(fb_err("named data"))?
+        else {
             return Ok(None);
         };
         for nd in list.iter() {
@@ -405,7 +427,11 @@ impl Program {
     /// Keys of the named data stored in this program.
     pub fn named_data_keys(&self) -> Result<Vec<String>> {
         let mut keys = Vec::new();
-        if let Some(list) = self.flatbuffer()?.named_data().map_err(fb_err("named data"))? {
+        if let Some(list) = self
+            .flatbuffer()?
+            .named_data()
+            .map_err(fb_err("named data"))?
+        {
             for nd in list.iter() {
                 let nd = nd.map_err(fb_err("named data entry"))?;
                 if let Some(k) = nd.key().map_err(fb_err("named data key"))? {

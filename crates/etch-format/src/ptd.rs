@@ -78,7 +78,12 @@ impl PtdFile {
         let fb_offset = field(16)?;
         let fb_size = field(24)?;
         let seg_base = field(32)?;
-        let fb_end = checked_range(0, fb_offset.saturating_add(fb_size), bytes.len(), "flatbuffer")?;
+        let fb_end = checked_range(
+            0,
+            fb_offset.saturating_add(fb_size),
+            bytes.len(),
+            "flatbuffer",
+        )?;
         let root = ptd::FlatTensorRef::read_as_root(&bytes[fb_end]).map_err(fb_err(".ptd root"))?;
         let mut seg_ranges = Vec::new();
         if let Some(segs) = root.segments().map_err(fb_err(".ptd segments"))? {
@@ -122,8 +127,11 @@ impl PtdFile {
                             .map_err(fb_err(".ptd sizes"))?
                             .map(|v| v.iter().map(i64::from).collect())
                             .unwrap_or_default();
-                        let dim_order =
-                            l.dim_order().map_err(fb_err(".ptd dim order"))?.unwrap_or(&[]).to_vec();
+                        let dim_order = l
+                            .dim_order()
+                            .map_err(fb_err(".ptd dim order"))?
+                            .unwrap_or(&[])
+                            .to_vec();
                         Some(TensorLayout {
                             dtype,
                             sizes,

@@ -84,7 +84,9 @@ fn io_info(values: &flatbuffers_values::Values<'_>, idx: i64) -> Result<IoInfo> 
 pub(crate) mod flatbuffers_values {
     use super::*;
     /// The values of a plan.
-    pub struct Values<'a>(pub Option<etch_format::planus::Vector<'a, etch_format::planus::Result<pte::EValueRef<'a>>>>);
+    pub struct Values<'a>(
+        pub Option<etch_format::planus::Vector<'a, etch_format::planus::Result<pte::EValueRef<'a>>>>,
+    );
     impl<'a> Values<'a> {
         /// Number of values.
         pub fn len(&self) -> usize {
@@ -109,7 +111,11 @@ impl MethodMeta {
     }
 
     pub(crate) fn from_plan(program: &Program, plan: &pte::ExecutionPlanRef<'_>) -> Result<Self> {
-        let name = plan.name().map_err(fb_err("method name"))?.unwrap_or("").to_string();
+        let name = plan
+            .name()
+            .map_err(fb_err("method name"))?
+            .unwrap_or("")
+            .to_string();
         let values = flatbuffers_values::Values(plan.values().map_err(fb_err("values"))?);
         let mut inputs = Vec::new();
         if let Some(ins) = plan.inputs().map_err(fb_err("inputs"))? {
@@ -124,7 +130,10 @@ impl MethodMeta {
             }
         }
         let mut buffer_sizes = Vec::new();
-        if let Some(sizes) = plan.non_const_buffer_sizes().map_err(fb_err("buffer sizes"))? {
+        if let Some(sizes) = plan
+            .non_const_buffer_sizes()
+            .map_err(fb_err("buffer sizes"))?
+        {
             for (i, s) in sizes.iter().enumerate().skip(1) {
                 if s < 0 {
                     return Err(Error::invalid_program(format!(
@@ -137,7 +146,10 @@ impl MethodMeta {
         }
         let mut buffer_devices = vec![Device::CPU; buffer_sizes.len()];
         let mut seen = vec![false; buffer_sizes.len()];
-        if let Some(devs) = plan.non_const_buffer_device().map_err(fb_err("buffer devices"))? {
+        if let Some(devs) = plan
+            .non_const_buffer_device()
+            .map_err(fb_err("buffer devices"))?
+        {
             for d in devs.iter() {
                 let d = d.map_err(fb_err("buffer device"))?;
                 let idx = d.buffer_idx().map_err(fb_err("buffer device index"))?;
@@ -165,7 +177,10 @@ impl MethodMeta {
             for op in ops.iter() {
                 let op = op.map_err(fb_err("operator"))?;
                 let n = op.name().map_err(fb_err("operator name"))?.unwrap_or("");
-                let o = op.overload().map_err(fb_err("operator overload"))?.unwrap_or("");
+                let o = op
+                    .overload()
+                    .map_err(fb_err("operator overload"))?
+                    .unwrap_or("");
                 operators.push(etch_core::operator_name(n, o));
             }
         }
@@ -182,7 +197,10 @@ impl MethodMeta {
                             ins.instr_args().map_err(fb_err("instruction"))?
                         {
                             let op = k.op_index().map_err(fb_err("operator index"))?;
-                            if let Some(c) = usize::try_from(op).ok().and_then(|o| operator_counts.get_mut(o)) {
+                            if let Some(c) = usize::try_from(op)
+                                .ok()
+                                .and_then(|o| operator_counts.get_mut(o))
+                            {
                                 *c += 1;
                             }
                         }
@@ -194,14 +212,26 @@ impl MethodMeta {
         if let Some(ds) = plan.delegates().map_err(fb_err("delegates"))? {
             for d in ds.iter() {
                 let d = d.map_err(fb_err("delegate"))?;
-                let backend = d.id().map_err(fb_err("delegate id"))?.unwrap_or("").to_string();
+                let backend = d
+                    .id()
+                    .map_err(fb_err("delegate id"))?
+                    .unwrap_or("")
+                    .to_string();
                 let mut compile_specs = Vec::new();
                 if let Some(cs) = d.compile_specs().map_err(fb_err("compile specs"))? {
                     for c in cs.iter() {
                         let c = c.map_err(fb_err("compile spec"))?;
                         compile_specs.push(crate::CompileSpec {
-                            key: c.key().map_err(fb_err("compile spec key"))?.unwrap_or("").to_string(),
-                            value: c.value().map_err(fb_err("compile spec value"))?.unwrap_or(&[]).to_vec(),
+                            key: c
+                                .key()
+                                .map_err(fb_err("compile spec key"))?
+                                .unwrap_or("")
+                                .to_string(),
+                            value: c
+                                .value()
+                                .map_err(fb_err("compile spec value"))?
+                                .unwrap_or(&[])
+                                .to_vec(),
                         });
                     }
                 }
@@ -209,7 +239,11 @@ impl MethodMeta {
                     Some(r) => program.delegate_data(&r)?.len(),
                     None => 0,
                 };
-                delegates.push(DelegateInfo { backend, compile_specs, blob_size });
+                delegates.push(DelegateInfo {
+                    backend,
+                    compile_specs,
+                    blob_size,
+                });
             }
         }
         Ok(MethodMeta {
@@ -269,11 +303,17 @@ impl MethodMeta {
     }
     /// Size of planned buffer `i` (0-based; skips the reserved entry).
     pub fn memory_planned_buffer_size(&self, i: usize) -> Result<u64> {
-        self.buffer_sizes.get(i).copied().ok_or_else(|| self.buffer_range_err(i))
+        self.buffer_sizes
+            .get(i)
+            .copied()
+            .ok_or_else(|| self.buffer_range_err(i))
     }
     /// Device of planned buffer `i` (0-based): CPU:0 unless the program maps it elsewhere.
     pub fn memory_planned_buffer_device(&self, i: usize) -> Result<Device> {
-        self.buffer_devices.get(i).copied().ok_or_else(|| self.buffer_range_err(i))
+        self.buffer_devices
+            .get(i)
+            .copied()
+            .ok_or_else(|| self.buffer_range_err(i))
     }
     fn buffer_range_err(&self, i: usize) -> Error {
         Error::invalid_argument(format!(

@@ -87,6 +87,8 @@ pub struct Method {
     inputs: Vec<u32>,
     outputs: Vec<u32>,
     input_set: Vec<bool>,
+    /// Most backward jumps one `execute` may take (guards against endless loops).
+    jump_limit: Option<u64>,
     /// Planned buffers, in user index order.
     arenas: Vec<AlignedBuf>,
     /// Staging buffers for unplanned method inputs and outputs.
@@ -105,7 +107,12 @@ impl std::fmt::Debug for Method {
     }
 }
 
-fn planned_ptr(arenas: &mut [AlignedBuf], d: &TensorDecl, memory_id: u32, offset: u64) -> Result<*mut u8> {
+fn planned_ptr(
+    arenas: &mut [AlignedBuf],
+    d: &TensorDecl,
+    memory_id: u32,
+    offset: u64,
+) -> Result<*mut u8> {
     let n = arenas.len();
     if memory_id == 0 || memory_id as usize > n {
         return Err(Error::invalid_program(format!(
@@ -135,7 +142,11 @@ impl Method {
         Self::load_plan(program, &plan, config).map_err(|e| e.context(format!("method '{name}'")))
     }
 
-    fn load_plan(program: &Program, plan: &pte::ExecutionPlanRef<'_>, config: &LoadConfig) -> Result<Method> {
+    fn load_plan(
+        program: &Program,
+        plan: &pte::ExecutionPlanRef<'_>,
+        config: &LoadConfig,
+    ) -> Result<Method> {
         let meta = MethodMeta::from_plan(program, plan)?;
         let name = meta.name().to_string();
 
@@ -165,7 +176,9 @@ impl Method {
             }
             let size = meta.memory_planned_buffer_size(i)?;
             let size = usize::try_from(size).map_err(|_| {
-                Error::memory_allocation_failed(format!("planned buffer {i} of {size} bytes is too large"))
+                Error::memory_allocation_failed(format!(
+                    "planned buffer {i} of {size} bytes is too large"
+                ))
             })?;
             arenas.push(AlignedBuf::zeroed(size).map_err(|e| {
                 Error::memory_allocation_failed(format!(
@@ -177,8 +190,16 @@ impl Method {
 
         let raw_values = plan.values().map_err(fb_err("values"))?;
         let num_values = raw_values.as_ref().map_or(0, |v| v.len());
-        let inputs = index_list(plan.inputs().map_err(fb_err("inputs"))?, num_values, "method input")?;
-        let outputs = index_list(plan.outputs().map_err(fb_err("outputs"))?, num_values, "method output")?;
+        let inputs = index_list(
+            plan.inputs().map_err(fb_err("inputs"))?,
+            num_values,
+            "method input",
+        )?;
+        let outputs = index_list(
+            plan.outputs().map_err(fb_err("outputs"))?,
+            num_values,
+            "method output",
+        )?;
         let io: HashSet<u32> = inputs.iter().chain(outputs.iter()).copied().collect();
 
         let named = ProgramNamedData {
@@ -190,8 +211,16 @@ impl Method {
         if let Some(vs) = &raw_values {
             for (i, v) in vs.iter().enumerate() {
                 let v = v.map_err(fb_err("value"))?;
-                let ev = Self::load_value(program, &named, &mut arenas, &mut staging, &v, io.contains(&(i as u32)), num_values)
-                    .map_err(|e| e.context(format!("value {i}")))?;
+                let ev = Self::load_value(
+                    program,
+                    &named,
+                    &mut arenas,
+                    &mut staging,
+                    &v,
+                    io.contains(&(i as u32)),
+                    num_values,
+                )
+                .map_err(|e| e.context(format!("value {i}")))?;
                 values.push(ev);
             }
         }
@@ -227,7 +256,11 @@ impl Method {
         if let Some(ds) = plan.delegates().map_err(fb_err("delegates"))? {
             for (di, d) in ds.iter().enumerate() {
                 let d = d.map_err(fb_err("delegate"))?;
-                let id = d.id().map_err(fb_err("delegate id"))?.unwrap_or("").to_string();
+                let id = d
+                    .id()
+                    .map_err(fb_err("delegate id"))?
+                    .unwrap_or("")
+                    .to_string();
                 let backend = config.backends.get(&id).ok_or_else(|| {
                     Error::not_found(format!(
                         "delegate {di} needs backend '{id}', which is not registered (registered: {})",
@@ -235,20 +268,32 @@ impl Method {
                     ))
                 })?;
                 if !backend.is_available() {
-                    return Err(Error::not_supported(format!("backend '{id}' is not available on this machine")));
+                    return Err(Error::not_supported(format!(
+                        "backend '{id}' is not available on this machine"
+                    )));
                 }
                 let processed_ref = d
                     .processed()
                     .map_err(fb_err("delegate data reference"))?
-                    .ok_or_else(|| Error::invalid_program(format!("delegate {di} has no processed data")))?;
+                    .ok_or_else(|| {
+                        Error::invalid_program(format!("delegate {di} has no processed data"))
+                    })?;
                 let processed = program.delegate_data(&processed_ref)?;
                 let mut specs = Vec::new();
                 if let Some(cs) = d.compile_specs().map_err(fb_err("compile specs"))? {
                     for c in cs.iter() {
                         let c = c.map_err(fb_err("compile spec"))?;
                         specs.push(CompileSpec {
-                            key: c.key().map_err(fb_err("compile spec key"))?.unwrap_or("").to_string(),
-                            value: c.value().map_err(fb_err("compile spec value"))?.unwrap_or(&[]).to_vec(),
+                            key: c
+                                .key()
+                                .map_err(fb_err("compile spec key"))?
+                                .unwrap_or("")
+                                .to_string(),
+                            value: c
+                                .value()
+                                .map_err(fb_err("compile spec value"))?
+                                .unwrap_or(&[])
+                                .to_vec(),
                         });
                     }
                 }
@@ -277,8 +322,15 @@ impl Method {
                 if let Some(instrs) = instrs {
                     for (pc, ins) in instrs.iter().enumerate() {
                         let ins = ins.map_err(fb_err("instruction"))?;
-                        let i = Self::load_instr(&ins, &values, &kernels, delegates.len(), n, &runtime_ints)
-                            .map_err(|e| e.context(format!("instruction {pc}")))?;
+                        let i = Self::load_instr(
+                            &ins,
+                            &values,
+                            &kernels,
+                            delegates.len(),
+                            n,
+                            &runtime_ints,
+                        )
+                        .map_err(|e| e.context(format!("instruction {pc}")))?;
                         if let Instr::Kernel { op, .. } = &i {
                             used_ops.insert(*op);
                         }
@@ -309,6 +361,7 @@ impl Method {
             inputs,
             outputs,
             input_set,
+            jump_limit: None,
             arenas,
             _staging: staging,
             _program: program.clone(),
@@ -332,7 +385,12 @@ impl Method {
             Some(K::Int(x)) => EValue::Int(x.int_val().map_err(fb_err("int"))?),
             Some(K::Bool(x)) => EValue::Bool(x.bool_val().map_err(fb_err("bool"))?),
             Some(K::Double(x)) => EValue::Double(x.double_val().map_err(fb_err("double"))?),
-            Some(K::String(x)) => EValue::String(x.string_val().map_err(fb_err("string"))?.unwrap_or("").into()),
+            Some(K::String(x)) => EValue::String(
+                x.string_val()
+                    .map_err(fb_err("string"))?
+                    .unwrap_or("")
+                    .into(),
+            ),
             Some(K::IntList(x)) => {
                 let items = x.items().map_err(fb_err("int list"))?;
                 let mut idx = Vec::with_capacity(items.as_ref().map_or(0, |v| v.len()));
@@ -349,7 +407,10 @@ impl Method {
                 })
             }
             Some(K::DoubleList(x)) => EValue::DoubleList(
-                x.items().map_err(fb_err("double list"))?.map(|v| v.iter().collect()).unwrap_or_default(),
+                x.items()
+                    .map_err(fb_err("double list"))?
+                    .map(|v| v.iter().collect())
+                    .unwrap_or_default(),
             ),
             Some(K::BoolList(x)) => {
                 let items = x.items().map_err(fb_err("bool list"))?;
@@ -379,7 +440,11 @@ impl Method {
                         out.push(if it < 0 {
                             None
                         } else {
-                            Some(value_index(it as i64, num_values, "optional tensor list item")?)
+                            Some(value_index(
+                                it as i64,
+                                num_values,
+                                "optional tensor list item",
+                            )?)
                         });
                     }
                 }
@@ -407,7 +472,11 @@ impl Method {
                         }
                         (blob.data.as_ptr() as *mut u8, d.nbytes)
                     }
-                    DataPlacement::Planned { memory_id, offset, initial } => {
+                    DataPlacement::Planned {
+                        memory_id,
+                        offset,
+                        initial,
+                    } => {
                         let ptr = planned_ptr(arenas, &d, *memory_id, *offset)?;
                         if let Some((list, idx)) = initial {
                             let init = program.mutable_data(*list, *idx, d.nbytes)?;
@@ -435,7 +504,15 @@ impl Method {
                 // An unbound tensor has no memory yet (null data); its capacity is its declared
                 // size, so a view op can later point it at memory of that size.
                 let cap = if ptr.is_null() { d.nbytes } else { cap };
-                let imp = TensorImpl::new(d.dtype, &d.sizes, Some(&d.dim_order), d.dynamism, d.device, ptr, cap)?;
+                let imp = TensorImpl::new(
+                    d.dtype,
+                    &d.sizes,
+                    Some(&d.dim_order),
+                    d.dynamism,
+                    d.device,
+                    ptr,
+                    cap,
+                )?;
                 EValue::Tensor(imp)
             }
         })
@@ -479,7 +556,11 @@ impl Method {
                         _ => false,
                     })
                     .collect();
-                Ok(Instr::Kernel { op: op as u32, args, refresh })
+                Ok(Instr::Kernel {
+                    op: op as u32,
+                    args,
+                    refresh,
+                })
             }
             Some(A::DelegateCall(d)) => {
                 let index = d.delegate_index().map_err(fb_err("delegate index"))?;
@@ -489,21 +570,39 @@ impl Method {
                     )));
                 }
                 let args = args_of(d.args().map_err(fb_err("delegate arguments"))?)?;
-                Ok(Instr::Delegate { index: index as u32, args })
+                Ok(Instr::Delegate {
+                    index: index as u32,
+                    args,
+                })
             }
             Some(A::MoveCall(m)) => Ok(Instr::Move {
-                from: value_index(m.move_from().map_err(fb_err("move"))? as i64, nv, "move source")?,
-                to: value_index(m.move_to().map_err(fb_err("move"))? as i64, nv, "move target")?,
+                from: value_index(
+                    m.move_from().map_err(fb_err("move"))? as i64,
+                    nv,
+                    "move source",
+                )?,
+                to: value_index(
+                    m.move_to().map_err(fb_err("move"))? as i64,
+                    nv,
+                    "move target",
+                )?,
             }),
             Some(A::JumpFalseCall(j)) => {
-                let cond = value_index(j.cond_value_index().map_err(fb_err("jump"))? as i64, nv, "jump condition")?;
+                let cond = value_index(
+                    j.cond_value_index().map_err(fb_err("jump"))? as i64,
+                    nv,
+                    "jump condition",
+                )?;
                 let dest = j.destination_instruction().map_err(fb_err("jump"))?;
                 if dest < 0 || dest as usize > num_instrs {
                     return Err(Error::invalid_program(format!(
                         "jump destination {dest} out of range ({num_instrs} instructions)"
                     )));
                 }
-                Ok(Instr::JumpFalse { cond, dest: dest as u32 })
+                Ok(Instr::JumpFalse {
+                    cond,
+                    dest: dest as u32,
+                })
             }
             Some(A::FreeCall(f)) => {
                 value_index(f.value_index().map_err(fb_err("free"))? as i64, nv, "free")?;
@@ -584,6 +683,12 @@ impl Method {
         Ok(())
     }
 
+    /// Bounds how many jumps one `execute` may take; `None` (the default) means no bound.
+    /// Loops in a program are legitimate, but an untrusted program may loop forever.
+    pub fn set_instruction_limit(&mut self, jumps: Option<u64>) {
+        self.jump_limit = jumps;
+    }
+
     /// Runs every instruction. Inputs must have been set.
     pub fn execute(&mut self) -> Result<()> {
         if let Some(i) = self.input_set.iter().position(|s| !s) {
@@ -600,8 +705,10 @@ impl Method {
             delegates,
             delegate_ids,
             name,
+            jump_limit,
             ..
         } = self;
+        let mut jumps = 0u64;
         for chain in chains.iter() {
             let mut pc = 0usize;
             while pc < chain.len() {
@@ -612,23 +719,33 @@ impl Method {
                         }
                         let op = *op as usize;
                         let Some(f) = kernels[op] else {
-                            return Err(Error::operator_missing(format!("missing operator {}", op_names[op])));
+                            return Err(Error::operator_missing(format!(
+                                "missing operator {}",
+                                op_names[op]
+                            )));
                         };
                         // SAFETY: every tensor in `values` points at memory the method owns
                         // (arenas, staging), at the program's bytes it keeps alive, or at memory
                         // a kernel aliased from those; all outlive this call.
                         let mut ctx = unsafe { KernelContext::new(values, args, &op_names[op]) };
                         f(&mut ctx).map_err(|e| {
-                            e.context(format!("method '{name}', instruction {pc} ({})", op_names[op]))
+                            e.context(format!(
+                                "method '{name}', instruction {pc} ({})",
+                                op_names[op]
+                            ))
                         })?;
                         pc += 1;
                     }
                     Instr::Delegate { index, args } => {
                         let di = *index as usize;
                         // SAFETY: as for kernels.
-                        let mut ctx = unsafe { KernelContext::new(values, args, &delegate_ids[di]) };
+                        let mut ctx =
+                            unsafe { KernelContext::new(values, args, &delegate_ids[di]) };
                         delegates[di].execute(&mut ctx).map_err(|e| {
-                            e.context(format!("method '{name}', instruction {pc} (delegate {di}, {})", delegate_ids[di]))
+                            e.context(format!(
+                                "method '{name}', instruction {pc} (delegate {di}, {})",
+                                delegate_ids[di]
+                            ))
                         })?;
                         pc += 1;
                     }
@@ -652,7 +769,17 @@ impl Method {
                                 )));
                             }
                         };
-                        pc = if c { pc + 1 } else { *dest as usize };
+                        if !c {
+                            jumps += 1;
+                            if jump_limit.is_some_and(|l| jumps > l) {
+                                return Err(Error::invalid_state(format!(
+                                    "method '{name}': more than {jumps} jumps; stopping (instruction limit)"
+                                )));
+                            }
+                            pc = *dest as usize;
+                        } else {
+                            pc += 1;
+                        }
                     }
                     Instr::Free => pc += 1,
                 }
@@ -685,11 +812,17 @@ impl Method {
 
     /// All outputs, copied.
     pub fn output_values(&self) -> Result<Vec<Value>> {
-        (0..self.outputs.len()).map(|i| self.output_value(i)).collect()
+        (0..self.outputs.len())
+            .map(|i| self.output_value(i))
+            .collect()
     }
 }
 
-fn index_list(v: Option<etch_format::planus::Vector<'_, i32>>, nv: usize, what: &str) -> Result<Vec<u32>> {
+fn index_list(
+    v: Option<etch_format::planus::Vector<'_, i32>>,
+    nv: usize,
+    what: &str,
+) -> Result<Vec<u32>> {
     let mut out = Vec::new();
     if let Some(v) = v {
         for x in v.iter() {
@@ -709,10 +842,18 @@ fn runtime_written_ints(plan: &pte::ExecutionPlanRef<'_>, nv: usize) -> Result<H
             let c = c.map_err(fb_err("chain"))?;
             if let Some(instrs) = c.instructions().map_err(fb_err("instructions"))? {
                 for ins in instrs.iter() {
-                    match ins.map_err(fb_err("instruction"))?.instr_args().map_err(fb_err("instruction"))? {
+                    match ins
+                        .map_err(fb_err("instruction"))?
+                        .instr_args()
+                        .map_err(fb_err("instruction"))?
+                    {
                         Some(A::KernelCall(k)) => {
                             if let Some(a) = k.args().map_err(fb_err("arguments"))? {
-                                set.extend(a.iter().filter(|&x| x >= 0 && (x as usize) < nv).map(|x| x as u32));
+                                set.extend(
+                                    a.iter()
+                                        .filter(|&x| x >= 0 && (x as usize) < nv)
+                                        .map(|x| x as u32),
+                                );
                             }
                         }
                         Some(A::MoveCall(m)) => {

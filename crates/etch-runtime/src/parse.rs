@@ -47,7 +47,10 @@ pub struct TensorDecl {
 /// Decodes a serialized tensor, validating every field.
 pub fn decode_tensor(t: &pte::TensorRef<'_>) -> Result<TensorDecl> {
     let dtype = ScalarType::from_i8(i8::from(t.scalar_type().map_err(fb_err("tensor dtype"))?))?;
-    if t.storage_offset().map_err(fb_err("tensor storage offset"))? != 0 {
+    if t.storage_offset()
+        .map_err(fb_err("tensor storage offset"))?
+        != 0
+    {
         return Err(Error::invalid_program("tensor storage_offset must be 0"));
     }
     let raw_sizes = t.sizes().map_err(fb_err("tensor sizes"))?;
@@ -73,7 +76,8 @@ pub fn decode_tensor(t: &pte::TensorRef<'_>) -> Result<TensorDecl> {
     };
     etch_core::tensor::validate_dim_order(&dim_order, sizes.len())?;
     let dynamism = Dynamism::from_i8(i8::from(
-        t.shape_dynamism().map_err(fb_err("tensor shape dynamism"))?,
+        t.shape_dynamism()
+            .map_err(fb_err("tensor shape dynamism"))?,
     ))?;
     let nbytes = checked_numel(&sizes)
         .and_then(|n| n.checked_mul(dtype.element_size()))

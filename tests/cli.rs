@@ -1,0 +1,189 @@
+//! The `etch` binary: `run` against PyTorch's outputs, `inspect --json`, and clean errors.
+
+mod common;
+
+use common::{check_output, fixtures_dir, manifest};
+use std::process::Command;
+
+fn etch() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_etch"))
+}
+
+fn tmpdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("etch-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn run_matches_pytorch() {
+    for name in ["cnn", "token_model", "mlp_bf16"] {
+        let fx = manifest().into_iter().find(|f| f.name == name).unwrap();
+        let case = &fx.cases[0];
+        let out = tmpdir(name);
+        let mut cmd = etch();
+        cmd.arg("run").arg(&fx.pte).arg("--output-dir").arg(&out);
+        for i in &case.inputs {
+            cmd.arg("--input").arg(i);
+        }
+        let o = cmd.output().unwrap();
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            stdout.contains("output 0:") && stdout.contains("median"),
+            "{stdout}"
+        );
+        for (oi, exp) in case.expected.iter().enumerate() {
+            let got = etch::npy::read(out.join(format!("output_{oi}.npy"))).unwrap();
+            // bfloat16 outputs are written as float32.
+            let dtype = if case.output_dtypes[oi] == "bfloat16" {
+                "float32"
+            } else {
+                &case.output_dtypes[oi]
+            };
+            check_output(
+                &format!("{name} output {oi}"),
+                &etch::Value::Tensor(got),
+                exp,
+                dtype,
+                case.rtol,
+                case.atol,
+            );
+        }
+    }
+}
+
+#[test]
+fn run_carries_state_across_iterations() {
+    let fx = manifest()
+        .into_iter()
+        .find(|f| f.name == "stateful")
+        .unwrap();
+    let case = &fx.cases[0];
+    let out = tmpdir("stateful");
+    let o = etch()
+        .args([
+            "run",
+            fx.pte.to_str().unwrap(),
+            "--iterations",
+            "3",
+            "--output-dir",
+            out.to_str().unwrap(),
+        ])
+        .arg("--input")
+        .arg(&case.inputs[0])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let x = etch::npy::read(&case.inputs[0])
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    let got = etch::npy::read(out.join("output_0.npy"))
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    // acc starts at zero and adds x each run; the output is acc * 2.
+    for (g, xi) in got.iter().zip(&x) {
+        assert!(
+            (g - 6.0 * xi).abs() <= 1e-5 * (1.0 + g.abs()),
+            "{g} vs {}",
+            6.0 * xi
+        );
+    }
+}
+
+#[test]
+fn run_with_external_data_and_random_inputs() {
+    let dir = fixtures_dir().join("mlp_external");
+    let o = etch()
+        .args([
+            "run",
+            dir.join("model.pte").to_str().unwrap(),
+            "--data",
+            dir.join("model.ptd").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = etch()
+        .args(["run", dir.join("model.pte").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains(".ptd"));
+}
+
+#[test]
+fn inspect_json_reports_methods_ops_and_buffers() {
+    let pte = fixtures_dir().join("two_methods/model.pte");
+    let o = etch()
+        .args(["inspect", pte.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let methods = j["methods"].as_array().unwrap();
+    let names: Vec<&str> = methods
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"forward") && names.contains(&"double_plus"),
+        "{names:?}"
+    );
+    for m in methods {
+        assert!(!m["operators"].as_array().unwrap().is_empty());
+        let b = &m["planned_buffers"][0];
+        assert!(b["size"].as_u64().unwrap() > 0);
+        assert_eq!(b["device"], "cpu");
+        assert_eq!(m["inputs"][0]["tag"], "Tensor");
+        assert_eq!(m["inputs"][0]["dtype"], "float32");
+    }
+}
+
+#[test]
+fn truncated_and_garbage_files_fail_cleanly() {
+    let bytes = std::fs::read(fixtures_dir().join("cnn/model.pte")).unwrap();
+    let dir = tmpdir("bad");
+    for (name, data) in [
+        ("truncated.pte", &bytes[..bytes.len() / 2]),
+        ("header_only.pte", &bytes[..40]),
+        ("empty.pte", &bytes[..0]),
+        ("garbage.pte", &b"definitely not a flatbuffer at all"[..]),
+    ] {
+        let p = dir.join(name);
+        std::fs::write(&p, data).unwrap();
+        for cmd in ["run", "inspect"] {
+            let o = etch().args([cmd, p.to_str().unwrap()]).output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{cmd} {name}: {err}");
+            assert!(err.starts_with("error:"), "{cmd} {name}: {err}");
+            assert!(!err.contains("panicked"), "{cmd} {name}: {err}");
+        }
+    }
+    let o = etch()
+        .args(["run", "/nonexistent/model.pte"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let o = etch()
+        .args([
+            "run",
+            fixtures_dir().join("mlp/model.pte").to_str().unwrap(),
+            "--input",
+            fixtures_dir()
+                .join("token_model/forward_0_in0.npy")
+                .to_str()
+                .unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("input 0"));
+}

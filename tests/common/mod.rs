@@ -1,0 +1,124 @@
+//! Shared helpers for the fixture tests: the manifest written by
+//! `tools/export/export_fixtures.py` and comparison against PyTorch's outputs.
+#![allow(dead_code)]
+
+use etch::{ScalarType, Tensor, Value, bf16, npy};
+use serde_json::Value as Json;
+use std::path::{Path, PathBuf};
+
+pub fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+pub struct Case {
+    pub method: String,
+    pub inputs: Vec<PathBuf>,
+    pub input_dtypes: Vec<String>,
+    pub expected: Vec<PathBuf>,
+    pub output_dtypes: Vec<String>,
+    pub rtol: f64,
+    pub atol: f64,
+}
+
+pub struct Fixture {
+    pub name: String,
+    pub pte: PathBuf,
+    pub ptd: Option<PathBuf>,
+    pub cases: Vec<Case>,
+}
+
+fn strings(v: &Json) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn manifest() -> Vec<Fixture> {
+    let dir = fixtures_dir();
+    let text = std::fs::read_to_string(dir.join("manifest.json")).expect("manifest.json");
+    let json: Json = serde_json::from_str(&text).expect("manifest parses");
+    json.as_array()
+        .expect("manifest is a list")
+        .iter()
+        .map(|f| Fixture {
+            name: f["name"].as_str().unwrap().to_string(),
+            pte: dir.join(f["pte"].as_str().unwrap()),
+            ptd: f["ptd"].as_str().map(|p| dir.join(p)),
+            cases: f["cases"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| Case {
+                    method: c["method"].as_str().unwrap().to_string(),
+                    inputs: strings(&c["inputs"]).iter().map(|p| dir.join(p)).collect(),
+                    input_dtypes: strings(&c["input_dtypes"]),
+                    expected: strings(&c["expected"])
+                        .iter()
+                        .map(|p| dir.join(p))
+                        .collect(),
+                    output_dtypes: strings(&c["output_dtypes"]),
+                    rtol: c["rtol"].as_f64().unwrap(),
+                    atol: c["atol"].as_f64().unwrap(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Loads an input `.npy` as the value the manifest says the method takes.
+pub fn load_input(path: &Path, dtype: &str) -> Value {
+    let t = npy::read(path).unwrap();
+    match dtype {
+        "bfloat16" => {
+            let v: Vec<bf16> = t
+                .as_slice::<f32>()
+                .unwrap()
+                .iter()
+                .map(|&x| bf16::from_f32(x))
+                .collect();
+            Value::Tensor(Tensor::from_slice(&v, t.sizes()).unwrap())
+        }
+        "int" => Value::Int(t.to_f64_vec().unwrap()[0] as i64),
+        "float" => Value::Double(t.to_f64_vec().unwrap()[0]),
+        "bool" => Value::Bool(t.to_f64_vec().unwrap()[0] != 0.0),
+        _ => Value::Tensor(t),
+    }
+}
+
+/// Compares an output with PyTorch's expected output: floats within `atol + rtol*|e|`,
+/// integers and bools exactly, shapes and dtypes exactly.
+pub fn check_output(what: &str, got: &Value, expected: &Path, dtype: &str, rtol: f64, atol: f64) {
+    let exp = npy::read(expected).unwrap();
+    let (got_vals, got_shape, got_dtype) = match got {
+        Value::Tensor(t) => (t.to_f64_vec().unwrap(), t.sizes().to_vec(), Some(t.dtype())),
+        Value::Int(x) => (vec![*x as f64], vec![], None),
+        Value::Double(x) => (vec![*x], vec![], None),
+        Value::Bool(b) => (vec![*b as u8 as f64], vec![], None),
+        other => panic!("{what}: unexpected output {other:?}"),
+    };
+    assert_eq!(got_shape, exp.sizes(), "{what}: shape");
+    if let Some(d) = got_dtype {
+        assert_eq!(d.name(), dtype, "{what}: dtype");
+    }
+    let exp_vals = exp.to_f64_vec().unwrap();
+    let exact =
+        !matches!(got_dtype, Some(d) if d.is_floating()) && !matches!(got, Value::Double(_));
+    let mut worst = 0.0f64;
+    for (i, (g, e)) in got_vals.iter().zip(&exp_vals).enumerate() {
+        if exact {
+            assert_eq!(g, e, "{what}: element {i}");
+        } else {
+            let ok = (g - e).abs() <= atol + rtol * e.abs() || (g.is_nan() && e.is_nan());
+            assert!(
+                ok,
+                "{what}: element {i}: got {g}, expected {e} (rtol {rtol}, atol {atol})"
+            );
+            worst = worst.max((g - e).abs());
+        }
+    }
+    let _ = ScalarType::Float;
+}

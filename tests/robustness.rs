@@ -1,0 +1,150 @@
+//! Mutates every fixture thousands of times (truncation, bit flips, corrupted words such
+//! as counts and offsets) and checks that loading and executing never panics: errors are
+//! fine, crashes are not.
+
+mod common;
+
+use etch::{Module, Tag, Tensor, Value};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+const INTERESTING: [u32; 10] = [
+    0,
+    1,
+    2,
+    0x7f,
+    0xff,
+    0xffff,
+    0x7fff_ffff,
+    0x8000_0000,
+    0xffff_ffff,
+    0x100,
+];
+
+fn mutate(bytes: &[u8], rng: &mut Rng) -> (Vec<u8>, String) {
+    let mut b = bytes.to_vec();
+    match rng.below(4) {
+        0 => {
+            let n = rng.below(b.len());
+            b.truncate(n);
+            (b, format!("truncate to {n}"))
+        }
+        1 => {
+            let flips = 1 + rng.below(4);
+            for _ in 0..flips {
+                let i = rng.below(b.len());
+                b[i] ^= 1 << rng.below(8);
+            }
+            (b, format!("{flips} bit flips"))
+        }
+        2 => {
+            // Corrupt an aligned 32-bit word: flatbuffer offsets, counts, indices.
+            let i = rng.below(b.len() / 4) * 4;
+            let v = INTERESTING[rng.below(INTERESTING.len())];
+            b[i..i + 4].copy_from_slice(&v.to_le_bytes());
+            (b, format!("word at {i} = {v:#x}"))
+        }
+        _ => {
+            let i = rng.below(b.len());
+            let v = (rng.next() & 0xff) as u8;
+            b[i] = v;
+            (b, format!("byte at {i} = {v:#x}"))
+        }
+    }
+}
+
+/// Loads and runs every method with zero inputs of the declared shapes.
+fn exercise(bytes: &[u8]) {
+    let Ok(mut module) = Module::from_bytes(bytes) else {
+        return;
+    };
+    let names = module.method_names().to_vec();
+    for name in names {
+        let Ok(meta) = module.method_meta(&name) else {
+            continue;
+        };
+        let mut inputs = Vec::new();
+        for info in meta.inputs() {
+            let v = match (&info.tag, &info.tensor) {
+                (Tag::Tensor, Some(t)) if t.nbytes <= 1 << 24 => {
+                    match Tensor::zeros(t.dtype, &t.sizes) {
+                        Ok(t) => Value::Tensor(t),
+                        Err(_) => Value::None,
+                    }
+                }
+                (Tag::Int, _) => Value::Int(1),
+                (Tag::Double, _) => Value::Double(1.0),
+                (Tag::Bool, _) => Value::Bool(false),
+                _ => Value::None,
+            };
+            inputs.push(v);
+        }
+        let Ok(method) = module.method(&name) else {
+            continue;
+        };
+        method.set_instruction_limit(Some(100_000));
+        if method.set_inputs(&inputs).is_ok() && method.execute().is_ok() {
+            let _ = method.output_values();
+        }
+    }
+}
+
+#[test]
+fn mutated_fixtures_never_panic() {
+    let iterations: usize = std::env::var("ETCH_FUZZ_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1500);
+    let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
+    let mut files: Vec<_> = common::manifest().into_iter().map(|f| f.pte).collect();
+    files.push(common::fixtures_dir().join("misc/xnnpack_linear.pte"));
+    for path in files {
+        let original = std::fs::read(&path).unwrap();
+        for it in 0..iterations {
+            let (bytes, what) = mutate(&original, &mut rng);
+            let r = catch_unwind(AssertUnwindSafe(|| exercise(&bytes)));
+            assert!(
+                r.is_ok(),
+                "{}: mutation {it} ({what}) panicked",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn mutated_data_files_never_panic() {
+    let original = std::fs::read(common::fixtures_dir().join("mlp_external/model.ptd")).unwrap();
+    let pte = common::fixtures_dir().join("mlp_external/model.pte");
+    let mut rng = Rng(42);
+    for it in 0..1500 {
+        let (bytes, what) = mutate(&original, &mut rng);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let Ok(m) = Module::from_file(&pte) else {
+                return;
+            };
+            let Ok(mut m) = m.with_data_bytes(&bytes) else {
+                return;
+            };
+            if let Ok(method) = m.method("forward") {
+                let x = Tensor::zeros(etch::ScalarType::Float, &[4, 16]).unwrap();
+                if method.set_inputs(&[Value::Tensor(x)]).is_ok() {
+                    let _ = method.execute();
+                }
+            }
+        }));
+        assert!(r.is_ok(), "ptd mutation {it} ({what}) panicked");
+    }
+}
