@@ -59,6 +59,7 @@ fn every_fixture_is_tested() {
         "dynamic_batch",
         "two_methods",
         "scalar_io",
+        "cond",
     ];
     for n in &names {
         assert!(tested.contains(&n.as_str()), "fixture {n} has no test");
@@ -81,6 +82,7 @@ fixture_tests!(
     dynamic_batch,
     two_methods,
     scalar_io,
+    cond,
 );
 
 #[test]
