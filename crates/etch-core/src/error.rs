@@ -128,7 +128,13 @@ ctor! {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({}): {}", self.code.name(), self.code as u32, self.message)
+        write!(
+            f,
+            "{} ({}): {}",
+            self.code.name(),
+            self.code as u32,
+            self.message
+        )
     }
 }
 

@@ -136,7 +136,10 @@ impl<'a> KernelContext<'a> {
     }
 
     fn arg_err(&self, i: usize, e: Error) -> Error {
-        Error::new(e.code(), format!("{}: argument {i}: {}", self.op, e.message()))
+        Error::new(
+            e.code(),
+            format!("{}: argument {i}: {}", self.op, e.message()),
+        )
     }
 
     fn tensor_at(&self, idx: usize) -> Result<TensorRef<'a>> {
@@ -302,7 +305,10 @@ impl<'a> KernelContext<'a> {
         match idx {
             None => Err(self.arg_err(i, Error::invalid_argument(format!("no list item {j}")))),
             Some(None) => Ok(None),
-            Some(Some(x)) => self.tensor_at(x as usize).map(Some).map_err(|e| self.arg_err(i, e)),
+            Some(Some(x)) => self
+                .tensor_at(x as usize)
+                .map(Some)
+                .map_err(|e| self.arg_err(i, e)),
         }
     }
 
@@ -310,11 +316,12 @@ impl<'a> KernelContext<'a> {
     pub fn resize_out(&mut self, i: usize, sizes: &[usize]) -> Result<TensorRef<'a>> {
         let op = self.op;
         let v = self.value_mut(i)?;
-        let t = v
-            .as_tensor_mut()
-            .map_err(|e| Error::new(e.code(), format!("{op}: out argument {i}: {}", e.message())))?;
-        t.resize(sizes)
-            .map_err(|e| Error::new(e.code(), format!("{op}: out argument {i}: {}", e.message())))?;
+        let t = v.as_tensor_mut().map_err(|e| {
+            Error::new(e.code(), format!("{op}: out argument {i}: {}", e.message()))
+        })?;
+        t.resize(sizes).map_err(|e| {
+            Error::new(e.code(), format!("{op}: out argument {i}: {}", e.message()))
+        })?;
         // SAFETY: resizing keeps the bytes within the tensor's capacity; see `new`.
         Ok(unsafe { TensorRef::new(*t) })
     }

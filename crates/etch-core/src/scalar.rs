@@ -84,7 +84,11 @@ impl ScalarType {
             27 => UInt16,
             28 => UInt32,
             29 => UInt64,
-            other => return Err(Error::invalid_program(format!("unknown scalar type {other}"))),
+            other => {
+                return Err(Error::invalid_program(format!(
+                    "unknown scalar type {other}"
+                )));
+            }
         })
     }
 
@@ -135,14 +139,23 @@ impl ScalarType {
         use ScalarType::*;
         matches!(
             self,
-            Half | Float | Double | BFloat16 | Float8E5M2 | Float8E4M3FN | Float8E5M2FNUZ | Float8E4M3FNUZ
+            Half | Float
+                | Double
+                | BFloat16
+                | Float8E5M2
+                | Float8E4M3FN
+                | Float8E5M2FNUZ
+                | Float8E4M3FNUZ
         )
     }
 
     /// True for integral types (bool excluded).
     pub fn is_integral(self) -> bool {
         use ScalarType::*;
-        matches!(self, Byte | Char | Short | Int | Long | UInt16 | UInt32 | UInt64)
+        matches!(
+            self,
+            Byte | Char | Short | Int | Long | UInt16 | UInt32 | UInt64
+        )
     }
 
     /// True when etch's CPU kernels compute on this type.
@@ -167,7 +180,9 @@ impl std::fmt::Display for ScalarType {
 /// `SCALAR.element_size()` must equal `size_of::<Self>()`, and every bit pattern of that
 /// size must be a valid value (bool excluded: see [`ScalarType::Bool`] handling in kernels,
 /// which read bools as `u8`).
-pub unsafe trait Element: Copy + Send + Sync + 'static + std::fmt::Debug + PartialEq {
+pub unsafe trait Element:
+    Copy + Send + Sync + 'static + std::fmt::Debug + PartialEq
+{
     /// The scalar type this Rust type represents.
     const SCALAR: ScalarType;
     /// Converts to `f64` (lossless for all but 64-bit integers beyond 2^53).

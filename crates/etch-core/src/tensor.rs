@@ -30,7 +30,9 @@ impl Dynamism {
             0 => Ok(Dynamism::Static),
             1 => Ok(Dynamism::DynamicBound),
             2 => Ok(Dynamism::DynamicUnbound),
-            o => Err(Error::invalid_program(format!("unknown shape dynamism {o}"))),
+            o => Err(Error::invalid_program(format!(
+                "unknown shape dynamism {o}"
+            ))),
         }
     }
     /// Upstream-style name.
@@ -215,7 +217,10 @@ impl TensorImpl {
     }
     /// True when the dim order is the default (row-major, `0..ndim`).
     pub fn is_default_dim_order(&self) -> bool {
-        self.dim_order().iter().enumerate().all(|(i, &d)| d as usize == i)
+        self.dim_order()
+            .iter()
+            .enumerate()
+            .all(|(i, &d)| d as usize == i)
     }
     /// True when the dim order is channels-last (`0, 2, 3, 1` for 4-d).
     pub fn is_channels_last(&self) -> bool {
@@ -615,7 +620,11 @@ impl Tensor {
             ScalarType::Float => self.as_slice::<f32>()?.iter().map(|&v| v as f64).collect(),
             ScalarType::Double => self.as_slice::<f64>()?.to_vec(),
             ScalarType::Half => self.as_slice::<f16>()?.iter().map(|v| v.to_f64()).collect(),
-            ScalarType::BFloat16 => self.as_slice::<bf16>()?.iter().map(|v| v.to_f64()).collect(),
+            ScalarType::BFloat16 => self
+                .as_slice::<bf16>()?
+                .iter()
+                .map(|v| v.to_f64())
+                .collect(),
             ScalarType::Byte | ScalarType::Bool => {
                 self.as_bytes().iter().map(|&v| v as f64).collect()
             }

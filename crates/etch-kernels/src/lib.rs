@@ -1,11 +1,28 @@
 //! Portable CPU kernels for ExecuTorch operators.
+//!
+//! Every kernel follows ExecuTorch's argument convention: the operator's schema arguments
+//! in order (keyword-only ones and the `out` tensors included), then the return values.
+//! Modules group kernels by operator family; [`register_portable`] registers them all.
 #![warn(missing_docs)]
+
+pub mod binary;
+pub mod linalg;
+pub mod norm;
+pub mod reduce;
+pub mod shape;
+pub mod unary;
+pub mod util;
 
 use etch_core::{KernelRegistry, Result};
 
 /// Registers every portable CPU kernel into `reg`.
 pub fn register_portable(reg: &mut KernelRegistry) -> Result<()> {
-    let _ = reg;
+    binary::register(reg)?;
+    unary::register(reg)?;
+    linalg::register(reg)?;
+    shape::register(reg)?;
+    norm::register(reg)?;
+    reduce::register(reg)?;
     Ok(())
 }
 

@@ -645,9 +645,21 @@ impl Method {
         let idx = *self.inputs.get(i).ok_or_else(|| {
             Error::invalid_argument(format!("input index {i} out of range ({n} inputs)"))
         })? as usize;
+        let bound = self.meta.input(i).ok().and_then(|m| m.tensor.as_ref()).map(|t| &t.sizes);
         let slot = &mut self.values[idx];
         match (slot, value) {
             (EValue::Tensor(t), Value::Tensor(src)) => {
+                // Beyond upstream (which bounds only the element count): every dim of a
+                // dynamic input must stay within its exported upper bound.
+                if let Some(b) = bound
+                    && b.len() == src.sizes().len()
+                    && src.sizes().iter().zip(b).any(|(s, b)| s > b)
+                {
+                    return Err(Error::invalid_argument(format!(
+                        "input {i}: shape {:?} exceeds the exported upper bound {b:?}",
+                        src.sizes()
+                    )));
+                }
                 set_tensor_input(t, src).map_err(|e| e.context(format!("input {i}")))?;
             }
             (EValue::Int(v), Value::Int(x)) => *v = *x,
