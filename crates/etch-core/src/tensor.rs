@@ -348,7 +348,7 @@ impl<'a> TensorRef<'a> {
                     "tensor has no data (an input that was not set?)",
                 ));
             }
-            if (self.data_ptr() as usize) % std::mem::align_of::<T>() != 0 {
+            if !(self.data_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) {
                 return Err(Error::invalid_program("tensor data is misaligned"));
             }
         }

@@ -61,7 +61,11 @@ pub struct IntList {
 }
 
 /// A value inside a loaded method.
+///
+/// Tensors are stored inline (no box) so kernels read their metadata without an extra
+/// indirection; the value table is allocated once per method.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)]
 pub enum EValue {
     /// No value (also optional arguments left out).
     None,
