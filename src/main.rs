@@ -246,7 +246,7 @@ fn cmd_inspect(args: &[String]) -> Result<()> {
                         } else {
                             ""
                         },
-                        if v["device"] != "cpu:0" {
+                        if v["device"] != "cpu" {
                             format!(", on {}", v["device"].as_str().unwrap_or(""))
                         } else {
                             String::new()

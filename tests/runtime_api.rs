@@ -27,13 +27,19 @@ fn method_meta_describes_inputs_outputs_and_buffers() {
     assert!(t.is_memory_planned);
     assert_eq!(meta.num_memory_planned_buffers(), 1);
     assert_eq!(meta.memory_planned_buffer_size(0).unwrap(), 2816);
-    assert_eq!(meta.memory_planned_buffer_device(0).unwrap(), etch::Device::CPU);
+    assert_eq!(
+        meta.memory_planned_buffer_device(0).unwrap(),
+        etch::Device::CPU
+    );
     let e = meta.memory_planned_buffer_size(1).unwrap_err();
     assert_eq!(e.code(), ErrorCode::InvalidArgument);
     assert!(meta.memory_planned_buffer_device(1).is_err());
     assert!(meta.input(1).is_err());
     assert!(meta.operators().iter().any(|o| o == "aten::addmm.out"));
-    assert_eq!(m.method_meta("nope").unwrap_err().code(), ErrorCode::NotFound);
+    assert_eq!(
+        m.method_meta("nope").unwrap_err().code(),
+        ErrorCode::NotFound
+    );
 }
 
 #[test]
@@ -58,7 +64,10 @@ fn inputs_are_checked() {
     let mut m = module("mlp");
     let method = m.method("forward").unwrap();
     // Not set yet.
-    assert_eq!(method.execute().unwrap_err().code(), ErrorCode::InvalidState);
+    assert_eq!(
+        method.execute().unwrap_err().code(),
+        ErrorCode::InvalidState
+    );
     // Wrong dtype.
     let x = Tensor::zeros(ScalarType::Double, &[4, 16]).unwrap();
     let e = method.set_input(0, &Value::Tensor(x)).unwrap_err();
@@ -66,11 +75,17 @@ fn inputs_are_checked() {
     assert!(e.message().contains("float32"), "{e}");
     // Wrong shape of a static input.
     let x = Tensor::zeros(ScalarType::Float, &[4, 15]).unwrap();
-    assert_eq!(method.set_input(0, &Value::Tensor(x)).unwrap_err().code(), ErrorCode::InvalidArgument);
+    assert_eq!(
+        method.set_input(0, &Value::Tensor(x)).unwrap_err().code(),
+        ErrorCode::InvalidArgument
+    );
     // Wrong rank, wrong tag, wrong index, wrong count.
     let x = Tensor::zeros(ScalarType::Float, &[64]).unwrap();
     assert!(method.set_input(0, &Value::Tensor(x)).is_err());
-    assert_eq!(method.set_input(0, &Value::Int(3)).unwrap_err().code(), ErrorCode::InvalidArgument);
+    assert_eq!(
+        method.set_input(0, &Value::Int(3)).unwrap_err().code(),
+        ErrorCode::InvalidArgument
+    );
     let x = Tensor::zeros(ScalarType::Float, &[4, 16]).unwrap();
     assert!(method.set_input(1, &Value::Tensor(x.clone())).is_err());
     assert!(method.set_inputs(&[]).is_err());

@@ -90,9 +90,14 @@ impl From<DeviceType> for Device {
     }
 }
 
+/// `cpu` for the host (unindexed, as ATen prints it), `cuda:N` for accelerators.
 impl fmt::Display for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.kind.name(), self.index)
+        if self.is_cpu() && self.index == 0 {
+            f.write_str("cpu")
+        } else {
+            write!(f, "{}:{}", self.kind.name(), self.index)
+        }
     }
 }
 

@@ -259,7 +259,10 @@ mod tests {
         let e = r.register(a).expect_err("second registration fails");
         assert!(e.message().contains("Allocator already registered"));
         assert!(r.get(DeviceType::Cpu).is_none());
-        assert_eq!(r.get(DeviceType::Cuda).unwrap().device_type(), DeviceType::Cuda);
+        assert_eq!(
+            r.get(DeviceType::Cuda).unwrap().device_type(),
+            DeviceType::Cuda
+        );
     }
 
     #[test]
@@ -277,7 +280,10 @@ mod tests {
             drop(moved);
         }
         let s = a.stats();
-        assert_eq!((s.live_allocations, s.live_bytes, s.allocations, s.frees), (0, 0, 1, 1));
+        assert_eq!(
+            (s.live_allocations, s.live_bytes, s.allocations, s.frees),
+            (0, 0, 1, 1)
+        );
         let e = DeviceMemoryBuffer::create(&r, 8, DeviceType::Cpu, 0, 8).unwrap_err();
         assert_eq!(e.code(), etch_core::ErrorCode::NotFound);
         let d = DeviceMemoryBuffer::default();

@@ -69,8 +69,9 @@ pub struct SimulatedAllocator {
 
 fn checksum(b: &[u8]) -> u64 {
     // FNV-1a: cheap and good enough to notice any change.
-    b.iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x100_0000_01b3))
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
+        (h ^ x as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 impl SimulatedAllocator {
@@ -150,7 +151,9 @@ impl SimulatedAllocator {
     /// Device addresses of allocations whose bytes changed without going through the
     /// allocator's copy functions or [`SimulatedAllocator::mark_written`].
     pub fn foreign_writes(&self) -> Vec<usize> {
-        let Ok(s) = self.lock() else { return Vec::new() };
+        let Ok(s) = self.lock() else {
+            return Vec::new();
+        };
         s.blocks
             .iter()
             .filter(|(_, b)| checksum(&b.buf.as_slice()[b.start..b.start + b.size]) != b.checksum)
@@ -173,9 +176,9 @@ impl DeviceAllocator for SimulatedAllocator {
         }
         // Over-allocate so the start can be aligned, and never hand out a zero-size block
         // (every allocation gets a distinct address).
-        let total = nbytes
-            .checked_add(alignment)
-            .ok_or_else(|| Error::memory_allocation_failed(format!("cannot allocate {nbytes} bytes")))?;
+        let total = nbytes.checked_add(alignment).ok_or_else(|| {
+            Error::memory_allocation_failed(format!("cannot allocate {nbytes} bytes"))
+        })?;
         let mut buf = AlignedBuf::zeroed(total).map_err(|e| {
             Error::memory_allocation_failed(format!(
                 "simulated cuda:{index}: out of memory allocating {nbytes} bytes: {}",

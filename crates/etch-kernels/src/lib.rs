@@ -4,10 +4,15 @@
 //! in order (keyword-only ones and the `out` tensors included), then the return values.
 //! Modules group kernels by operator family; [`register_portable`] registers them all.
 #![warn(missing_docs)]
+// Kernels index several arrays with one loop variable; explicit indices read clearer.
+#![allow(clippy::needless_range_loop)]
 
 pub mod binary;
+pub mod conv;
+pub mod index;
 pub mod linalg;
 pub mod norm;
+pub mod prim;
 pub mod reduce;
 pub mod shape;
 pub mod unary;
@@ -23,6 +28,9 @@ pub fn register_portable(reg: &mut KernelRegistry) -> Result<()> {
     shape::register(reg)?;
     norm::register(reg)?;
     reduce::register(reg)?;
+    conv::register(reg)?;
+    index::register(reg)?;
+    prim::register(reg)?;
     Ok(())
 }
 

@@ -645,7 +645,12 @@ impl Method {
         let idx = *self.inputs.get(i).ok_or_else(|| {
             Error::invalid_argument(format!("input index {i} out of range ({n} inputs)"))
         })? as usize;
-        let bound = self.meta.input(i).ok().and_then(|m| m.tensor.as_ref()).map(|t| &t.sizes);
+        let bound = self
+            .meta
+            .input(i)
+            .ok()
+            .and_then(|m| m.tensor.as_ref())
+            .map(|t| &t.sizes);
         let slot = &mut self.values[idx];
         match (slot, value) {
             (EValue::Tensor(t), Value::Tensor(src)) => {

@@ -1,0 +1,772 @@
+//! Binary elementwise operators with broadcasting and PyTorch type promotion: arithmetic,
+//! comparisons, logical and bitwise ops, `where`, `masked_fill`.
+
+use crate::dispatch_all;
+use crate::util::*;
+use etch_core::{Error, KernelContext, KernelRegistry, Result, Scalar, ScalarType, TensorRef};
+
+/// A binary arithmetic operation, generic over the compute type.
+pub trait BinOp: Copy {
+    /// True when the result is always floating point (true division).
+    const FLOAT_ONLY: bool = false;
+    /// True when integer inputs need a non-zero divisor.
+    const INT_DIVISION: bool = false;
+    /// Applies the operation.
+    fn apply<C: Compute>(&self, a: C, b: C) -> C;
+    /// Validates the computation dtype.
+    fn check(&self, _op: &str, _common: ScalarType) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A comparison producing a bool.
+pub trait CmpOp: Copy {
+    /// Compares.
+    fn cmp<C: Compute>(&self, a: C, b: C) -> bool;
+}
+
+fn no_bool(op: &str, common: ScalarType) -> Result<()> {
+    if common == ScalarType::Bool {
+        return Err(Error::invalid_argument(format!(
+            "{op}: not supported for bool tensors"
+        )));
+    }
+    Ok(())
+}
+
+fn integral_only(op: &str, common: ScalarType) -> Result<()> {
+    if common.is_floating() {
+        return Err(Error::invalid_argument(format!(
+            "{op}: only integral and bool tensors are supported, got {common}"
+        )));
+    }
+    Ok(())
+}
+
+macro_rules! binop {
+    ($(#[$m:meta])* $name:ident $(($ft:ty))?, |$s:ident, $a:ident, $b:ident| $e:expr $(, check = $chk:expr)? $(, float_only = $fo:expr)? $(, int_div = $idv:expr)?) => {
+        $(#[$m])*
+        #[derive(Clone, Copy)]
+        pub struct $name $((pub $ft))?;
+        impl BinOp for $name {
+            $(const FLOAT_ONLY: bool = $fo;)?
+            $(const INT_DIVISION: bool = $idv;)?
+            #[inline(always)]
+            #[allow(unused_variables)]
+            fn apply<C: Compute>(&self, $a: C, $b: C) -> C {
+                let $s = self;
+                $e
+            }
+            $(fn check(&self, op: &str, common: ScalarType) -> Result<()> { $chk(op, common) })?
+        }
+    };
+}
+
+binop!(
+    /// `a + b`.
+    Add, |s, a, b| a.add(b));
+binop!(
+    /// `a + alpha * b`.
+    AddAlpha (Scalar), |s, a, b| a.add(b.mul(C::from_scalar(s.0))));
+binop!(
+    /// `a - alpha * b`.
+    SubAlpha (Scalar), |s, a, b| a.sub(b.mul(C::from_scalar(s.0))), check = no_bool);
+binop!(
+    /// `a - b`.
+    Sub, |s, a, b| a.sub(b), check = no_bool);
+binop!(
+    /// `b - alpha * a` (`rsub`).
+    RSubAlpha (Scalar), |s, a, b| b.sub(a.mul(C::from_scalar(s.0))), check = no_bool);
+binop!(
+    /// `a * b`.
+    Mul, |s, a, b| a.mul(b));
+binop!(
+    /// True division.
+    Div, |s, a, b| a.div(b), float_only = true);
+binop!(
+    /// Division rounded toward zero.
+    DivTrunc, |s, a, b| {
+        if C::IS_FLOAT { C::from_f64(a.div(b).to_f64().trunc()) } else { a.div(b) }
+    }, int_div = true);
+binop!(
+    /// Floor division.
+    DivFloor, |s, a, b| a.floor_div(b), int_div = true);
+binop!(
+    /// Python-style remainder.
+    Remainder, |s, a, b| a.remainder(b), int_div = true);
+binop!(
+    /// C-style remainder.
+    Fmod, |s, a, b| a.fmod(b), int_div = true);
+binop!(
+    /// `a ** b`.
+    Pow, |s, a, b| a.pow(b), check = no_bool);
+binop!(
+    /// NaN-propagating maximum.
+    Maximum, |s, a, b| a.max_nan(b));
+binop!(
+    /// NaN-propagating minimum.
+    Minimum, |s, a, b| a.min_nan(b));
+binop!(
+    /// Bitwise and.
+    BitAnd, |s, a, b| a.bitand(b), check = integral_only);
+binop!(
+    /// Bitwise or.
+    BitOr, |s, a, b| a.bitor(b), check = integral_only);
+binop!(
+    /// Bitwise xor.
+    BitXor, |s, a, b| a.bitxor(b), check = integral_only);
+
+macro_rules! cmpop {
+    ($name:ident, $doc:literal, |$a:ident, $b:ident| $e:expr) => {
+        #[doc = $doc]
+        #[derive(Clone, Copy)]
+        pub struct $name;
+        impl CmpOp for $name {
+            #[inline(always)]
+            fn cmp<C: Compute>(&self, $a: C, $b: C) -> bool {
+                $e
+            }
+        }
+    };
+}
+cmpop!(Eq, "`a == b`.", |a, b| a == b);
+cmpop!(Ne, "`a != b`.", |a, b| a != b);
+cmpop!(Lt, "`a < b`.", |a, b| a < b);
+cmpop!(Le, "`a <= b`.", |a, b| a <= b);
+cmpop!(Gt, "`a > b`.", |a, b| a > b);
+cmpop!(Ge, "`a >= b`.", |a, b| a >= b);
+cmpop!(LogicalAnd, "Logical and.", |a, b| a.truthy() && b.truthy());
+cmpop!(LogicalOr, "Logical or.", |a, b| a.truthy() || b.truthy());
+cmpop!(LogicalXor, "Logical xor.", |a, b| a.truthy() != b.truthy());
+
+/// Which compute type a dtype computes in.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Class {
+    /// `f32` (float, half, bfloat16).
+    F32,
+    /// `f64`.
+    F64,
+    /// `i64` (integers and bool).
+    I64,
+}
+
+/// The compute class of a dtype.
+pub fn class_of(dt: ScalarType) -> Class {
+    match dt {
+        ScalarType::Double => Class::F64,
+        d if d.is_floating() => Class::F32,
+        _ => Class::I64,
+    }
+}
+
+fn check_divisor(op: &str, t: &TensorRef<'_>) -> Result<()> {
+    if t.dtype().is_floating() {
+        return Ok(());
+    }
+    let s = AnySlice::of(op, t)?;
+    for i in 0..t.numel() {
+        if s.get::<i64>(i) == 0 {
+            return Err(Error::invalid_argument(format!(
+                "{op}: integer division by zero"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Computes `out = op(a, b)` with broadcasting, computing in `common`.
+pub fn apply2<O: BinOp>(
+    name: &str,
+    op: O,
+    a: &TensorRef<'_>,
+    b: &TensorRef<'_>,
+    out: &mut TensorRef<'_>,
+    common: ScalarType,
+) -> Result<()> {
+    let shape = Shape::from_slice(out.sizes())?;
+    let (sa, sb, so) = (
+        bstrides(a, &shape),
+        bstrides(b, &shape),
+        Shape::from_slice(out.strides())?,
+    );
+    if a.dtype() == common && b.dtype() == common && out.dtype() == common {
+        return dispatch_all!(common, name, "input", |T| {
+            let (x, y) = (a.data::<T>()?, b.data::<T>()?);
+            let o = out.data_mut::<T>()?;
+            map2(&shape, x, &sa, y, &sb, o, &so, |p: T, q: T| {
+                T::from_c(op.apply(p.to_c(), q.to_c()))
+            });
+            Ok(())
+        });
+    }
+    fn mixed<C: Compute, O: BinOp>(
+        name: &str,
+        op: O,
+        a: &TensorRef<'_>,
+        b: &TensorRef<'_>,
+        out: &mut TensorRef<'_>,
+        st: [&[usize]; 4],
+    ) -> Result<()> {
+        let (x, y) = (AnySlice::of(name, a)?, AnySlice::of(name, b)?);
+        let mut o = AnySliceMut::of(name, out)?;
+        walk(
+            st[0],
+            [st[1], st[2], st[3]],
+            |[oa, ob, oo], len, [xa, xb, xo]| {
+                for i in 0..len {
+                    let r = op.apply(x.get::<C>(oa + i * xa), y.get::<C>(ob + i * xb));
+                    o.set(oo + i * xo, r);
+                }
+            },
+        );
+        Ok(())
+    }
+    let st = [&shape[..], &sa[..], &sb[..], &so[..]];
+    match class_of(common) {
+        Class::F32 => mixed::<f32, O>(name, op, a, b, out, st),
+        Class::F64 => mixed::<f64, O>(name, op, a, b, out, st),
+        Class::I64 => mixed::<i64, O>(name, op, a, b, out, st),
+    }
+}
+
+/// Tensor ⊕ tensor: inputs at 0 and 1, out at `out_i`.
+pub fn tensor_tensor<O: BinOp>(
+    ctx: &mut KernelContext<'_>,
+    name: &str,
+    op: O,
+    out_i: usize,
+) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let b = ctx.tensor(1)?;
+    let shape = broadcast_shape(name, a.sizes(), b.sizes())?;
+    let mut common = promote(a.dtype(), b.dtype())?;
+    op.check(name, common)?;
+    let mut out = ctx.resize_out(out_i, &shape)?;
+    if O::FLOAT_ONLY && !common.is_floating() {
+        common = if out.dtype().is_floating() {
+            out.dtype()
+        } else {
+            ScalarType::Float
+        };
+    }
+    if O::INT_DIVISION && !common.is_floating() {
+        check_divisor(name, &b)?;
+    }
+    check_cast(name, common, out.dtype())?;
+    apply2(name, op, &a, &b, &mut out, common)
+}
+
+/// Computes `out = f(a)` elementwise where `f` is written in the compute type.
+pub fn apply_scalar<O: BinOp>(
+    name: &str,
+    op: O,
+    a: &TensorRef<'_>,
+    s: Scalar,
+    out: &mut TensorRef<'_>,
+    common: ScalarType,
+) -> Result<()> {
+    let shape = Shape::from_slice(out.sizes())?;
+    let (sa, so) = (bstrides(a, &shape), Shape::from_slice(out.strides())?);
+    if a.dtype() == common && out.dtype() == common {
+        return dispatch_all!(common, name, "input", |T| {
+            let x = a.data::<T>()?;
+            let o = out.data_mut::<T>()?;
+            let sc = <<T as Elem>::C as Compute>::from_scalar(s);
+            map1(&shape, x, &sa, o, &so, |p: T| {
+                T::from_c(op.apply(p.to_c(), sc))
+            });
+            Ok(())
+        });
+    }
+    fn mixed<C: Compute, O: BinOp>(
+        name: &str,
+        op: O,
+        a: &TensorRef<'_>,
+        s: Scalar,
+        out: &mut TensorRef<'_>,
+        st: [&[usize]; 3],
+    ) -> Result<()> {
+        let x = AnySlice::of(name, a)?;
+        let mut o = AnySliceMut::of(name, out)?;
+        let sc = C::from_scalar(s);
+        walk(st[0], [st[1], st[2]], |[oa, oo], len, [xa, xo]| {
+            for i in 0..len {
+                o.set(oo + i * xo, op.apply(x.get::<C>(oa + i * xa), sc));
+            }
+        });
+        Ok(())
+    }
+    let st = [&shape[..], &sa[..], &so[..]];
+    match class_of(common) {
+        Class::F32 => mixed::<f32, O>(name, op, a, s, out, st),
+        Class::F64 => mixed::<f64, O>(name, op, a, s, out, st),
+        Class::I64 => mixed::<i64, O>(name, op, a, s, out, st),
+    }
+}
+
+/// Tensor ⊕ scalar: tensor at 0, scalar at 1, out at `out_i`.
+pub fn tensor_scalar<O: BinOp>(
+    ctx: &mut KernelContext<'_>,
+    name: &str,
+    op: O,
+    out_i: usize,
+) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let s = ctx.scalar(1)?;
+    let mut common = promote_scalar(a.dtype(), s);
+    op.check(name, common)?;
+    let mut out = ctx.resize_out(out_i, a.sizes())?;
+    if O::FLOAT_ONLY && !common.is_floating() {
+        common = if out.dtype().is_floating() {
+            out.dtype()
+        } else {
+            ScalarType::Float
+        };
+    }
+    if O::INT_DIVISION && !common.is_floating() && s.to_i64() == 0 {
+        return Err(Error::invalid_argument(format!(
+            "{name}: integer division by zero"
+        )));
+    }
+    check_cast(name, common, out.dtype())?;
+    apply_scalar(name, op, &a, s, &mut out, common)
+}
+
+/// Comparison of `a` and `b` (a tensor, or a scalar when `b` is `None`) into `out`.
+fn compare<O: CmpOp>(
+    ctx: &mut KernelContext<'_>,
+    name: &str,
+    op: O,
+    scalar: bool,
+    out_i: usize,
+) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let (b, s) = if scalar {
+        (None, Some(ctx.scalar(1)?))
+    } else {
+        (Some(ctx.tensor(1)?), None)
+    };
+    let shape = match &b {
+        Some(b) => broadcast_shape(name, a.sizes(), b.sizes())?,
+        None => Shape::from_slice(a.sizes())?,
+    };
+    let common = match (&b, s) {
+        (Some(b), _) => promote(a.dtype(), b.dtype())?,
+        (None, Some(s)) => promote_scalar(a.dtype(), s),
+        _ => a.dtype(),
+    };
+    let mut out = ctx.resize_out(out_i, &shape)?;
+    let sa = bstrides(&a, &shape);
+    let so = Shape::from_slice(out.strides())?;
+    if out.dtype() == ScalarType::Bool && a.dtype() == common {
+        match (&b, s) {
+            (Some(b), _) if b.dtype() == common => {
+                let sb = bstrides(b, &shape);
+                return dispatch_all!(common, name, "input", |T| {
+                    let (x, y) = (a.data::<T>()?, b.data::<T>()?);
+                    let o = out.data_mut::<Bool>()?;
+                    map2(&shape, x, &sa, y, &sb, o, &so, |p: T, q: T| {
+                        Bool::new(op.cmp(p.to_c(), q.to_c()))
+                    });
+                    Ok(())
+                });
+            }
+            (None, Some(s)) => {
+                return dispatch_all!(common, name, "input", |T| {
+                    let x = a.data::<T>()?;
+                    let o = out.data_mut::<Bool>()?;
+                    let sc = <<T as Elem>::C as Compute>::from_scalar(s);
+                    map1(&shape, x, &sa, o, &so, |p: T| {
+                        Bool::new(op.cmp(p.to_c(), sc))
+                    });
+                    Ok(())
+                });
+            }
+            _ => {}
+        }
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn mixed<C: Compute, O: CmpOp>(
+        name: &str,
+        op: O,
+        a: &TensorRef<'_>,
+        b: Result<&TensorRef<'_>, Scalar>,
+        out: &mut TensorRef<'_>,
+        shape: &[usize],
+        sa: &[usize],
+        so: &[usize],
+    ) -> Result<()> {
+        let x = AnySlice::of(name, a)?;
+        let mut o = AnySliceMut::of(name, out)?;
+        match b {
+            Ok(b) => {
+                let y = AnySlice::of(name, b)?;
+                let sb = bstrides(b, shape);
+                walk(shape, [sa, &sb, so], |[oa, ob, oo], len, [xa, xb, xo]| {
+                    for i in 0..len {
+                        let r = op.cmp(x.get::<C>(oa + i * xa), y.get::<C>(ob + i * xb));
+                        o.set(oo + i * xo, r as i64);
+                    }
+                });
+            }
+            Err(s) => {
+                let sc = C::from_scalar(s);
+                walk(shape, [sa, so], |[oa, oo], len, [xa, xo]| {
+                    for i in 0..len {
+                        o.set(oo + i * xo, op.cmp(x.get::<C>(oa + i * xa), sc) as i64);
+                    }
+                });
+            }
+        }
+        Ok(())
+    }
+    let bb = match (&b, s) {
+        (Some(b), _) => Ok(b),
+        (None, s) => Err(s.unwrap_or(Scalar::Int(0))),
+    };
+    #[allow(clippy::type_complexity)]
+    let f: fn(
+        &str,
+        O,
+        &TensorRef<'_>,
+        Result<&TensorRef<'_>, Scalar>,
+        &mut TensorRef<'_>,
+        &[usize],
+        &[usize],
+        &[usize],
+    ) -> Result<()> = match class_of(common) {
+        Class::F32 => mixed::<f32, O>,
+        Class::F64 => mixed::<f64, O>,
+        Class::I64 => mixed::<i64, O>,
+    };
+    f(name, op, &a, bb, &mut out, &shape, &sa, &so)
+}
+
+/// `where(cond, a, b)`: args [condition, self, other, out].
+fn where_self_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::where.self_out";
+    let c = ctx.tensor(0)?;
+    let a = ctx.tensor(1)?;
+    let b = ctx.tensor(2)?;
+    if c.dtype() != ScalarType::Bool && c.dtype() != ScalarType::Byte {
+        return Err(Error::invalid_argument(format!(
+            "{NAME}: condition must be bool, got {}",
+            c.dtype()
+        )));
+    }
+    let shape = broadcast_shape(NAME, c.sizes(), a.sizes())?;
+    let shape = broadcast_shape(NAME, &shape, b.sizes())?;
+    let common = promote(a.dtype(), b.dtype())?;
+    let mut out = ctx.resize_out(3, &shape)?;
+    check_cast(NAME, common, out.dtype())?;
+    let (sc, sa, sb) = (
+        bstrides(&c, &shape),
+        bstrides(&a, &shape),
+        bstrides(&b, &shape),
+    );
+    let so = Shape::from_slice(out.strides())?;
+    let cond = c.data::<u8>()?;
+    if a.dtype() == out.dtype() && b.dtype() == out.dtype() {
+        return dispatch_all!(out.dtype(), NAME, "out", |T| {
+            let (x, y) = (a.data::<T>()?, b.data::<T>()?);
+            let o = out.data_mut::<T>()?;
+            walk(
+                &shape,
+                [&sc, &sa, &sb, &so],
+                |[oc, oa, ob, oo], len, [xc, xa, xb, xo]| {
+                    for i in 0..len {
+                        o[oo + i * xo] = if cond[oc + i * xc] != 0 {
+                            x[oa + i * xa]
+                        } else {
+                            y[ob + i * xb]
+                        };
+                    }
+                },
+            );
+            Ok(())
+        });
+    }
+    let (x, y) = (AnySlice::of(NAME, &a)?, AnySlice::of(NAME, &b)?);
+    let mut o = AnySliceMut::of(NAME, &mut out)?;
+    let float = common.is_floating();
+    walk(
+        &shape,
+        [&sc, &sa, &sb, &so],
+        |[oc, oa, ob, oo], len, [xc, xa, xb, xo]| {
+            for i in 0..len {
+                let (src, j) = if cond[oc + i * xc] != 0 {
+                    (&x, oa + i * xa)
+                } else {
+                    (&y, ob + i * xb)
+                };
+                if float {
+                    o.set(oo + i * xo, src.get::<f64>(j));
+                } else {
+                    o.set(oo + i * xo, src.get::<i64>(j));
+                }
+            }
+        },
+    );
+    Ok(())
+}
+
+/// `masked_fill(self, mask, value)`: args [self, mask, value, out].
+fn masked_fill_scalar_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::masked_fill.Scalar_out";
+    let a = ctx.tensor(0)?;
+    let m = ctx.tensor(1)?;
+    let v = ctx.scalar(2)?;
+    if m.dtype() != ScalarType::Bool {
+        return Err(Error::invalid_argument(format!(
+            "{NAME}: mask must be bool, got {}",
+            m.dtype()
+        )));
+    }
+    let shape = broadcast_shape(NAME, a.sizes(), m.sizes())?;
+    if &shape[..] != a.sizes() {
+        return Err(Error::invalid_argument(format!(
+            "{NAME}: mask {:?} does not broadcast to self {:?}",
+            m.sizes(),
+            a.sizes()
+        )));
+    }
+    let mut out = ctx.resize_out(3, &shape)?;
+    same_dtype(NAME, a.dtype(), out.dtype())?;
+    let (sm, sa) = (bstrides(&m, &shape), bstrides(&a, &shape));
+    let so = Shape::from_slice(out.strides())?;
+    let mask = m.data::<u8>()?;
+    dispatch_all!(a.dtype(), NAME, "self", |T| {
+        let x = a.data::<T>()?;
+        let o = out.data_mut::<T>()?;
+        let fill = T::from_c(<<T as Elem>::C as Compute>::from_scalar(v));
+        map2(&shape, mask, &sm, x, &sa, o, &so, |k: u8, p: T| {
+            if k != 0 { fill } else { p }
+        });
+        Ok(())
+    })
+}
+
+macro_rules! tt {
+    ($fname:ident, $name:literal, $op:expr, $out:expr) => {
+        fn $fname(ctx: &mut KernelContext<'_>) -> Result<()> {
+            tensor_tensor(ctx, $name, $op, $out)
+        }
+    };
+}
+macro_rules! ts {
+    ($fname:ident, $name:literal, $op:expr, $out:expr) => {
+        fn $fname(ctx: &mut KernelContext<'_>) -> Result<()> {
+            tensor_scalar(ctx, $name, $op, $out)
+        }
+    };
+}
+
+fn add_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::add.out";
+    let alpha = ctx.scalar(2)?;
+    if alpha.to_f64() == 1.0 {
+        tensor_tensor(ctx, NAME, Add, 3)
+    } else {
+        tensor_tensor(ctx, NAME, AddAlpha(alpha), 3)
+    }
+}
+fn sub_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::sub.out";
+    let alpha = ctx.scalar(2)?;
+    if alpha.to_f64() == 1.0 {
+        tensor_tensor(ctx, NAME, Sub, 3)
+    } else {
+        tensor_tensor(ctx, NAME, SubAlpha(alpha), 3)
+    }
+}
+fn add_scalar_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let alpha = ctx.scalar(2)?;
+    tensor_scalar(ctx, "aten::add.Scalar_out", AddAlpha(alpha), 3)
+}
+fn sub_scalar_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let alpha = ctx.scalar(2)?;
+    tensor_scalar(ctx, "aten::sub.Scalar_out", SubAlpha(alpha), 3)
+}
+fn rsub_scalar_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let alpha = ctx.scalar(2)?;
+    tensor_scalar(ctx, "aten::rsub.Scalar_out", RSubAlpha(alpha), 3)
+}
+
+fn rounding_mode(ctx: &KernelContext<'_>, name: &str, i: usize) -> Result<Option<bool>> {
+    // None: true division; Some(false): trunc; Some(true): floor.
+    match ctx.value(i)? {
+        etch_core::EValue::None => Ok(None),
+        _ => match ctx.string(i)? {
+            "trunc" => Ok(Some(false)),
+            "floor" => Ok(Some(true)),
+            other => Err(Error::invalid_argument(format!(
+                "{name}: unknown rounding_mode '{other}'"
+            ))),
+        },
+    }
+}
+
+fn div_out_mode(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::div.out_mode";
+    match rounding_mode(ctx, NAME, 2)? {
+        None => tensor_tensor(ctx, NAME, Div, 3),
+        Some(false) => tensor_tensor(ctx, NAME, DivTrunc, 3),
+        Some(true) => tensor_tensor(ctx, NAME, DivFloor, 3),
+    }
+}
+fn div_scalar_mode_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::div.Scalar_mode_out";
+    match rounding_mode(ctx, NAME, 2)? {
+        None => tensor_scalar(ctx, NAME, Div, 3),
+        Some(false) => tensor_scalar(ctx, NAME, DivTrunc, 3),
+        Some(true) => tensor_scalar(ctx, NAME, DivFloor, 3),
+    }
+}
+
+tt!(mul_out, "aten::mul.out", Mul, 2);
+tt!(div_out, "aten::div.out", Div, 2);
+tt!(floor_divide_out, "aten::floor_divide.out", DivFloor, 2);
+tt!(
+    remainder_tensor_out,
+    "aten::remainder.Tensor_out",
+    Remainder,
+    2
+);
+tt!(fmod_tensor_out, "aten::fmod.Tensor_out", Fmod, 2);
+tt!(pow_tensor_tensor_out, "aten::pow.Tensor_Tensor_out", Pow, 2);
+tt!(maximum_out, "aten::maximum.out", Maximum, 2);
+tt!(minimum_out, "aten::minimum.out", Minimum, 2);
+tt!(
+    bitwise_and_tensor_out,
+    "aten::bitwise_and.Tensor_out",
+    BitAnd,
+    2
+);
+tt!(
+    bitwise_or_tensor_out,
+    "aten::bitwise_or.Tensor_out",
+    BitOr,
+    2
+);
+tt!(
+    bitwise_xor_tensor_out,
+    "aten::bitwise_xor.Tensor_out",
+    BitXor,
+    2
+);
+ts!(mul_scalar_out, "aten::mul.Scalar_out", Mul, 2);
+ts!(div_scalar_out, "aten::div.Scalar_out", Div, 2);
+ts!(
+    remainder_scalar_out,
+    "aten::remainder.Scalar_out",
+    Remainder,
+    2
+);
+ts!(fmod_scalar_out, "aten::fmod.Scalar_out", Fmod, 2);
+ts!(
+    bitwise_and_scalar_out,
+    "aten::bitwise_and.Scalar_out",
+    BitAnd,
+    2
+);
+
+/// `pow(self, exponent)` with a scalar exponent; float exponents on integer tensors
+/// promote, and `x ** 2` stays exact.
+fn pow_tensor_scalar_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::pow.Tensor_Scalar_out";
+    let e = ctx.scalar(1)?;
+    if let Scalar::Double(v) = e
+        && v == 2.0
+    {
+        let a = ctx.tensor(0)?;
+        let common = promote_scalar(a.dtype(), e);
+        no_bool(NAME, common)?;
+        let mut out = ctx.resize_out(2, a.sizes())?;
+        check_cast(NAME, common, out.dtype())?;
+        return apply_scalar(NAME, Square, &a, e, &mut out, common);
+    }
+    tensor_scalar(ctx, NAME, Pow, 2)
+}
+
+binop!(
+    /// `a * a` (ignores `b`).
+    Square, |s, a, b| a.mul(a));
+
+macro_rules! cmp_kernels {
+    ($($tf:ident, $tn:literal, $sf:ident, $sn:literal, $op:ident);* $(;)?) => {$(
+        fn $tf(ctx: &mut KernelContext<'_>) -> Result<()> {
+            compare(ctx, $tn, $op, false, 2)
+        }
+        fn $sf(ctx: &mut KernelContext<'_>) -> Result<()> {
+            compare(ctx, $sn, $op, true, 2)
+        }
+    )*};
+}
+cmp_kernels!(
+    eq_tensor_out, "aten::eq.Tensor_out", eq_scalar_out, "aten::eq.Scalar_out", Eq;
+    ne_tensor_out, "aten::ne.Tensor_out", ne_scalar_out, "aten::ne.Scalar_out", Ne;
+    lt_tensor_out, "aten::lt.Tensor_out", lt_scalar_out, "aten::lt.Scalar_out", Lt;
+    le_tensor_out, "aten::le.Tensor_out", le_scalar_out, "aten::le.Scalar_out", Le;
+    gt_tensor_out, "aten::gt.Tensor_out", gt_scalar_out, "aten::gt.Scalar_out", Gt;
+    ge_tensor_out, "aten::ge.Tensor_out", ge_scalar_out, "aten::ge.Scalar_out", Ge;
+);
+fn logical_and_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    compare(ctx, "aten::logical_and.out", LogicalAnd, false, 2)
+}
+fn logical_or_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    compare(ctx, "aten::logical_or.out", LogicalOr, false, 2)
+}
+fn logical_xor_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    compare(ctx, "aten::logical_xor.out", LogicalXor, false, 2)
+}
+
+/// Registers this module's kernels.
+pub fn register(reg: &mut KernelRegistry) -> Result<()> {
+    let list: &[(&str, etch_core::KernelFn)] = &[
+        ("aten::add.out", add_out),
+        ("aten::sub.out", sub_out),
+        ("aten::mul.out", mul_out),
+        ("aten::div.out", div_out),
+        ("aten::div.out_mode", div_out_mode),
+        ("aten::add.Scalar_out", add_scalar_out),
+        ("aten::sub.Scalar_out", sub_scalar_out),
+        ("aten::rsub.Scalar_out", rsub_scalar_out),
+        ("aten::mul.Scalar_out", mul_scalar_out),
+        ("aten::div.Scalar_out", div_scalar_out),
+        ("aten::div.Scalar_mode_out", div_scalar_mode_out),
+        ("aten::floor_divide.out", floor_divide_out),
+        ("aten::remainder.Tensor_out", remainder_tensor_out),
+        ("aten::remainder.Scalar_out", remainder_scalar_out),
+        ("aten::fmod.Tensor_out", fmod_tensor_out),
+        ("aten::fmod.Scalar_out", fmod_scalar_out),
+        ("aten::pow.Tensor_Tensor_out", pow_tensor_tensor_out),
+        ("aten::pow.Tensor_Scalar_out", pow_tensor_scalar_out),
+        ("aten::maximum.out", maximum_out),
+        ("aten::minimum.out", minimum_out),
+        ("aten::bitwise_and.Tensor_out", bitwise_and_tensor_out),
+        ("aten::bitwise_and.Scalar_out", bitwise_and_scalar_out),
+        ("aten::bitwise_or.Tensor_out", bitwise_or_tensor_out),
+        ("aten::bitwise_xor.Tensor_out", bitwise_xor_tensor_out),
+        ("aten::eq.Tensor_out", eq_tensor_out),
+        ("aten::eq.Scalar_out", eq_scalar_out),
+        ("aten::ne.Tensor_out", ne_tensor_out),
+        ("aten::ne.Scalar_out", ne_scalar_out),
+        ("aten::lt.Tensor_out", lt_tensor_out),
+        ("aten::lt.Scalar_out", lt_scalar_out),
+        ("aten::le.Tensor_out", le_tensor_out),
+        ("aten::le.Scalar_out", le_scalar_out),
+        ("aten::gt.Tensor_out", gt_tensor_out),
+        ("aten::gt.Scalar_out", gt_scalar_out),
+        ("aten::ge.Tensor_out", ge_tensor_out),
+        ("aten::ge.Scalar_out", ge_scalar_out),
+        ("aten::logical_and.out", logical_and_out),
+        ("aten::logical_or.out", logical_or_out),
+        ("aten::logical_xor.out", logical_xor_out),
+        ("aten::where.self_out", where_self_out),
+        ("aten::masked_fill.Scalar_out", masked_fill_scalar_out),
+    ];
+    for &(n, f) in list {
+        reg.register(n, f)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,459 @@
+//! Convolution (im2col + `gemm`) and 2-D pooling. Inputs and outputs are read and written
+//! through their strides, so channels-last tensors work without conversion.
+
+use crate::dispatch_float;
+use crate::linalg::{GemmDims, MatRef, gemm_batched};
+use crate::util::*;
+use etch_core::{Error, KernelContext, KernelRegistry, Result, TensorRef};
+
+/// A 4-D view (N, C, H, W) of a 3-D or 4-D tensor: sizes and strides.
+#[derive(Clone, Copy, Debug)]
+struct View4 {
+    n: usize,
+    c: usize,
+    h: usize,
+    w: usize,
+    s: [usize; 4],
+}
+
+/// Views `t` as N×C×H×W. `spatial1d`: a 3-D tensor is N×C×L (H = 1); otherwise a 3-D
+/// tensor is C×H×W (N = 1).
+fn view4(op: &str, t: &TensorRef<'_>, spatial1d: bool) -> Result<View4> {
+    let (z, st) = (t.sizes(), t.strides());
+    match (t.dim(), spatial1d) {
+        (4, _) => Ok(View4 {
+            n: z[0],
+            c: z[1],
+            h: z[2],
+            w: z[3],
+            s: [st[0], st[1], st[2], st[3]],
+        }),
+        (3, true) => Ok(View4 {
+            n: z[0],
+            c: z[1],
+            h: 1,
+            w: z[2],
+            s: [st[0], st[1], 0, st[2]],
+        }),
+        (3, false) => Ok(View4 {
+            n: 1,
+            c: z[0],
+            h: z[1],
+            w: z[2],
+            s: [0, st[0], st[1], st[2]],
+        }),
+        _ => Err(Error::invalid_argument(format!(
+            "{op}: expected a 3-D or 4-D tensor, got shape {:?}",
+            t.sizes()
+        ))),
+    }
+}
+
+/// Reads a 1- or 2-element int list as (h, w); a 1-element list repeats. For 1-D ops the
+/// single value is the width and the height parameter is `h1`.
+fn pair(op: &str, what: &str, v: &[i64], one_d: bool, h1: i64) -> Result<(usize, usize)> {
+    let (h, w) = match (v.len(), one_d) {
+        (1, true) => (h1, v[0]),
+        (1, false) => (v[0], v[0]),
+        (2, false) => (v[0], v[1]),
+        _ => {
+            return Err(Error::invalid_argument(format!(
+                "{op}: {what} {v:?} has the wrong length"
+            )));
+        }
+    };
+    if h < 0 || w < 0 {
+        return Err(Error::invalid_argument(format!(
+            "{op}: {what} {v:?} must be non-negative"
+        )));
+    }
+    Ok((h as usize, w as usize))
+}
+
+fn conv_out_size(op: &str, i: usize, k: usize, s: usize, p: usize, d: usize) -> Result<usize> {
+    let eff = d * (k.max(1) - 1) + 1;
+    if s == 0 || i + 2 * p < eff {
+        return Err(Error::invalid_argument(format!(
+            "{op}: kernel {k} (dilation {d}) does not fit input {i} with padding {p}, or stride is 0"
+        )));
+    }
+    Ok((i + 2 * p - eff) / s + 1)
+}
+
+/// `convolution`: args [input, weight, bias?, stride, padding, dilation, transposed,
+/// output_padding, groups, out].
+fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::convolution.out";
+    let x = ctx.tensor(0)?;
+    let w = ctx.tensor(1)?;
+    let bias = ctx.opt_tensor(2)?;
+    if ctx.bool(6)? {
+        return Err(Error::not_implemented(format!(
+            "{OP}: transposed convolution"
+        )));
+    }
+    let one_d = x.dim() == 3;
+    if x.dim() != w.dim() || !(x.dim() == 3 || x.dim() == 4) {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: input {:?} and weight {:?} must both be 3-D or 4-D",
+            x.sizes(),
+            w.sizes()
+        )));
+    }
+    let (sh, sw) = pair(OP, "stride", ctx.int_list(3)?, one_d, 1)?;
+    let (ph, pw) = pair(OP, "padding", ctx.int_list(4)?, one_d, 0)?;
+    let (dh, dw) = pair(OP, "dilation", ctx.int_list(5)?, one_d, 1)?;
+    let groups = ctx.int(8)?;
+    let xv = view4(OP, &x, true)?;
+    let wv = view4(OP, &w, true)?;
+    if groups <= 0 || xv.c % groups as usize != 0 || wv.n % groups as usize != 0 {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: groups={groups} does not divide {} input / {} output channels",
+            xv.c, wv.n
+        )));
+    }
+    let g = groups as usize;
+    let (cin_g, cout) = (xv.c / g, wv.n);
+    let cout_g = cout / g;
+    if wv.c != cin_g {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: weight {:?} expects {} input channels per group, input has {cin_g}",
+            w.sizes(),
+            wv.c
+        )));
+    }
+    let (kh, kw) = (wv.h, wv.w);
+    let oh = conv_out_size(OP, xv.h, kh, sh, ph, dh)?;
+    let ow = conv_out_size(OP, xv.w, kw, sw, pw, dw)?;
+    if let Some(b) = &bias {
+        if b.numel() != cout {
+            return Err(Error::invalid_argument(format!(
+                "{OP}: bias has {} elements for {cout} output channels",
+                b.numel()
+            )));
+        }
+        same_dtype(OP, x.dtype(), b.dtype())?;
+    }
+    let mut osz = Shape::from_slice(&[xv.n, cout])?;
+    if !one_d {
+        osz.push(oh)?;
+    }
+    osz.push(ow)?;
+    let mut out = ctx.resize_out(9, &osz)?;
+    same_dtype(OP, x.dtype(), w.dtype())?;
+    same_dtype(OP, x.dtype(), out.dtype())?;
+    let ov = view4(OP, &out, true)?;
+    if ov.h > 1 && ov.s[2] != ov.w * ov.s[3] {
+        return Err(Error::not_supported(format!(
+            "{OP}: out dim order {:?} is not supported",
+            out.dim_order()
+        )));
+    }
+    let kk = cin_g * kh * kw;
+    let npix = oh * ow;
+    dispatch_float!(x.dtype(), OP, "input", |T| {
+        type F = <T as FElem>::F;
+        let xs = x.data::<T>()?;
+        let ws = w.data::<T>()?;
+        let bs = match &bias {
+            Some(b) => Some(b.data::<T>()?),
+            None => None,
+        };
+        let o = out.data_mut::<T>()?;
+        // scratch: widened weights [cout, kk], the im2col matrix [kk, npix] and the
+        // product [cout_g, npix] of one group.
+        let mut wf: Vec<F> = Vec::with_capacity(cout * kk);
+        for co in 0..cout {
+            for ci in 0..cin_g {
+                for i in 0..kh {
+                    for j in 0..kw {
+                        wf.push(ws[co * wv.s[0] + ci * wv.s[1] + i * wv.s[2] + j * wv.s[3]].to_f());
+                    }
+                }
+            }
+        }
+        let mut col: Vec<F> = vec![F::ZERO; kk * npix];
+        let mut acc: Vec<F> = vec![F::ZERO; cout_g * npix];
+        for n in 0..xv.n {
+            for gi in 0..g {
+                for ci in 0..cin_g {
+                    let cbase = n * xv.s[0] + (gi * cin_g + ci) * xv.s[1];
+                    for i in 0..kh {
+                        for j in 0..kw {
+                            let row = &mut col[((ci * kh + i) * kw + j) * npix..][..npix];
+                            for y in 0..oh {
+                                let ih = (y * sh + i * dh) as isize - ph as isize;
+                                for xo in 0..ow {
+                                    let iw = (xo * sw + j * dw) as isize - pw as isize;
+                                    row[y * ow + xo] = if ih >= 0
+                                        && (ih as usize) < xv.h
+                                        && iw >= 0
+                                        && (iw as usize) < xv.w
+                                    {
+                                        xs[cbase + ih as usize * xv.s[2] + iw as usize * xv.s[3]]
+                                            .to_f()
+                                    } else {
+                                        F::ZERO
+                                    };
+                                }
+                            }
+                        }
+                    }
+                }
+                let d = GemmDims {
+                    batch: 1,
+                    m: cout_g,
+                    n: npix,
+                    k: kk,
+                };
+                let a = MatRef {
+                    data: &wf[gi * cout_g * kk..(gi + 1) * cout_g * kk],
+                    strides: [0, kk, 1],
+                };
+                let b = MatRef {
+                    data: &col,
+                    strides: [0, npix, 1],
+                };
+                gemm_batched(OP, d, a, b, &mut acc, [0, npix, 1], F::ONE, false)?;
+                for co in 0..cout_g {
+                    let c = gi * cout_g + co;
+                    let bias_v = bs.map_or(F::ZERO, |b| b[c].to_f());
+                    let obase = n * ov.s[0] + c * ov.s[1];
+                    for y in 0..oh {
+                        for xo in 0..ow {
+                            o[obase + y * ov.s[2] + xo * ov.s[3]] =
+                                T::from_f(acc[co * npix + y * ow + xo] + bias_v);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+fn pool_out_size(
+    op: &str,
+    i: usize,
+    k: usize,
+    s: usize,
+    p: usize,
+    d: usize,
+    ceil: bool,
+) -> Result<usize> {
+    let eff = d * (k.max(1) - 1) + 1;
+    if s == 0 || k == 0 || i + 2 * p < eff || p > k / 2 {
+        return Err(Error::invalid_argument(format!(
+            "{op}: invalid pooling (input {i}, kernel {k}, stride {s}, padding {p}, dilation {d})"
+        )));
+    }
+    let num = i + 2 * p - eff + if ceil { s - 1 } else { 0 };
+    let mut o = num / s + 1;
+    if ceil && (o - 1) * s >= i + p {
+        o -= 1;
+    }
+    Ok(o)
+}
+
+fn out_sizes(x: &TensorRef<'_>, oh: usize, ow: usize) -> Result<Shape> {
+    let mut s = Shape::from_slice(x.sizes())?;
+    let n = s.len();
+    s[n - 2] = oh;
+    s[n - 1] = ow;
+    Ok(s)
+}
+
+/// `max_pool2d_with_indices`: args [self, kernel_size, stride, padding, dilation,
+/// ceil_mode, out, indices]. Indices are flat offsets within each H×W plane.
+fn max_pool2d_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::max_pool2d_with_indices.out";
+    let x = ctx.tensor(0)?;
+    let (kh, kw) = pair(OP, "kernel_size", ctx.int_list(1)?, false, 0)?;
+    let stride = ctx.int_list(2)?;
+    let (sh, sw) = if stride.is_empty() {
+        (kh, kw)
+    } else {
+        pair(OP, "stride", stride, false, 0)?
+    };
+    let (ph, pw) = pair(OP, "padding", ctx.int_list(3)?, false, 0)?;
+    let (dh, dw) = pair(OP, "dilation", ctx.int_list(4)?, false, 0)?;
+    let ceil = ctx.bool(5)?;
+    let xv = view4(OP, &x, false)?;
+    let oh = pool_out_size(OP, xv.h, kh, sh, ph, dh, ceil)?;
+    let ow = pool_out_size(OP, xv.w, kw, sw, pw, dw, ceil)?;
+    let osz = out_sizes(&x, oh, ow)?;
+    let mut out = ctx.resize_out(6, &osz)?;
+    let mut idx = ctx.resize_out(7, &osz)?;
+    same_dtype(OP, x.dtype(), out.dtype())?;
+    if idx.dtype() != etch_core::ScalarType::Long {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: indices must be int64, got {}",
+            idx.dtype()
+        )));
+    }
+    let (ov, iv) = (view4(OP, &out, false)?, view4(OP, &idx, false)?);
+    let io = idx.data_mut::<i64>()?;
+    dispatch_float!(x.dtype(), OP, "input", |T| {
+        let xs = x.data::<T>()?;
+        let o = out.data_mut::<T>()?;
+        for n in 0..xv.n {
+            for c in 0..xv.c {
+                let base = n * xv.s[0] + c * xv.s[1];
+                for y in 0..oh {
+                    for xo in 0..ow {
+                        let mut best = <T as FElem>::F::NEG_INFINITY;
+                        let mut bi: i64 = -1;
+                        for i in 0..kh {
+                            let ih = (y * sh + i * dh) as isize - ph as isize;
+                            if ih < 0 || ih as usize >= xv.h {
+                                continue;
+                            }
+                            for j in 0..kw {
+                                let iw = (xo * sw + j * dw) as isize - pw as isize;
+                                if iw < 0 || iw as usize >= xv.w {
+                                    continue;
+                                }
+                                let v =
+                                    xs[base + ih as usize * xv.s[2] + iw as usize * xv.s[3]].to_f();
+                                if bi < 0 || v > best || v.is_nan() && !best.is_nan() {
+                                    best = v;
+                                    bi = (ih as usize * xv.w + iw as usize) as i64;
+                                }
+                            }
+                        }
+                        o[n * ov.s[0] + c * ov.s[1] + y * ov.s[2] + xo * ov.s[3]] = T::from_f(best);
+                        io[n * iv.s[0] + c * iv.s[1] + y * iv.s[2] + xo * iv.s[3]] = bi.max(0);
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `avg_pool2d`: args [self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+/// divisor_override?, out].
+fn avg_pool2d_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::avg_pool2d.out";
+    let x = ctx.tensor(0)?;
+    let (kh, kw) = pair(OP, "kernel_size", ctx.int_list(1)?, false, 0)?;
+    let stride = ctx.int_list(2)?;
+    let (sh, sw) = if stride.is_empty() {
+        (kh, kw)
+    } else {
+        pair(OP, "stride", stride, false, 0)?
+    };
+    let (ph, pw) = pair(OP, "padding", ctx.int_list(3)?, false, 0)?;
+    let ceil = ctx.bool(4)?;
+    let include_pad = ctx.bool(5)?;
+    let divisor = ctx.opt_int(6)?;
+    if divisor == Some(0) {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: divisor_override must be non-zero"
+        )));
+    }
+    let xv = view4(OP, &x, false)?;
+    let oh = pool_out_size(OP, xv.h, kh, sh, ph, 1, ceil)?;
+    let ow = pool_out_size(OP, xv.w, kw, sw, pw, 1, ceil)?;
+    let osz = out_sizes(&x, oh, ow)?;
+    let mut out = ctx.resize_out(7, &osz)?;
+    same_dtype(OP, x.dtype(), out.dtype())?;
+    let ov = view4(OP, &out, false)?;
+    dispatch_float!(x.dtype(), OP, "input", |T| {
+        type F = <T as FElem>::F;
+        let xs = x.data::<T>()?;
+        let o = out.data_mut::<T>()?;
+        for n in 0..xv.n {
+            for c in 0..xv.c {
+                let base = n * xv.s[0] + c * xv.s[1];
+                for y in 0..oh {
+                    for xo in 0..ow {
+                        let hs = (y * sh) as isize - ph as isize;
+                        let ws = (xo * sw) as isize - pw as isize;
+                        let he = (hs + kh as isize).min((xv.h + ph) as isize);
+                        let we = (ws + kw as isize).min((xv.w + pw) as isize);
+                        let pool = ((he - hs) * (we - ws)) as i64;
+                        let (hs, ws) = (hs.max(0) as usize, ws.max(0) as usize);
+                        let (he, we) = (
+                            he.min(xv.h as isize) as usize,
+                            we.min(xv.w as isize) as usize,
+                        );
+                        let mut sum = F::ZERO;
+                        for ih in hs..he {
+                            for iw in ws..we {
+                                sum += xs[base + ih * xv.s[2] + iw * xv.s[3]].to_f();
+                            }
+                        }
+                        let div = match divisor {
+                            Some(d) => d,
+                            None if include_pad => pool,
+                            None => ((he.saturating_sub(hs)) * (we.saturating_sub(ws))) as i64,
+                        };
+                        let v = if div == 0 {
+                            F::ZERO
+                        } else {
+                            sum.div(<F as Compute>::from_i64(div))
+                        };
+                        o[n * ov.s[0] + c * ov.s[1] + y * ov.s[2] + xo * ov.s[3]] = T::from_f(v);
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `_adaptive_avg_pool2d`: args [self, output_size, out].
+fn adaptive_avg_pool2d_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::_adaptive_avg_pool2d.out";
+    let x = ctx.tensor(0)?;
+    let (oh, ow) = pair(OP, "output_size", ctx.int_list(1)?, false, 0)?;
+    let xv = view4(OP, &x, false)?;
+    if (oh == 0 || ow == 0) && xv.h * xv.w != 0 {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: output_size must be positive"
+        )));
+    }
+    let osz = out_sizes(&x, oh, ow)?;
+    let mut out = ctx.resize_out(2, &osz)?;
+    same_dtype(OP, x.dtype(), out.dtype())?;
+    let ov = view4(OP, &out, false)?;
+    dispatch_float!(x.dtype(), OP, "input", |T| {
+        type F = <T as FElem>::F;
+        let xs = x.data::<T>()?;
+        let o = out.data_mut::<T>()?;
+        for n in 0..xv.n {
+            for c in 0..xv.c {
+                let base = n * xv.s[0] + c * xv.s[1];
+                for y in 0..oh {
+                    let (hs, he) = (y * xv.h / oh, ((y + 1) * xv.h).div_ceil(oh));
+                    for xo in 0..ow {
+                        let (ws, we) = (xo * xv.w / ow, ((xo + 1) * xv.w).div_ceil(ow));
+                        let mut sum = F::ZERO;
+                        for ih in hs..he {
+                            for iw in ws..we {
+                                sum += xs[base + ih * xv.s[2] + iw * xv.s[3]].to_f();
+                            }
+                        }
+                        let cnt = ((he - hs) * (we - ws)).max(1) as i64;
+                        o[n * ov.s[0] + c * ov.s[1] + y * ov.s[2] + xo * ov.s[3]] =
+                            T::from_f(sum.div(<F as Compute>::from_i64(cnt)));
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Registers this module's kernels.
+pub fn register(reg: &mut KernelRegistry) -> Result<()> {
+    reg.register("aten::convolution.out", convolution_out)?;
+    reg.register(
+        "aten::max_pool2d_with_indices.out",
+        max_pool2d_with_indices_out,
+    )?;
+    reg.register("aten::avg_pool2d.out", avg_pool2d_out)?;
+    reg.register("aten::_adaptive_avg_pool2d.out", adaptive_avg_pool2d_out)?;
+    Ok(())
+}

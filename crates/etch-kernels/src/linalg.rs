@@ -1,0 +1,465 @@
+//! Matrix products on the `gemm` crate: `mm`, `bmm`, `addmm`, `baddbmm`, `linear`.
+//!
+//! `f32` and `f64` call `gemm` on the tensors in place (any strides); `f16` and `bf16` are
+//! widened to `f32`, multiplied with `f32` accumulation, and rounded once per element.
+
+use crate::util::*;
+use etch_core::{Error, KernelContext, KernelRegistry, Result, ScalarType, TensorRef, bf16, f16};
+
+/// A batched matrix operand: data plus (batch, row, col) strides in elements.
+#[derive(Clone, Copy)]
+pub struct MatRef<'a, T> {
+    /// The elements.
+    pub data: &'a [T],
+    /// Batch, row and column strides.
+    pub strides: [usize; 3],
+}
+
+/// Sizes of a batched product `out[b] = a[b] (m×k) · b[b] (k×n)`.
+#[derive(Clone, Copy, Debug)]
+pub struct GemmDims {
+    /// Batch count.
+    pub batch: usize,
+    /// Rows of `a` and `out`.
+    pub m: usize,
+    /// Columns of `b` and `out`.
+    pub n: usize,
+    /// The contracted size.
+    pub k: usize,
+}
+
+fn max_offset(batch: usize, r: usize, c: usize, s: [usize; 3]) -> usize {
+    (batch.saturating_sub(1)) * s[0] + r.saturating_sub(1) * s[1] + c.saturating_sub(1) * s[2]
+}
+
+/// `out[b] = (read_dst ? out[b] : 0) + alpha · a[b] · rhs[b]` for `f32` or `f64`.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_batched<F: Float>(
+    op: &str,
+    d: GemmDims,
+    a: MatRef<'_, F>,
+    b: MatRef<'_, F>,
+    out: &mut [F],
+    so: [usize; 3],
+    alpha: F,
+    read_dst: bool,
+) -> Result<()> {
+    if d.batch == 0 || d.m == 0 || d.n == 0 {
+        return Ok(());
+    }
+    if d.k == 0 {
+        if !read_dst {
+            for bi in 0..d.batch {
+                for i in 0..d.m {
+                    for j in 0..d.n {
+                        out[bi * so[0] + i * so[1] + j * so[2]] = F::ZERO;
+                    }
+                }
+            }
+        }
+        return Ok(());
+    }
+    // Soundness: every address gemm touches must lie inside the slices.
+    if max_offset(d.batch, d.m, d.k, a.strides) >= a.data.len()
+        || max_offset(d.batch, d.k, d.n, b.strides) >= b.data.len()
+        || max_offset(d.batch, d.m, d.n, so) >= out.len()
+    {
+        return Err(Error::internal(format!(
+            "{op}: matrix operand out of bounds"
+        )));
+    }
+    for bi in 0..d.batch {
+        // SAFETY: the bounds were checked above; `out` does not alias `a` or `b` (it is
+        // borrowed mutably while they are shared).
+        unsafe {
+            gemm::gemm(
+                d.m,
+                d.n,
+                d.k,
+                out.as_mut_ptr().add(bi * so[0]),
+                so[2] as isize,
+                so[1] as isize,
+                read_dst,
+                a.data.as_ptr().add(bi * a.strides[0]),
+                a.strides[2] as isize,
+                a.strides[1] as isize,
+                b.data.as_ptr().add(bi * b.strides[0]),
+                b.strides[2] as isize,
+                b.strides[1] as isize,
+                F::ONE,
+                alpha,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Copies a strided batch of matrices into a contiguous `f32` buffer.
+fn widen<T: FElem<F = f32>>(src: MatRef<'_, T>, batch: usize, r: usize, c: usize) -> Vec<f32> {
+    // scratch: widened copy of a half-precision operand.
+    let mut v = Vec::with_capacity(batch * r * c);
+    for bi in 0..batch {
+        for i in 0..r {
+            for j in 0..c {
+                v.push(
+                    src.data[bi * src.strides[0] + i * src.strides[1] + j * src.strides[2]].to_f(),
+                );
+            }
+        }
+    }
+    v
+}
+
+/// A bias added to a matrix product: `beta · bias`, broadcast with the given strides over
+/// (batch, m, n).
+pub struct Bias<'a> {
+    /// The bias tensor.
+    pub t: TensorRef<'a>,
+    /// Broadcast strides over (batch, row, col).
+    pub strides: [usize; 3],
+    /// Its coefficient.
+    pub beta: f64,
+}
+
+fn fill_bias<T: Elem, F: Float>(
+    d: GemmDims,
+    bias: &Bias<'_>,
+    src: &[T],
+    out: &mut [F],
+    so: [usize; 3],
+) {
+    let beta = F::from_f64(bias.beta);
+    let s = bias.strides;
+    for bi in 0..d.batch {
+        for i in 0..d.m {
+            for j in 0..d.n {
+                let v: F = src[bi * s[0] + i * s[1] + j * s[2]].to_c().cast();
+                out[bi * so[0] + i * so[1] + j * so[2]] = beta * v;
+            }
+        }
+    }
+}
+
+/// `out = beta · bias + alpha · a · b` in the dtype of the operands (all must match).
+#[allow(clippy::too_many_arguments)]
+pub fn matmul(
+    op: &str,
+    d: GemmDims,
+    a: &TensorRef<'_>,
+    sa: [usize; 3],
+    b: &TensorRef<'_>,
+    sb: [usize; 3],
+    bias: Option<Bias<'_>>,
+    alpha: f64,
+    out: &mut TensorRef<'_>,
+    so: [usize; 3],
+) -> Result<()> {
+    let dt = a.dtype();
+    same_dtype(op, dt, b.dtype())?;
+    same_dtype(op, dt, out.dtype())?;
+    if let Some(bias) = &bias {
+        same_dtype(op, dt, bias.t.dtype())?;
+    }
+    // With beta == 0 the bias is ignored entirely (NaN/inf in it do not propagate).
+    let bias = bias.filter(|b| b.beta != 0.0);
+    #[allow(clippy::too_many_arguments)]
+    fn native<F: Float + Elem>(
+        op: &str,
+        d: GemmDims,
+        a: MatRef<'_, F>,
+        b: MatRef<'_, F>,
+        bias: Option<Bias<'_>>,
+        alpha: f64,
+        out: &mut [F],
+        so: [usize; 3],
+    ) -> Result<()> {
+        if let Some(bias) = &bias {
+            let src = bias.t.data::<F>()?;
+            fill_bias(d, bias, src, out, so);
+        }
+        gemm_batched(
+            op,
+            d,
+            a,
+            b,
+            out,
+            so,
+            <F as Compute>::from_f64(alpha),
+            bias.is_some(),
+        )
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn half<T: FElem<F = f32>>(
+        op: &str,
+        d: GemmDims,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        bias: Option<Bias<'_>>,
+        alpha: f64,
+        out: &mut [T],
+        so: [usize; 3],
+    ) -> Result<()> {
+        let aw = widen(a, d.batch, d.m, d.k);
+        let bw = widen(b, d.batch, d.k, d.n);
+        // scratch: f32 accumulator for the product.
+        let mut acc = vec![0f32; d.batch * d.m * d.n];
+        let sacc = [d.m * d.n, d.n, 1];
+        if let Some(bias) = &bias {
+            let src = bias.t.data::<T>()?;
+            fill_bias(d, bias, src, &mut acc, sacc);
+        }
+        let ma = MatRef {
+            data: &aw,
+            strides: [d.m * d.k, d.k, 1],
+        };
+        let mb = MatRef {
+            data: &bw,
+            strides: [d.k * d.n, d.n, 1],
+        };
+        gemm_batched(op, d, ma, mb, &mut acc, sacc, alpha as f32, bias.is_some())?;
+        for bi in 0..d.batch {
+            for i in 0..d.m {
+                for j in 0..d.n {
+                    out[bi * so[0] + i * so[1] + j * so[2]] =
+                        T::from_f(acc[bi * sacc[0] + i * d.n + j]);
+                }
+            }
+        }
+        Ok(())
+    }
+    match dt {
+        ScalarType::Float => {
+            let (ma, mb) = (
+                MatRef {
+                    data: a.data::<f32>()?,
+                    strides: sa,
+                },
+                MatRef {
+                    data: b.data::<f32>()?,
+                    strides: sb,
+                },
+            );
+            native(op, d, ma, mb, bias, alpha, out.data_mut::<f32>()?, so)
+        }
+        ScalarType::Double => {
+            let (ma, mb) = (
+                MatRef {
+                    data: a.data::<f64>()?,
+                    strides: sa,
+                },
+                MatRef {
+                    data: b.data::<f64>()?,
+                    strides: sb,
+                },
+            );
+            native(op, d, ma, mb, bias, alpha, out.data_mut::<f64>()?, so)
+        }
+        ScalarType::Half => {
+            let (ma, mb) = (
+                MatRef {
+                    data: a.data::<f16>()?,
+                    strides: sa,
+                },
+                MatRef {
+                    data: b.data::<f16>()?,
+                    strides: sb,
+                },
+            );
+            half(op, d, ma, mb, bias, alpha, out.data_mut::<f16>()?, so)
+        }
+        ScalarType::BFloat16 => {
+            let (ma, mb) = (
+                MatRef {
+                    data: a.data::<bf16>()?,
+                    strides: sa,
+                },
+                MatRef {
+                    data: b.data::<bf16>()?,
+                    strides: sb,
+                },
+            );
+            half(op, d, ma, mb, bias, alpha, out.data_mut::<bf16>()?, so)
+        }
+        other => Err(bad_dtype(op, "input", other)),
+    }
+}
+
+fn need_dim(op: &str, what: &str, t: &TensorRef<'_>, n: usize) -> Result<()> {
+    if t.dim() != n {
+        return Err(Error::invalid_argument(format!(
+            "{op}: {what} must be {n}-D, got shape {:?}",
+            t.sizes()
+        )));
+    }
+    Ok(())
+}
+
+fn s2(t: &TensorRef<'_>) -> [usize; 3] {
+    [0, t.strides()[0], t.strides()[1]]
+}
+fn s3(t: &TensorRef<'_>) -> [usize; 3] {
+    [t.strides()[0], t.strides()[1], t.strides()[2]]
+}
+
+/// Bias strides over (batch, m, n) for a bias broadcastable to `out`.
+fn bias_strides(op: &str, bias: &TensorRef<'_>, out: &[usize]) -> Result<[usize; 3]> {
+    let shape = broadcast_shape(op, bias.sizes(), out)?;
+    if &shape[..] != out {
+        return Err(Error::invalid_argument(format!(
+            "{op}: bias of shape {:?} does not broadcast to {out:?}",
+            bias.sizes()
+        )));
+    }
+    let s = broadcast_strides(bias.sizes(), bias.strides(), out);
+    Ok(match s.len() {
+        2 => [0, s[0], s[1]],
+        3 => [s[0], s[1], s[2]],
+        _ => [0, 0, 0],
+    })
+}
+
+fn mm_like(ctx: &mut KernelContext<'_>, op: &str, batched: bool, with_bias: bool) -> Result<()> {
+    let off = with_bias as usize;
+    let a = ctx.tensor(off)?;
+    let b = ctx.tensor(off + 1)?;
+    let nd = if batched { 3 } else { 2 };
+    need_dim(op, "self", &a, nd)?;
+    need_dim(op, "mat2", &b, nd)?;
+    let (sa, sb) = (a.sizes(), b.sizes());
+    let d = if batched {
+        if sa[0] != sb[0] || sa[2] != sb[1] {
+            return Err(Error::invalid_argument(format!(
+                "{op}: cannot multiply {sa:?} by {sb:?}"
+            )));
+        }
+        GemmDims {
+            batch: sa[0],
+            m: sa[1],
+            k: sa[2],
+            n: sb[2],
+        }
+    } else {
+        if sa[1] != sb[0] {
+            return Err(Error::invalid_argument(format!(
+                "{op}: cannot multiply {sa:?} by {sb:?}"
+            )));
+        }
+        GemmDims {
+            batch: 1,
+            m: sa[0],
+            k: sa[1],
+            n: sb[1],
+        }
+    };
+    let mut oshape = Shape::new();
+    if batched {
+        oshape.push(d.batch)?;
+    }
+    oshape.push(d.m)?;
+    oshape.push(d.n)?;
+    let (bias, alpha) = if with_bias {
+        let t = ctx.tensor(0)?;
+        let beta = ctx.scalar(3)?.to_f64();
+        let alpha = ctx.scalar(4)?.to_f64();
+        let strides = bias_strides(op, &t, &oshape)?;
+        (Some(Bias { t, strides, beta }), alpha)
+    } else {
+        (None, 1.0)
+    };
+    let out_i = if with_bias { 5 } else { 2 };
+    let mut out = ctx.resize_out(out_i, &oshape)?;
+    let (ma, mb, mo) = if batched {
+        (s3(&a), s3(&b), s3(&out))
+    } else {
+        (s2(&a), s2(&b), s2(&out))
+    };
+    matmul(op, d, &a, ma, &b, mb, bias, alpha, &mut out, mo)
+}
+
+fn mm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    mm_like(ctx, "aten::mm.out", false, false)
+}
+fn bmm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    mm_like(ctx, "aten::bmm.out", true, false)
+}
+fn addmm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    mm_like(ctx, "aten::addmm.out", false, true)
+}
+fn baddbmm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    mm_like(ctx, "aten::baddbmm.out", true, true)
+}
+
+/// `linear(input, weight, bias?)`: args [input, weight, bias, out].
+fn linear_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::linear.out";
+    let x = ctx.tensor(0)?;
+    let w = ctx.tensor(1)?;
+    let bias = ctx.opt_tensor(2)?;
+    need_dim(OP, "weight", &w, 2)?;
+    require_contiguous(OP, "input", &x)?;
+    if x.dim() == 0 {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: input must have at least 1 dim"
+        )));
+    }
+    let kdim = x.sizes()[x.dim() - 1];
+    if w.sizes()[1] != kdim {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: input {:?} and weight {:?} do not match",
+            x.sizes(),
+            w.sizes()
+        )));
+    }
+    let n = w.sizes()[0];
+    let m = x.numel() / kdim.max(1);
+    let mut oshape = Shape::from_slice(x.sizes())?;
+    let last = oshape.len() - 1;
+    oshape[last] = n;
+    let mut out = ctx.resize_out(3, &oshape)?;
+    require_contiguous(OP, "out", &out)?;
+    let m = if kdim == 0 { out.numel() / n.max(1) } else { m };
+    let d = GemmDims {
+        batch: 1,
+        m,
+        n,
+        k: kdim,
+    };
+    let bias = match bias {
+        Some(t) => {
+            let strides = bias_strides(OP, &t, &[m, n])?;
+            Some(Bias {
+                t,
+                strides,
+                beta: 1.0,
+            })
+        }
+        None => None,
+    };
+    let sw = [0, w.strides()[1], w.strides()[0]];
+    matmul(
+        OP,
+        d,
+        &x,
+        [0, kdim, 1],
+        &w,
+        sw,
+        bias,
+        1.0,
+        &mut out,
+        [0, n, 1],
+    )
+}
+
+/// Registers this module's kernels.
+pub fn register(reg: &mut KernelRegistry) -> Result<()> {
+    reg.register("aten::mm.out", mm_out)?;
+    reg.register("aten::bmm.out", bmm_out)?;
+    reg.register("aten::addmm.out", addmm_out)?;
+    reg.register("aten::baddbmm.out", baddbmm_out)?;
+    reg.register("aten::linear.out", linear_out)?;
+    Ok(())
+}

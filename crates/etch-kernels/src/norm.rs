@@ -1,0 +1,264 @@
+//! Normalisations: `_softmax`, `_log_softmax`, `native_layer_norm`,
+//! `_native_batch_norm_legit_no_training`. Half types compute in `f32`.
+
+use crate::dispatch_float;
+use crate::util::*;
+use etch_core::{Error, KernelContext, KernelRegistry, Result, TensorRef};
+
+/// Shape with `dim` set to 1: iterating it visits every row along `dim` once.
+fn rows_of(sizes: &[usize], dim: usize) -> Result<Shape> {
+    let mut s = Shape::from_slice(sizes)?;
+    if !s.is_empty() {
+        s[dim] = 1;
+    }
+    Ok(s)
+}
+
+fn softmax_impl(ctx: &mut KernelContext<'_>, op: &str, log: bool) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let dim = wrap(op, ctx.int(1)?, a.dim())?;
+    let half_to_float = ctx.bool(2)?;
+    let mut out = ctx.resize_out(3, a.sizes())?;
+    if half_to_float {
+        return Err(Error::not_supported(format!(
+            "{op}: half_to_float=True is not supported"
+        )));
+    }
+    same_dtype(op, a.dtype(), out.dtype())?;
+    let n = if a.dim() == 0 { 1 } else { a.sizes()[dim] };
+    let (ssa, sso) = if a.dim() == 0 {
+        (0, 0)
+    } else {
+        (a.strides()[dim], out.strides()[dim])
+    };
+    let rows = rows_of(a.sizes(), dim)?;
+    let (sa, so) = (
+        Shape::from_slice(a.strides())?,
+        Shape::from_slice(out.strides())?,
+    );
+    dispatch_float!(a.dtype(), op, "input", |T| {
+        let x = a.data::<T>()?;
+        let o = out.data_mut::<T>()?;
+        walk(&rows, [&sa, &so], |[oa, oo], len, [xa, xo]| {
+            for r in 0..len {
+                let (ba, bo) = (oa + r * xa, oo + r * xo);
+                let mut mx = <T as FElem>::F::NEG_INFINITY;
+                for i in 0..n {
+                    let v = x[ba + i * ssa].to_f();
+                    if v > mx || v.is_nan() {
+                        mx = v;
+                    }
+                }
+                let mut sum = <T as FElem>::F::ZERO;
+                for i in 0..n {
+                    sum += (x[ba + i * ssa].to_f().sub(mx)).exp();
+                }
+                if log {
+                    let lse = sum.ln();
+                    for i in 0..n {
+                        o[bo + i * sso] = T::from_f(x[ba + i * ssa].to_f().sub(mx).sub(lse));
+                    }
+                } else {
+                    let inv = <T as FElem>::F::ONE.div(sum);
+                    for i in 0..n {
+                        o[bo + i * sso] = T::from_f(x[ba + i * ssa].to_f().sub(mx).exp() * inv);
+                    }
+                }
+            }
+        });
+        Ok(())
+    })
+}
+
+fn softmax_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    softmax_impl(ctx, "aten::_softmax.out", false)
+}
+fn log_softmax_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    softmax_impl(ctx, "aten::_log_softmax.out", true)
+}
+
+fn check_param(
+    op: &str,
+    what: &str,
+    t: &Option<TensorRef<'_>>,
+    numel: usize,
+    dt: etch_core::ScalarType,
+) -> Result<()> {
+    if let Some(t) = t {
+        if t.numel() != numel {
+            return Err(Error::invalid_argument(format!(
+                "{op}: {what} has {} elements, expected {numel}",
+                t.numel()
+            )));
+        }
+        same_dtype(op, dt, t.dtype())?;
+        require_contiguous(op, what, t)?;
+    }
+    Ok(())
+}
+
+/// `native_layer_norm`: args [input, normalized_shape, weight?, bias?, eps, out, mean, rstd].
+fn native_layer_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::native_layer_norm.out";
+    let x = ctx.tensor(0)?;
+    let norm = ctx.dims(1)?;
+    let w = ctx.opt_tensor(2)?;
+    let b = ctx.opt_tensor(3)?;
+    let eps = ctx.double(4)?;
+    let nd = x.dim();
+    if norm.is_empty() || norm.len() > nd {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: normalized_shape {norm:?} does not fit input {:?}",
+            x.sizes()
+        )));
+    }
+    let axis = nd - norm.len();
+    if x.sizes()[axis..]
+        .iter()
+        .zip(norm.iter())
+        .any(|(&s, &n)| s as i64 != n)
+    {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: input {:?} does not end with normalized_shape {norm:?}",
+            x.sizes()
+        )));
+    }
+    require_contiguous(OP, "input", &x)?;
+    let n: usize = x.sizes()[axis..].iter().product();
+    let m: usize = x.sizes()[..axis].iter().product();
+    check_param(OP, "weight", &w, n, x.dtype())?;
+    check_param(OP, "bias", &b, n, x.dtype())?;
+    let mut stat = Shape::from_slice(&x.sizes()[..axis])?;
+    for _ in axis..nd {
+        stat.push(1)?;
+    }
+    let mut out = ctx.resize_out(5, x.sizes())?;
+    let mut mean_t = ctx.resize_out(6, &stat)?;
+    let mut rstd_t = ctx.resize_out(7, &stat)?;
+    for t in [&out, &mean_t, &rstd_t] {
+        same_dtype(OP, x.dtype(), t.dtype())?;
+        require_contiguous(OP, "out", t)?;
+    }
+    dispatch_float!(x.dtype(), OP, "input", |T| {
+        type F = <T as FElem>::F;
+        let xs = x.data::<T>()?;
+        let ws = match &w {
+            Some(t) => Some(t.data::<T>()?),
+            None => None,
+        };
+        let bs = match &b {
+            Some(t) => Some(t.data::<T>()?),
+            None => None,
+        };
+        let o = out.data_mut::<T>()?;
+        let mo = mean_t.data_mut::<T>()?;
+        let ro = rstd_t.data_mut::<T>()?;
+        let nf = <F as Compute>::from_i64(n as i64);
+        let epsf = <F as Compute>::from_f64(eps);
+        for r in 0..m {
+            let row = &xs[r * n..(r + 1) * n];
+            let mut sum = F::ZERO;
+            for &v in row {
+                sum += v.to_f();
+            }
+            let mean = sum.div(nf);
+            let mut var = F::ZERO;
+            for &v in row {
+                let d = v.to_f().sub(mean);
+                var += d * d;
+            }
+            let var = var.div(nf);
+            let rstd = F::ONE.div((var + epsf).sqrt());
+            mo[r] = T::from_f(mean);
+            ro[r] = T::from_f(rstd);
+            let orow = &mut o[r * n..(r + 1) * n];
+            for i in 0..n {
+                let mut y = row[i].to_f().sub(mean) * rstd;
+                if let Some(ws) = ws {
+                    y *= ws[i].to_f();
+                }
+                if let Some(bs) = bs {
+                    y += bs[i].to_f();
+                }
+                orow[i] = T::from_f(y);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `_native_batch_norm_legit_no_training`: args [input, weight?, bias?, running_mean,
+/// running_var, momentum, eps, out, save_mean, save_invstd]. The two saved statistics are
+/// empty in inference, as in ExecuTorch.
+fn batch_norm_no_training_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::_native_batch_norm_legit_no_training.out";
+    let x = ctx.tensor(0)?;
+    let w = ctx.opt_tensor(1)?;
+    let b = ctx.opt_tensor(2)?;
+    let rm = ctx.tensor(3)?;
+    let rv = ctx.tensor(4)?;
+    let eps = ctx.double(6)?;
+    if x.dim() < 2 {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: input must have at least 2 dims, got {:?}",
+            x.sizes()
+        )));
+    }
+    let c = x.sizes()[1];
+    check_param(OP, "weight", &w, c, x.dtype())?;
+    check_param(OP, "bias", &b, c, x.dtype())?;
+    check_param(OP, "running_mean", &Some(rm), c, x.dtype())?;
+    check_param(OP, "running_var", &Some(rv), c, x.dtype())?;
+    let mut out = ctx.resize_out(7, x.sizes())?;
+    same_dtype(OP, x.dtype(), out.dtype())?;
+    ctx.resize_out(8, &[0])?;
+    ctx.resize_out(9, &[0])?;
+    let rows = rows_of(x.sizes(), 1)?;
+    let (sx, so) = (
+        Shape::from_slice(x.strides())?,
+        Shape::from_slice(out.strides())?,
+    );
+    let (cx, co) = (sx[1], so[1]);
+    dispatch_float!(x.dtype(), OP, "input", |T| {
+        type F = <T as FElem>::F;
+        let xs = x.data::<T>()?;
+        let ws = match &w {
+            Some(t) => Some(t.data::<T>()?),
+            None => None,
+        };
+        let bs = match &b {
+            Some(t) => Some(t.data::<T>()?),
+            None => None,
+        };
+        let (ms, vs) = (rm.data::<T>()?, rv.data::<T>()?);
+        let o = out.data_mut::<T>()?;
+        let epsf = <F as Compute>::from_f64(eps);
+        for ch in 0..c {
+            let rstd = F::ONE.div((vs[ch].to_f() + epsf).sqrt());
+            let scale = ws.map_or(F::ONE, |w| w[ch].to_f()) * rstd;
+            let shift = bs
+                .map_or(F::ZERO, |b| b[ch].to_f())
+                .sub(ms[ch].to_f() * scale);
+            let (bx, bo) = (ch * cx, ch * co);
+            walk(&rows, [&sx, &so], |[ox, oo], len, [xx, xo]| {
+                for i in 0..len {
+                    let v = xs[bx + ox + i * xx].to_f();
+                    o[bo + oo + i * xo] = T::from_f(v * scale + shift);
+                }
+            });
+        }
+        Ok(())
+    })
+}
+
+/// Registers this module's kernels.
+pub fn register(reg: &mut KernelRegistry) -> Result<()> {
+    reg.register("aten::_softmax.out", softmax_out)?;
+    reg.register("aten::_log_softmax.out", log_softmax_out)?;
+    reg.register("aten::native_layer_norm.out", native_layer_norm_out)?;
+    reg.register(
+        "aten::_native_batch_norm_legit_no_training.out",
+        batch_norm_no_training_out,
+    )?;
+    Ok(())
+}

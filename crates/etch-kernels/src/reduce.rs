@@ -1,0 +1,482 @@
+//! Reductions (`sum`, `mean`, `amax`, `amin`, `any`, `all`, `argmax`, `argmin`) and `topk`.
+//! Floats accumulate in `f32` (`f64` for doubles), integers in `i64`.
+
+use crate::binary::{Class, class_of};
+use crate::util::*;
+use crate::{dispatch_all, dispatch_float};
+use etch_core::{EValue, Error, KernelContext, KernelRegistry, Result, ScalarType, TensorRef};
+
+/// How to iterate a reduction: kept dims (outer) and reduced dims (inner).
+#[derive(Debug)]
+pub struct Plan {
+    /// Sizes of the kept dims.
+    pub kept: Shape,
+    /// Input strides of the kept dims.
+    pub kept_in: Shape,
+    /// Sizes of the reduced dims.
+    pub red: Shape,
+    /// Input strides of the reduced dims.
+    pub red_in: Shape,
+    /// The out tensor's shape.
+    pub out_shape: Shape,
+    /// Number of elements reduced into each output.
+    pub count: usize,
+}
+
+/// Plans a reduction of `t` over `dims` (`None` or empty: all dims).
+pub fn plan(op: &str, t: &TensorRef<'_>, dims: Option<&[i64]>, keepdim: bool) -> Result<Plan> {
+    let nd = t.dim();
+    let mut mask = [false; etch_core::MAX_DIMS];
+    match dims {
+        Some(ds) if !ds.is_empty() => {
+            for &d in ds {
+                let d = wrap(op, d, nd)?;
+                if nd > 0 {
+                    if mask[d] {
+                        return Err(Error::invalid_argument(format!(
+                            "{op}: dim {d} appears twice"
+                        )));
+                    }
+                    mask[d] = true;
+                }
+            }
+        }
+        _ => mask[..nd].iter_mut().for_each(|m| *m = true),
+    }
+    let mut p = Plan {
+        kept: Shape::new(),
+        kept_in: Shape::new(),
+        red: Shape::new(),
+        red_in: Shape::new(),
+        out_shape: Shape::new(),
+        count: 1,
+    };
+    for d in 0..nd {
+        let (s, st) = (t.sizes()[d], t.strides()[d]);
+        if mask[d] {
+            p.red.push(s)?;
+            p.red_in.push(st)?;
+            p.count *= s;
+            if keepdim {
+                p.out_shape.push(1)?;
+            }
+        } else {
+            p.kept.push(s)?;
+            p.kept_in.push(st)?;
+            p.out_shape.push(s)?;
+        }
+    }
+    Ok(p)
+}
+
+/// Out strides for the kept dims (the out tensor has `plan.out_shape`).
+fn kept_out_strides(
+    p: &Plan,
+    out: &TensorRef<'_>,
+    keepdim: bool,
+    mask_from: &TensorRef<'_>,
+    dims: Option<&[i64]>,
+) -> Result<Shape> {
+    if !keepdim {
+        return Shape::from_slice(out.strides());
+    }
+    // With keepdim, drop the out strides of the reduced (size-1) positions.
+    let nd = mask_from.dim();
+    let mut red = [dims.is_none_or(|d| d.is_empty()); etch_core::MAX_DIMS];
+    if let Some(ds) = dims.filter(|d| !d.is_empty()) {
+        red = [false; etch_core::MAX_DIMS];
+        for &d in ds {
+            red[wrap("reduce", d, nd)?] = true;
+        }
+    }
+    let mut s = Shape::new();
+    for d in 0..nd {
+        if !red[d] {
+            s.push(out.strides()[d])?;
+        }
+    }
+    debug_assert_eq!(s.len(), p.kept.len());
+    Ok(s)
+}
+
+/// Calls `f(out_offset, reduced_offsets)` for every output element, where
+/// `reduced_offsets` walks the input elements reduced into it.
+fn for_each_output(
+    p: &Plan,
+    so: &[usize],
+    mut f: impl FnMut(usize, &mut dyn FnMut(&mut dyn FnMut(usize))),
+) {
+    let kept = if p.kept.is_empty() {
+        Shape::new()
+    } else {
+        p.kept
+    };
+    let mut visit = |base: usize, oo: usize| {
+        let mut inner = |g: &mut dyn FnMut(usize)| {
+            walk(&p.red, [&p.red_in[..]], |[o], len, [x]| {
+                for i in 0..len {
+                    g(base + o + i * x);
+                }
+            });
+        };
+        f(oo, &mut inner);
+    };
+    walk(&kept, [&p.kept_in[..], so], |[oi, oo], len, [xi, xo]| {
+        for i in 0..len {
+            visit(oi + i * xi, oo + i * xo);
+        }
+    });
+}
+
+fn opt_dims(ctx: &KernelContext<'_>, i: usize) -> Result<Option<etch_core::Dims>> {
+    match ctx.value(i)? {
+        EValue::None => Ok(None),
+        _ => Ok(Some(ctx.dims(i)?)),
+    }
+}
+
+fn opt_dtype(ctx: &KernelContext<'_>, i: usize) -> Result<Option<ScalarType>> {
+    match ctx.opt_int(i)? {
+        None => Ok(None),
+        Some(v) => Ok(Some(ScalarType::from_i8(v as i8)?)),
+    }
+}
+
+/// Shared body of `sum` and `mean`: args [self, dim?, keepdim, dtype?, out].
+fn sum_mean(ctx: &mut KernelContext<'_>, op: &str, mean: bool) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let dims = opt_dims(ctx, 1)?;
+    let keepdim = ctx.bool(2)?;
+    let dtype = opt_dtype(ctx, 3)?;
+    let p = plan(op, &a, dims.as_deref(), keepdim)?;
+    let mut out = ctx.resize_out(4, &p.out_shape)?;
+    if let Some(dt) = dtype {
+        same_dtype(op, dt, out.dtype())?;
+    }
+    if mean && !out.dtype().is_floating() {
+        return Err(Error::invalid_argument(format!(
+            "{op}: out must be floating point, got {}",
+            out.dtype()
+        )));
+    }
+    let so = kept_out_strides(&p, &out, keepdim, &a, dims.as_deref())?;
+    let count = p.count;
+    if a.dtype() == out.dtype() && a.dtype().is_floating() {
+        return dispatch_float!(a.dtype(), op, "input", |T| {
+            type F = <T as FElem>::F;
+            let x = a.data::<T>()?;
+            let o = out.data_mut::<T>()?;
+            let n = <F as Compute>::from_i64(count as i64);
+            for_each_output(&p, &so, |oo, inner| {
+                let mut acc = F::ZERO;
+                inner(&mut |i| acc += x[i].to_f());
+                o[oo] = T::from_f(if mean { acc.div(n) } else { acc });
+            });
+            Ok(())
+        });
+    }
+    let x = AnySlice::of(op, &a)?;
+    let mut o = AnySliceMut::of(op, &mut out)?;
+    match class_of(o_dtype(&o)) {
+        Class::I64 => for_each_output(&p, &so, |oo, inner| {
+            let mut acc = 0i64;
+            inner(&mut |i| acc = acc.wrapping_add(x.get::<i64>(i)));
+            o.set(oo, acc);
+        }),
+        _ => for_each_output(&p, &so, |oo, inner| {
+            let mut acc = 0f64;
+            inner(&mut |i| acc += x.get::<f64>(i));
+            o.set(oo, if mean { acc / count as f64 } else { acc });
+        }),
+    }
+    Ok(())
+}
+
+fn o_dtype(o: &AnySliceMut<'_>) -> ScalarType {
+    match o {
+        AnySliceMut::F32(_) => ScalarType::Float,
+        AnySliceMut::F64(_) => ScalarType::Double,
+        AnySliceMut::F16(_) => ScalarType::Half,
+        AnySliceMut::BF16(_) => ScalarType::BFloat16,
+        AnySliceMut::U8(_) => ScalarType::Byte,
+        AnySliceMut::I8(_) => ScalarType::Char,
+        AnySliceMut::I16(_) => ScalarType::Short,
+        AnySliceMut::I32(_) => ScalarType::Int,
+        AnySliceMut::I64(_) => ScalarType::Long,
+        AnySliceMut::Bool(_) => ScalarType::Bool,
+    }
+}
+
+fn sum_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    sum_mean(ctx, "aten::sum.IntList_out", false)
+}
+fn mean_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    sum_mean(ctx, "aten::mean.out", true)
+}
+
+/// `amax`/`amin`: args [self, dim, keepdim, out]. NaN propagates.
+fn amax_amin(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let dims = ctx.dims(1)?;
+    let keepdim = ctx.bool(2)?;
+    let p = plan(op, &a, Some(&dims), keepdim)?;
+    if p.count == 0 && a.numel() == 0 && !p.kept.contains(&0) {
+        return Err(Error::invalid_argument(format!(
+            "{op}: cannot reduce over an empty dimension"
+        )));
+    }
+    let mut out = ctx.resize_out(3, &p.out_shape)?;
+    same_dtype(op, a.dtype(), out.dtype())?;
+    let so = kept_out_strides(&p, &out, keepdim, &a, Some(&dims))?;
+    dispatch_all!(a.dtype(), op, "input", |T| {
+        let x = a.data::<T>()?;
+        let o = out.data_mut::<T>()?;
+        for_each_output(&p, &so, |oo, inner| {
+            let mut best: Option<<T as Elem>::C> = None;
+            inner(&mut |i| {
+                let v = x[i].to_c();
+                best = Some(match best {
+                    None => v,
+                    Some(b) if max => b.max_nan(v),
+                    Some(b) => b.min_nan(v),
+                });
+            });
+            if let Some(b) = best {
+                o[oo] = T::from_c(b);
+            }
+        });
+        Ok(())
+    })
+}
+fn amax_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    amax_amin(ctx, "aten::amax.out", true)
+}
+fn amin_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    amax_amin(ctx, "aten::amin.out", false)
+}
+
+/// `argmax`/`argmin`: args [self, dim?, keepdim, out]. First index wins ties; NaN counts
+/// as the extreme value.
+fn arg_extreme(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let dim = ctx.opt_int(1)?;
+    let keepdim = ctx.bool(2)?;
+    let dims_buf = [dim.unwrap_or(0)];
+    let dims: Option<&[i64]> = dim.map(|_| &dims_buf[..]);
+    let mut p = plan(op, &a, dims, keepdim)?;
+    if dim.is_none() {
+        // Over the flattened tensor: keepdim keeps every dim as 1.
+        p.out_shape = if keepdim {
+            Shape::filled(a.dim(), 1)?
+        } else {
+            Shape::new()
+        };
+    }
+    if p.count == 0 {
+        return Err(Error::invalid_argument(format!(
+            "{op}: cannot reduce over an empty dimension"
+        )));
+    }
+    if dim.is_none() {
+        require_contiguous(op, "self", &a)?;
+    }
+    let mut out = ctx.resize_out(3, &p.out_shape)?;
+    if out.dtype() != ScalarType::Long {
+        return Err(Error::invalid_argument(format!(
+            "{op}: out must be int64, got {}",
+            out.dtype()
+        )));
+    }
+    let so = if dim.is_none() {
+        Shape::new()
+    } else {
+        kept_out_strides(&p, &out, keepdim, &a, dims)?
+    };
+    let o = out.data_mut::<i64>()?;
+    dispatch_all!(a.dtype(), op, "input", |T| {
+        let x = a.data::<T>()?;
+        for_each_output(&p, &so, |oo, inner| {
+            let mut best: Option<<T as Elem>::C> = None;
+            let (mut bi, mut k) = (0i64, 0i64);
+            inner(&mut |i| {
+                let v = x[i].to_c();
+                let better = match best {
+                    None => true,
+                    Some(b) => !b.is_nan() && (v.is_nan() || if max { v > b } else { v < b }),
+                };
+                if better {
+                    best = Some(v);
+                    bi = k;
+                }
+                k += 1;
+            });
+            o[oo] = bi;
+        });
+        Ok(())
+    })
+}
+fn argmax_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    arg_extreme(ctx, "aten::argmax.out", true)
+}
+fn argmin_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    arg_extreme(ctx, "aten::argmin.out", false)
+}
+
+/// `any`/`all` into a Bool (or Byte) out.
+fn any_all(
+    ctx: &mut KernelContext<'_>,
+    op: &str,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    out_i: usize,
+    any: bool,
+) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let p = plan(op, &a, dims, keepdim)?;
+    let mut out = ctx.resize_out(out_i, &p.out_shape)?;
+    if out.dtype() != ScalarType::Bool && out.dtype() != ScalarType::Byte {
+        return Err(Error::invalid_argument(format!(
+            "{op}: out must be bool or uint8, got {}",
+            out.dtype()
+        )));
+    }
+    let so = kept_out_strides(&p, &out, keepdim, &a, dims)?;
+    let o = out.data_mut::<u8>()?;
+    dispatch_all!(a.dtype(), op, "input", |T| {
+        let x = a.data::<T>()?;
+        for_each_output(&p, &so, |oo, inner| {
+            let mut r = !any;
+            inner(&mut |i| {
+                let t = x[i].to_c().truthy();
+                if any { r |= t } else { r &= t }
+            });
+            o[oo] = r as u8;
+        });
+        Ok(())
+    })
+}
+fn any_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let d = [ctx.int(1)?];
+    let k = ctx.bool(2)?;
+    any_all(ctx, "aten::any.out", Some(&d), k, 3, true)
+}
+fn any_dims_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let d = opt_dims(ctx, 1)?;
+    let k = ctx.bool(2)?;
+    any_all(ctx, "aten::any.dims_out", d.as_deref(), k, 3, true)
+}
+fn any_all_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    any_all(ctx, "aten::any.all_out", None, false, 1, true)
+}
+fn all_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let d = [ctx.int(1)?];
+    let k = ctx.bool(2)?;
+    any_all(ctx, "aten::all.out", Some(&d), k, 3, false)
+}
+fn all_all_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    any_all(ctx, "aten::all.all_out", None, false, 1, false)
+}
+
+/// `topk`: args [self, k, dim, largest, sorted, values, indices]. Results are always
+/// sorted; equal values keep the lower index first; NaN is the largest value.
+fn topk_values(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::topk.values";
+    let a = ctx.tensor(0)?;
+    let k = ctx.int(1)?;
+    let dim = wrap(OP, ctx.int(2)?, a.dim())?;
+    let largest = ctx.bool(3)?;
+    let n = if a.dim() == 0 { 1 } else { a.sizes()[dim] };
+    if k < 0 || k as usize > n {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: k={k} out of range for a dim of size {n}"
+        )));
+    }
+    let k = k as usize;
+    let mut osz = Shape::from_slice(a.sizes())?;
+    if a.dim() > 0 {
+        osz[dim] = k;
+    }
+    let mut vals = ctx.resize_out(5, &osz)?;
+    let mut idxs = ctx.resize_out(6, &osz)?;
+    same_dtype(OP, a.dtype(), vals.dtype())?;
+    if idxs.dtype() != ScalarType::Long {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: indices must be int64, got {}",
+            idxs.dtype()
+        )));
+    }
+    let mut rows = Shape::from_slice(a.sizes())?;
+    if a.dim() > 0 {
+        rows[dim] = 1;
+    }
+    let (sa, sv, si) = (
+        Shape::from_slice(a.strides())?,
+        Shape::from_slice(vals.strides())?,
+        Shape::from_slice(idxs.strides())?,
+    );
+    let (da, dv, di) = if a.dim() == 0 {
+        (0, 0, 0)
+    } else {
+        (sa[dim], sv[dim], si[dim])
+    };
+    let io = idxs.data_mut::<i64>()?;
+    // scratch: candidate indices of one row.
+    let mut order: Vec<usize> = Vec::with_capacity(n);
+    dispatch_all!(a.dtype(), OP, "input", |T| {
+        let x = a.data::<T>()?;
+        let vo = vals.data_mut::<T>()?;
+        if k == 0 {
+            return Ok(());
+        }
+        walk(&rows, [&sa, &sv, &si], |[oa, ov, oi], len, [xa, xv, xi]| {
+            for r in 0..len {
+                let (ba, bv, bi) = (oa + r * xa, ov + r * xv, oi + r * xi);
+                let key = |j: usize| x[ba + j * da].to_c();
+                let cmp = |&p: &usize, &q: &usize| {
+                    let (u, v) = (key(p), key(q));
+                    let ord = match (u.is_nan(), v.is_nan()) {
+                        (true, true) => std::cmp::Ordering::Equal,
+                        (true, false) => std::cmp::Ordering::Greater,
+                        (false, true) => std::cmp::Ordering::Less,
+                        _ => u.partial_cmp(&v).unwrap_or(std::cmp::Ordering::Equal),
+                    };
+                    let ord = if largest { ord.reverse() } else { ord };
+                    ord.then(p.cmp(&q))
+                };
+                order.clear();
+                order.extend(0..n);
+                if k < n {
+                    order.select_nth_unstable_by(k - 1, cmp);
+                }
+                order[..k].sort_unstable_by(cmp);
+                for (j, &src) in order[..k].iter().enumerate() {
+                    vo[bv + j * dv] = x[ba + src * da];
+                    io[bi + j * di] = src as i64;
+                }
+            }
+        });
+        Ok(())
+    })
+}
+
+/// Registers this module's kernels.
+pub fn register(reg: &mut KernelRegistry) -> Result<()> {
+    let list: &[(&str, etch_core::KernelFn)] = &[
+        ("aten::sum.IntList_out", sum_out),
+        ("aten::mean.out", mean_out),
+        ("aten::amax.out", amax_out),
+        ("aten::amin.out", amin_out),
+        ("aten::argmax.out", argmax_out),
+        ("aten::argmin.out", argmin_out),
+        ("aten::any.out", any_out),
+        ("aten::any.dims_out", any_dims_out),
+        ("aten::any.all_out", any_all_out),
+        ("aten::all.out", all_out),
+        ("aten::all.all_out", all_all_out),
+        ("aten::topk.values", topk_values),
+    ];
+    for &(n, f) in list {
+        reg.register(n, f)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,412 @@
+//! Unary elementwise operators: float math (`exp`, `gelu`, ...) and ops defined on every
+//! real type (`neg`, `abs`, `relu`, `clamp`, ...).
+
+use crate::binary::{Class, class_of};
+use crate::util::*;
+use crate::{dispatch_all, dispatch_float};
+use etch_core::{Error, KernelContext, KernelRegistry, Result, Scalar, ScalarType, TensorRef};
+
+/// A floating-point unary function, generic over `f32`/`f64`.
+pub trait FloatOp: Copy {
+    /// Applies the function.
+    fn apply<F: Float>(&self, x: F) -> F;
+}
+
+/// A unary function on any compute type.
+pub trait UnaryOp: Copy {
+    /// Applies the function.
+    fn apply<C: Compute>(&self, x: C) -> C;
+}
+
+macro_rules! float_op {
+    ($(#[$m:meta])* $name:ident, |$x:ident| $e:expr) => {
+        $(#[$m])*
+        #[derive(Clone, Copy)]
+        pub struct $name;
+        impl FloatOp for $name {
+            #[inline(always)]
+            fn apply<F: Float>(&self, $x: F) -> F {
+                $e
+            }
+        }
+    };
+}
+
+#[inline(always)]
+fn k<F: Float>(v: f64) -> F {
+    F::from_f64(v)
+}
+
+float_op!(
+    /// `e^x`.
+    Exp, |x| x.exp());
+float_op!(
+    /// `ln x`.
+    Log, |x| x.ln());
+float_op!(
+    /// `sqrt x`.
+    Sqrt, |x| x.sqrt());
+float_op!(
+    /// `1 / sqrt x`.
+    Rsqrt, |x| F::ONE.div(x.sqrt()));
+float_op!(
+    /// `1 / x`.
+    Reciprocal, |x| F::ONE.div(x));
+float_op!(
+    /// `tanh x`.
+    Tanh, |x| x.tanh());
+float_op!(
+    /// `1 / (1 + e^-x)`.
+    Sigmoid, |x| F::ONE.div(F::ONE + x.neg().exp()));
+float_op!(
+    /// `x * sigmoid(x)`.
+    Silu, |x| x.div(F::ONE + x.neg().exp()));
+float_op!(
+    /// The error function.
+    Erf, |x| x.erf());
+float_op!(
+    /// Sine.
+    Sin, |x| x.sin());
+float_op!(
+    /// Cosine.
+    Cos, |x| x.cos());
+float_op!(
+    /// Floor.
+    Floor, |x| x.floor());
+float_op!(
+    /// Ceiling.
+    Ceil, |x| x.ceil());
+float_op!(
+    /// Round half to even.
+    Round, |x| x.round_even());
+float_op!(
+    /// Truncate.
+    Trunc, |x| x.trunc());
+float_op!(
+    /// Exact GELU: `x/2 * (1 + erf(x / sqrt 2))`.
+    GeluErf, |x| k::<F>(0.5) * x * (F::ONE + (x * k::<F>(std::f64::consts::FRAC_1_SQRT_2)).erf()));
+float_op!(
+/// Tanh-approximated GELU.
+GeluTanh, |x| {
+    let inner = k::<F>(0.797_884_560_802_865_4) * (x + k::<F>(0.044715) * x * x * x);
+    k::<F>(0.5) * x * (F::ONE + inner.tanh())
+});
+
+macro_rules! unary_op {
+    ($(#[$m:meta])* $name:ident $(($($ft:ty),*))?, |$s:ident, $x:ident| $e:expr) => {
+        $(#[$m])*
+        #[derive(Clone, Copy)]
+        pub struct $name $(($(pub $ft),*))?;
+        impl UnaryOp for $name {
+            #[inline(always)]
+            #[allow(unused_variables)]
+            fn apply<C: Compute>(&self, $x: C) -> C {
+                let $s = self;
+                $e
+            }
+        }
+    };
+}
+
+unary_op!(
+    /// `-x`.
+    Neg, |s, x| x.neg());
+unary_op!(
+    /// `|x|`.
+    Abs, |s, x| x.abs());
+unary_op!(
+    /// `max(x, 0)`, keeping NaN.
+    Relu, |s, x| if x > C::ZERO || x.is_nan() { x } else { C::ZERO });
+unary_op!(
+/// `clamp(x, min, max)` with optional bounds (NaN stays NaN).
+Clamp(Option<Scalar>, Option<Scalar>), |s, x| {
+    let mut y = x;
+    if let Some(lo) = s.0 {
+        let lo = C::from_scalar(lo);
+        if y < lo {
+            y = lo;
+        }
+    }
+    if let Some(hi) = s.1 {
+        let hi = C::from_scalar(hi);
+        if y > hi {
+            y = hi;
+        }
+    }
+    y
+});
+
+/// Float unary op: arg 0 in, out at `out_i` (integer inputs compute in the out dtype).
+pub fn unary_float<O: FloatOp>(
+    ctx: &mut KernelContext<'_>,
+    name: &str,
+    op: O,
+    out_i: usize,
+) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let mut out = ctx.resize_out(out_i, a.sizes())?;
+    apply_float(name, op, &a, &mut out)
+}
+
+/// Applies a float op from `a` into `out` (same shape).
+pub fn apply_float<O: FloatOp>(
+    name: &str,
+    op: O,
+    a: &TensorRef<'_>,
+    out: &mut TensorRef<'_>,
+) -> Result<()> {
+    if !out.dtype().is_floating() {
+        return Err(Error::invalid_argument(format!(
+            "{name}: out must be floating point, got {}",
+            out.dtype()
+        )));
+    }
+    let shape = Shape::from_slice(out.sizes())?;
+    let (sa, so) = (
+        Shape::from_slice(a.strides())?,
+        Shape::from_slice(out.strides())?,
+    );
+    if a.dtype() == out.dtype() {
+        return dispatch_float!(a.dtype(), name, "input", |T| {
+            let x = a.data::<T>()?;
+            let o = out.data_mut::<T>()?;
+            map1(&shape, x, &sa, o, &so, |p: T| T::from_f(op.apply(p.to_f())));
+            Ok(())
+        });
+    }
+    if a.dtype().is_floating() && !a.dtype().is_compute_supported() {
+        return Err(bad_dtype(name, "input", a.dtype()));
+    }
+    fn mixed<F: Float, O: FloatOp>(
+        name: &str,
+        op: O,
+        a: &TensorRef<'_>,
+        out: &mut TensorRef<'_>,
+        st: [&[usize]; 3],
+    ) -> Result<()> {
+        let x = AnySlice::of(name, a)?;
+        let mut o = AnySliceMut::of(name, out)?;
+        walk(st[0], [st[1], st[2]], |[oa, oo], len, [xa, xo]| {
+            for i in 0..len {
+                o.set(oo + i * xo, op.apply(x.get::<F>(oa + i * xa)));
+            }
+        });
+        Ok(())
+    }
+    let st = [&shape[..], &sa[..], &so[..]];
+    if out.dtype() == ScalarType::Double {
+        mixed::<f64, O>(name, op, a, out, st)
+    } else {
+        mixed::<f32, O>(name, op, a, out, st)
+    }
+}
+
+/// Unary op on any real type: arg 0 in, out at `out_i`, computing in `common`.
+pub fn unary_any<O: UnaryOp>(
+    ctx: &mut KernelContext<'_>,
+    name: &str,
+    op: O,
+    common: ScalarType,
+    out_i: usize,
+) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let mut out = ctx.resize_out(out_i, a.sizes())?;
+    check_cast(name, common, out.dtype())?;
+    let shape = Shape::from_slice(out.sizes())?;
+    let (sa, so) = (
+        Shape::from_slice(a.strides())?,
+        Shape::from_slice(out.strides())?,
+    );
+    if a.dtype() == common && out.dtype() == common {
+        return dispatch_all!(common, name, "input", |T| {
+            let x = a.data::<T>()?;
+            let o = out.data_mut::<T>()?;
+            map1(&shape, x, &sa, o, &so, |p: T| T::from_c(op.apply(p.to_c())));
+            Ok(())
+        });
+    }
+    fn mixed<C: Compute, O: UnaryOp>(
+        name: &str,
+        op: O,
+        a: &TensorRef<'_>,
+        out: &mut TensorRef<'_>,
+        st: [&[usize]; 3],
+    ) -> Result<()> {
+        let x = AnySlice::of(name, a)?;
+        let mut o = AnySliceMut::of(name, out)?;
+        walk(st[0], [st[1], st[2]], |[oa, oo], len, [xa, xo]| {
+            for i in 0..len {
+                o.set(oo + i * xo, op.apply(x.get::<C>(oa + i * xa)));
+            }
+        });
+        Ok(())
+    }
+    let st = [&shape[..], &sa[..], &so[..]];
+    match class_of(common) {
+        Class::F32 => mixed::<f32, O>(name, op, &a, &mut out, st),
+        Class::F64 => mixed::<f64, O>(name, op, &a, &mut out, st),
+        Class::I64 => mixed::<i64, O>(name, op, &a, &mut out, st),
+    }
+}
+
+macro_rules! float_kernels {
+    ($($f:ident, $n:literal, $op:expr);* $(;)?) => {$(
+        fn $f(ctx: &mut KernelContext<'_>) -> Result<()> {
+            unary_float(ctx, $n, $op, 1)
+        }
+    )*};
+}
+float_kernels!(
+    exp_out, "aten::exp.out", Exp;
+    log_out, "aten::log.out", Log;
+    sqrt_out, "aten::sqrt.out", Sqrt;
+    rsqrt_out, "aten::rsqrt.out", Rsqrt;
+    reciprocal_out, "aten::reciprocal.out", Reciprocal;
+    tanh_out, "aten::tanh.out", Tanh;
+    sigmoid_out, "aten::sigmoid.out", Sigmoid;
+    silu_out, "aten::silu.out", Silu;
+    erf_out, "aten::erf.out", Erf;
+    sin_out, "aten::sin.out", Sin;
+    cos_out, "aten::cos.out", Cos;
+);
+
+macro_rules! rounding_kernels {
+    ($($f:ident, $n:literal, $op:expr);* $(;)?) => {$(
+        fn $f(ctx: &mut KernelContext<'_>) -> Result<()> {
+            let dt = ctx.tensor(0)?.dtype();
+            if dt.is_floating() {
+                unary_float(ctx, $n, $op, 1)
+            } else {
+                // Rounding an integer is the identity.
+                unary_any(ctx, $n, Clamp(None, None), dt, 1)
+            }
+        }
+    )*};
+}
+rounding_kernels!(
+    floor_out, "aten::floor.out", Floor;
+    ceil_out, "aten::ceil.out", Ceil;
+    round_out, "aten::round.out", Round;
+    trunc_out, "aten::trunc.out", Trunc;
+);
+
+fn gelu_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::gelu.out";
+    match ctx.string(1)? {
+        "none" => unary_float(ctx, NAME, GeluErf, 2),
+        "tanh" => unary_float(ctx, NAME, GeluTanh, 2),
+        other => Err(Error::invalid_argument(format!(
+            "{NAME}: unknown approximate mode '{other}'"
+        ))),
+    }
+}
+
+fn neg_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::neg.out";
+    let dt = ctx.tensor(0)?.dtype();
+    if dt == ScalarType::Bool {
+        return Err(Error::invalid_argument(format!(
+            "{NAME}: not supported for bool tensors"
+        )));
+    }
+    unary_any(ctx, NAME, Neg, dt, 1)
+}
+
+fn abs_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let dt = ctx.tensor(0)?.dtype();
+    unary_any(ctx, "aten::abs.out", Abs, dt, 1)
+}
+
+fn relu_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let dt = ctx.tensor(0)?.dtype();
+    unary_any(ctx, "aten::relu.out", Relu, dt, 1)
+}
+
+fn clamp_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::clamp.out";
+    let dt = ctx.tensor(0)?.dtype();
+    let lo = ctx.opt_scalar(1)?;
+    let hi = ctx.opt_scalar(2)?;
+    let mut common = dt;
+    for s in [lo, hi].into_iter().flatten() {
+        common = promote(common, promote_scalar(dt, s))?;
+    }
+    if common == ScalarType::Bool {
+        return Err(Error::invalid_argument(format!(
+            "{NAME}: not supported for bool tensors"
+        )));
+    }
+    unary_any(ctx, NAME, Clamp(lo, hi), common, 3)
+}
+
+fn hardtanh_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::hardtanh.out";
+    let dt = ctx.tensor(0)?.dtype();
+    let lo = ctx.scalar(1)?;
+    let hi = ctx.scalar(2)?;
+    if dt == ScalarType::Bool {
+        return Err(Error::invalid_argument(format!(
+            "{NAME}: not supported for bool tensors"
+        )));
+    }
+    unary_any(ctx, NAME, Clamp(Some(lo), Some(hi)), dt, 3)
+}
+
+fn logical_not_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::logical_not.out";
+    let a = ctx.tensor(0)?;
+    let mut out = ctx.resize_out(1, a.sizes())?;
+    let shape = Shape::from_slice(out.sizes())?;
+    let (sa, so) = (
+        Shape::from_slice(a.strides())?,
+        Shape::from_slice(out.strides())?,
+    );
+    if out.dtype() == ScalarType::Bool {
+        return dispatch_all!(a.dtype(), NAME, "input", |T| {
+            let x = a.data::<T>()?;
+            let o = out.data_mut::<Bool>()?;
+            map1(&shape, x, &sa, o, &so, |p: T| Bool::new(!p.to_c().truthy()));
+            Ok(())
+        });
+    }
+    let x = AnySlice::of(NAME, &a)?;
+    let mut o = AnySliceMut::of(NAME, &mut out)?;
+    walk(&shape, [&sa, &so], |[oa, oo], len, [xa, xo]| {
+        for i in 0..len {
+            o.set(oo + i * xo, !x.get::<f64>(oa + i * xa).truthy() as i64);
+        }
+    });
+    Ok(())
+}
+
+/// Registers this module's kernels.
+pub fn register(reg: &mut KernelRegistry) -> Result<()> {
+    let list: &[(&str, etch_core::KernelFn)] = &[
+        ("aten::exp.out", exp_out),
+        ("aten::log.out", log_out),
+        ("aten::sqrt.out", sqrt_out),
+        ("aten::rsqrt.out", rsqrt_out),
+        ("aten::reciprocal.out", reciprocal_out),
+        ("aten::tanh.out", tanh_out),
+        ("aten::sigmoid.out", sigmoid_out),
+        ("aten::silu.out", silu_out),
+        ("aten::erf.out", erf_out),
+        ("aten::sin.out", sin_out),
+        ("aten::cos.out", cos_out),
+        ("aten::floor.out", floor_out),
+        ("aten::ceil.out", ceil_out),
+        ("aten::round.out", round_out),
+        ("aten::trunc.out", trunc_out),
+        ("aten::gelu.out", gelu_out),
+        ("aten::neg.out", neg_out),
+        ("aten::abs.out", abs_out),
+        ("aten::relu.out", relu_out),
+        ("aten::clamp.out", clamp_out),
+        ("aten::hardtanh.out", hardtanh_out),
+        ("aten::logical_not.out", logical_not_out),
+    ];
+    for &(n, f) in list {
+        reg.register(n, f)?;
+    }
+    Ok(())
+}

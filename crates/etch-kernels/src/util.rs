@@ -1,0 +1,1172 @@
+//! Shared machinery: element and compute traits, dtype dispatch macros, type promotion,
+//! broadcasting and strided iteration.
+
+use etch_core::{Element, Error, MAX_DIMS, Result, Scalar, ScalarType, TensorRef, bf16, f16};
+
+/// A `bool` tensor element (one byte, 0 or 1), so that kernels can tell bools from `u8`.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+#[repr(transparent)]
+pub struct Bool(pub u8);
+
+impl Bool {
+    /// As a Rust bool (any non-zero byte is true).
+    #[inline(always)]
+    pub fn get(self) -> bool {
+        self.0 != 0
+    }
+    /// From a Rust bool.
+    #[inline(always)]
+    pub fn new(b: bool) -> Self {
+        Bool(b as u8)
+    }
+}
+
+// SAFETY: `Bool` is a transparent `u8` (size 1, the size of `ScalarType::Bool`), and every
+// byte value is a valid `Bool` (non-zero reads as true).
+unsafe impl Element for Bool {
+    const SCALAR: ScalarType = ScalarType::Bool;
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self.get() as u8 as f64
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        Bool::new(v != 0.0)
+    }
+    #[inline(always)]
+    fn to_i64(self) -> i64 {
+        self.get() as i64
+    }
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        Bool::new(v != 0)
+    }
+}
+
+/// A type kernels compute in: `f32` (also for `f16`/`bf16` storage), `f64`, or `i64` (for
+/// every integer type and bool). Integer arithmetic wraps, as in PyTorch.
+pub trait Compute: Copy + PartialOrd + Send + Sync + 'static + std::fmt::Debug {
+    /// True for the floating-point compute types.
+    const IS_FLOAT: bool;
+    /// Zero.
+    const ZERO: Self;
+    /// One.
+    const ONE: Self;
+    /// Converts from `f64` (floats truncate toward zero into integers).
+    fn from_f64(v: f64) -> Self;
+    /// Converts to `f64`.
+    fn to_f64(self) -> f64;
+    /// Converts from `i64`.
+    fn from_i64(v: i64) -> Self;
+    /// Converts to `i64` (truncating).
+    fn to_i64(self) -> i64;
+    /// Converts a scalar argument.
+    #[inline(always)]
+    fn from_scalar(s: Scalar) -> Self {
+        if Self::IS_FLOAT {
+            Self::from_f64(s.to_f64())
+        } else {
+            Self::from_i64(s.to_i64())
+        }
+    }
+    /// Converts to another compute type (exactly between integers).
+    #[inline(always)]
+    fn cast<D: Compute>(self) -> D {
+        if Self::IS_FLOAT || D::IS_FLOAT {
+            D::from_f64(self.to_f64())
+        } else {
+            D::from_i64(self.to_i64())
+        }
+    }
+    /// `self + o`.
+    fn add(self, o: Self) -> Self;
+    /// `self - o`.
+    fn sub(self, o: Self) -> Self;
+    /// `self * o`.
+    fn mul(self, o: Self) -> Self;
+    /// `self / o` (integers: truncating; division by zero gives 0, callers check first).
+    fn div(self, o: Self) -> Self;
+    /// Floor division (integers: Python's `//`; floats: `floor(a / b)`).
+    fn floor_div(self, o: Self) -> Self;
+    /// Python-style remainder (the sign of the divisor).
+    fn remainder(self, o: Self) -> Self;
+    /// C-style remainder (the sign of the dividend).
+    fn fmod(self, o: Self) -> Self;
+    /// `self ** o`.
+    fn pow(self, o: Self) -> Self;
+    /// `-self`.
+    fn neg(self) -> Self;
+    /// `|self|`.
+    fn abs(self) -> Self;
+    /// True for NaN.
+    fn is_nan(self) -> bool;
+    /// Bitwise and (integers only).
+    fn bitand(self, o: Self) -> Self;
+    /// Bitwise or (integers only).
+    fn bitor(self, o: Self) -> Self;
+    /// Bitwise xor (integers only).
+    fn bitxor(self, o: Self) -> Self;
+    /// True when non-zero.
+    #[inline(always)]
+    fn truthy(self) -> bool {
+        self != Self::ZERO
+    }
+    /// `max` that propagates NaN (PyTorch's `maximum`).
+    #[inline(always)]
+    fn max_nan(self, o: Self) -> Self {
+        if self.is_nan() || self > o {
+            self
+        } else if o.is_nan() || o > self {
+            o
+        } else {
+            self
+        }
+    }
+    /// `min` that propagates NaN (PyTorch's `minimum`).
+    #[inline(always)]
+    fn min_nan(self, o: Self) -> Self {
+        if self.is_nan() || self < o {
+            self
+        } else if o.is_nan() || o < self {
+            o
+        } else {
+            self
+        }
+    }
+}
+
+macro_rules! float_compute {
+    ($t:ty) => {
+        impl Compute for $t {
+            const IS_FLOAT: bool = true;
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            #[inline(always)]
+            fn add(self, o: Self) -> Self {
+                self + o
+            }
+            #[inline(always)]
+            fn sub(self, o: Self) -> Self {
+                self - o
+            }
+            #[inline(always)]
+            fn mul(self, o: Self) -> Self {
+                self * o
+            }
+            #[inline(always)]
+            fn div(self, o: Self) -> Self {
+                self / o
+            }
+            #[inline(always)]
+            fn floor_div(self, o: Self) -> Self {
+                // PyTorch's div_floor_floating: floor of the exact quotient's rounding.
+                if o == 0.0 {
+                    return self / o;
+                }
+                let m = self % o;
+                let mut d = (self - m) / o;
+                if m != 0.0 && ((o < 0.0) != (m < 0.0)) {
+                    d -= 1.0;
+                }
+                if d == 0.0 {
+                    return (0.0 as $t).copysign(self / o);
+                }
+                let f = d.floor();
+                if d - f > 0.5 { f + 1.0 } else { f }
+            }
+            #[inline(always)]
+            fn remainder(self, o: Self) -> Self {
+                let m = self % o;
+                if m != 0.0 && ((o < 0.0) != (m < 0.0)) {
+                    m + o
+                } else {
+                    m
+                }
+            }
+            #[inline(always)]
+            fn fmod(self, o: Self) -> Self {
+                self % o
+            }
+            #[inline(always)]
+            fn pow(self, o: Self) -> Self {
+                self.powf(o)
+            }
+            #[inline(always)]
+            fn neg(self) -> Self {
+                -self
+            }
+            #[inline(always)]
+            fn abs(self) -> Self {
+                <$t>::abs(self)
+            }
+            #[inline(always)]
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
+            #[inline(always)]
+            fn bitand(self, _o: Self) -> Self {
+                self
+            }
+            #[inline(always)]
+            fn bitor(self, _o: Self) -> Self {
+                self
+            }
+            #[inline(always)]
+            fn bitxor(self, _o: Self) -> Self {
+                self
+            }
+        }
+    };
+}
+float_compute!(f32);
+float_compute!(f64);
+
+impl Compute for i64 {
+    const IS_FLOAT: bool = false;
+    const ZERO: Self = 0;
+    const ONE: Self = 1;
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v as i64
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn to_i64(self) -> i64 {
+        self
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        self.wrapping_add(o)
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        self.wrapping_sub(o)
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        self.wrapping_mul(o)
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        if o == 0 { 0 } else { self.wrapping_div(o) }
+    }
+    #[inline(always)]
+    fn floor_div(self, o: Self) -> Self {
+        if o == 0 {
+            return 0;
+        }
+        let q = self.wrapping_div(o);
+        if (self % o != 0) && ((self < 0) != (o < 0)) {
+            q - 1
+        } else {
+            q
+        }
+    }
+    #[inline(always)]
+    fn remainder(self, o: Self) -> Self {
+        if o == 0 {
+            return 0;
+        }
+        let m = self.wrapping_rem(o);
+        if m != 0 && ((o < 0) != (m < 0)) {
+            m + o
+        } else {
+            m
+        }
+    }
+    #[inline(always)]
+    fn fmod(self, o: Self) -> Self {
+        if o == 0 { 0 } else { self.wrapping_rem(o) }
+    }
+    #[inline(always)]
+    fn pow(self, o: Self) -> Self {
+        if o < 0 {
+            // PyTorch: integer base to a negative power (only 1 and -1 are non-zero).
+            return match self {
+                1 => 1,
+                -1 => {
+                    if o % 2 == 0 {
+                        1
+                    } else {
+                        -1
+                    }
+                }
+                _ => 0,
+            };
+        }
+        self.wrapping_pow(o.min(u32::MAX as i64) as u32)
+    }
+    #[inline(always)]
+    fn neg(self) -> Self {
+        self.wrapping_neg()
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        self.wrapping_abs()
+    }
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn bitand(self, o: Self) -> Self {
+        self & o
+    }
+    #[inline(always)]
+    fn bitor(self, o: Self) -> Self {
+        self | o
+    }
+    #[inline(always)]
+    fn bitxor(self, o: Self) -> Self {
+        self ^ o
+    }
+}
+
+/// Floating-point compute types (`f32`, `f64`) with the math kernels need.
+pub trait Float:
+    Compute
+    + std::ops::Add<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::AddAssign
+    + std::ops::MulAssign
+{
+    /// Positive infinity.
+    const INFINITY: Self;
+    /// Negative infinity.
+    const NEG_INFINITY: Self;
+    /// `e^x`.
+    fn exp(self) -> Self;
+    /// Natural logarithm.
+    fn ln(self) -> Self;
+    /// Square root.
+    fn sqrt(self) -> Self;
+    /// Hyperbolic tangent.
+    fn tanh(self) -> Self;
+    /// The error function.
+    fn erf(self) -> Self;
+    /// Sine.
+    fn sin(self) -> Self;
+    /// Cosine.
+    fn cos(self) -> Self;
+    /// Floor.
+    fn floor(self) -> Self;
+    /// Ceiling.
+    fn ceil(self) -> Self;
+    /// Round half to even (`torch.round`).
+    fn round_even(self) -> Self;
+    /// Truncate toward zero.
+    fn trunc(self) -> Self;
+}
+
+macro_rules! float_impl {
+    ($t:ident, $erf:path) => {
+        impl Float for $t {
+            const INFINITY: Self = $t::INFINITY;
+            const NEG_INFINITY: Self = $t::NEG_INFINITY;
+            #[inline(always)]
+            fn exp(self) -> Self {
+                $t::exp(self)
+            }
+            #[inline(always)]
+            fn ln(self) -> Self {
+                $t::ln(self)
+            }
+            #[inline(always)]
+            fn sqrt(self) -> Self {
+                $t::sqrt(self)
+            }
+            #[inline(always)]
+            fn tanh(self) -> Self {
+                $t::tanh(self)
+            }
+            #[inline(always)]
+            fn erf(self) -> Self {
+                $erf(self)
+            }
+            #[inline(always)]
+            fn sin(self) -> Self {
+                $t::sin(self)
+            }
+            #[inline(always)]
+            fn cos(self) -> Self {
+                $t::cos(self)
+            }
+            #[inline(always)]
+            fn floor(self) -> Self {
+                $t::floor(self)
+            }
+            #[inline(always)]
+            fn ceil(self) -> Self {
+                $t::ceil(self)
+            }
+            #[inline(always)]
+            fn round_even(self) -> Self {
+                $t::round_ties_even(self)
+            }
+            #[inline(always)]
+            fn trunc(self) -> Self {
+                $t::trunc(self)
+            }
+        }
+    };
+}
+float_impl!(f32, libm::erff);
+float_impl!(f64, libm::erf);
+
+/// A tensor element type together with the type kernels compute it in.
+pub trait Elem: Element {
+    /// The compute type.
+    type C: Compute;
+    /// Widens to the compute type.
+    fn to_c(self) -> Self::C;
+    /// Narrows from the compute type (rounding once for half types, wrapping for integers).
+    fn from_c(c: Self::C) -> Self;
+}
+
+/// A floating-point tensor element type (`f32`, `f64`, `f16`, `bf16`).
+pub trait FElem: Elem {
+    /// The float compute type (`f32` for the half types).
+    type F: Float;
+    /// Widens to the float compute type.
+    fn to_f(self) -> Self::F;
+    /// Rounds from the float compute type.
+    fn from_f(f: Self::F) -> Self;
+}
+
+macro_rules! elem_same {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            type C = $t;
+            #[inline(always)]
+            fn to_c(self) -> $t { self }
+            #[inline(always)]
+            fn from_c(c: $t) -> Self { c }
+        }
+        impl FElem for $t {
+            type F = $t;
+            #[inline(always)]
+            fn to_f(self) -> $t { self }
+            #[inline(always)]
+            fn from_f(c: $t) -> Self { c }
+        }
+    )*};
+}
+elem_same!(f32, f64);
+
+macro_rules! elem_half {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            type C = f32;
+            #[inline(always)]
+            fn to_c(self) -> f32 { self.to_f32() }
+            #[inline(always)]
+            fn from_c(c: f32) -> Self { <$t>::from_f32(c) }
+        }
+        impl FElem for $t {
+            type F = f32;
+            #[inline(always)]
+            fn to_f(self) -> f32 { self.to_f32() }
+            #[inline(always)]
+            fn from_f(c: f32) -> Self { <$t>::from_f32(c) }
+        }
+    )*};
+}
+elem_half!(f16, bf16);
+
+macro_rules! elem_int {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            type C = i64;
+            #[inline(always)]
+            fn to_c(self) -> i64 { self as i64 }
+            #[inline(always)]
+            fn from_c(c: i64) -> Self { c as $t }
+        }
+    )*};
+}
+elem_int!(u8, i8, i16, i32, i64);
+
+impl Elem for Bool {
+    type C = i64;
+    #[inline(always)]
+    fn to_c(self) -> i64 {
+        self.get() as i64
+    }
+    #[inline(always)]
+    fn from_c(c: i64) -> Self {
+        Bool::new(c != 0)
+    }
+}
+
+/// An error for an unsupported dtype.
+pub fn bad_dtype(op: &str, what: &str, dt: ScalarType) -> Error {
+    Error::invalid_argument(format!("{op}: {what} has unsupported dtype {dt}"))
+}
+
+/// Runs `$body` with `$T` bound to the Rust type of a floating dtype.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! dispatch_float {
+    ($dt:expr, $op:expr, $what:expr, |$T:ident| $body:expr) => {{
+        use $crate::util::*;
+        match $dt {
+            etch_core::ScalarType::Float => {
+                type $T = f32;
+                $body
+            }
+            etch_core::ScalarType::Double => {
+                type $T = f64;
+                $body
+            }
+            etch_core::ScalarType::Half => {
+                type $T = etch_core::f16;
+                $body
+            }
+            etch_core::ScalarType::BFloat16 => {
+                type $T = etch_core::bf16;
+                $body
+            }
+            other => Err(bad_dtype($op, $what, other)),
+        }
+    }};
+}
+
+/// Runs `$body` with `$T` bound to the Rust type of any supported real dtype, or bool.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! dispatch_all {
+    ($dt:expr, $op:expr, $what:expr, |$T:ident| $body:expr) => {{
+        use $crate::util::*;
+        match $dt {
+            etch_core::ScalarType::Byte => {
+                type $T = u8;
+                $body
+            }
+            etch_core::ScalarType::Char => {
+                type $T = i8;
+                $body
+            }
+            etch_core::ScalarType::Short => {
+                type $T = i16;
+                $body
+            }
+            etch_core::ScalarType::Int => {
+                type $T = i32;
+                $body
+            }
+            etch_core::ScalarType::Long => {
+                type $T = i64;
+                $body
+            }
+            etch_core::ScalarType::Bool => {
+                type $T = Bool;
+                $body
+            }
+            other => $crate::dispatch_float!(other, $op, $what, |$T| $body),
+        }
+    }};
+}
+
+/// Runs `$body` with `$T` bound to an element type of the same size as `$dt` (for copies
+/// that only move bytes).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! dispatch_bytes {
+    ($dt:expr, $op:expr, |$T:ident| $body:expr) => {{
+        match $dt.element_size() {
+            1 => {
+                type $T = u8;
+                $body
+            }
+            2 => {
+                type $T = u16;
+                $body
+            }
+            4 => {
+                type $T = u32;
+                $body
+            }
+            8 => {
+                type $T = u64;
+                $body
+            }
+            n => Err(etch_core::Error::not_supported(format!(
+                "{}: elements of {n} bytes",
+                $op
+            ))),
+        }
+    }};
+}
+
+/// A short, fixed-capacity list of sizes or strides (no heap).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    len: usize,
+    v: [usize; MAX_DIMS],
+}
+
+impl Default for Shape {
+    fn default() -> Self {
+        Shape {
+            len: 0,
+            v: [0; MAX_DIMS],
+        }
+    }
+}
+
+impl Shape {
+    /// An empty shape (a 0-d tensor).
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Copies a slice.
+    pub fn from_slice(s: &[usize]) -> Result<Self> {
+        let mut r = Shape::new();
+        for &x in s {
+            r.push(x)?;
+        }
+        Ok(r)
+    }
+    /// `n` copies of `x`.
+    pub fn filled(n: usize, x: usize) -> Result<Self> {
+        let mut r = Shape::new();
+        for _ in 0..n {
+            r.push(x)?;
+        }
+        Ok(r)
+    }
+    /// Appends a dimension.
+    pub fn push(&mut self, x: usize) -> Result<()> {
+        if self.len >= MAX_DIMS {
+            return Err(Error::invalid_argument(format!(
+                "more than {MAX_DIMS} dimensions"
+            )));
+        }
+        self.v[self.len] = x;
+        self.len += 1;
+        Ok(())
+    }
+    /// Inserts a dimension at `at`.
+    pub fn insert(&mut self, at: usize, x: usize) -> Result<()> {
+        if self.len >= MAX_DIMS || at > self.len {
+            return Err(Error::invalid_argument(format!(
+                "cannot insert a dimension at {at} of a {}-d shape",
+                self.len
+            )));
+        }
+        self.v.copy_within(at..self.len, at + 1);
+        self.v[at] = x;
+        self.len += 1;
+        Ok(())
+    }
+    /// Removes the dimension at `at`.
+    pub fn remove(&mut self, at: usize) {
+        if at < self.len {
+            self.v.copy_within(at + 1..self.len, at);
+            self.len -= 1;
+        }
+    }
+}
+
+impl std::ops::Deref for Shape {
+    type Target = [usize];
+    fn deref(&self) -> &[usize] {
+        &self.v[..self.len]
+    }
+}
+
+impl std::ops::DerefMut for Shape {
+    fn deref_mut(&mut self) -> &mut [usize] {
+        &mut self.v[..self.len]
+    }
+}
+
+impl std::fmt::Debug for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
+/// Row-major (contiguous) strides for `sizes`.
+pub fn contiguous_strides(sizes: &[usize]) -> Shape {
+    let mut s = Shape {
+        len: sizes.len(),
+        v: [0; MAX_DIMS],
+    };
+    let mut acc = 1usize;
+    for d in (0..sizes.len()).rev() {
+        s.v[d] = acc;
+        acc = acc.saturating_mul(sizes[d].max(1));
+    }
+    s
+}
+
+/// Converts a list of (possibly negative) sizes to `usize`, rejecting negatives.
+pub fn to_sizes(op: &str, s: &[i64]) -> Result<Shape> {
+    let mut r = Shape::new();
+    for &x in s {
+        if x < 0 {
+            return Err(Error::invalid_argument(format!(
+                "{op}: negative size {x} in {s:?}"
+            )));
+        }
+        r.push(x as usize)?;
+    }
+    Ok(r)
+}
+
+/// Normalises a possibly negative dim against `ndim`, with the op name in the error.
+pub fn wrap(op: &str, dim: i64, ndim: usize) -> Result<usize> {
+    etch_core::wrap_dim(dim, ndim)
+        .map_err(|e| Error::invalid_argument(format!("{op}: {}", e.message())))
+}
+
+fn int_rank(t: ScalarType) -> Option<u8> {
+    use ScalarType::*;
+    Some(match t {
+        Char => 1,
+        Short => 2,
+        Int => 3,
+        Long => 4,
+        _ => return None,
+    })
+}
+
+/// PyTorch's `promote_types` for the dtypes etch computes on.
+pub fn promote(a: ScalarType, b: ScalarType) -> Result<ScalarType> {
+    use ScalarType::*;
+    if a == b {
+        return Ok(a);
+    }
+    if !a.is_compute_supported() || !b.is_compute_supported() {
+        return Err(Error::not_supported(format!(
+            "type promotion of {a} and {b} is not supported"
+        )));
+    }
+    if a == Bool {
+        return Ok(b);
+    }
+    if b == Bool {
+        return Ok(a);
+    }
+    match (a.is_floating(), b.is_floating()) {
+        (true, false) => Ok(a),
+        (false, true) => Ok(b),
+        (true, true) => Ok(match (a, b) {
+            (Double, _) | (_, Double) => Double,
+            _ => Float, // f16+bf16, f16+f32, bf16+f32
+        }),
+        (false, false) => Ok(match (a, b) {
+            (Byte, o) | (o, Byte) => match o {
+                Char => Short,
+                other => other,
+            },
+            _ => {
+                if int_rank(a) >= int_rank(b) {
+                    a
+                } else {
+                    b
+                }
+            }
+        }),
+    }
+}
+
+/// The result dtype of a tensor of dtype `t` combined with a scalar (PyTorch's rule: a
+/// scalar only raises the category, to the default dtype of that category).
+pub fn promote_scalar(t: ScalarType, s: Scalar) -> ScalarType {
+    match s {
+        Scalar::Double(_) if !t.is_floating() => ScalarType::Float,
+        Scalar::Int(_) if t == ScalarType::Bool => ScalarType::Long,
+        _ => t,
+    }
+}
+
+/// Checks that a result of dtype `from` may be written to an out tensor of dtype `to`
+/// (PyTorch's `canCast`: no float to integer, no non-bool to bool).
+pub fn check_cast(op: &str, from: ScalarType, to: ScalarType) -> Result<()> {
+    let ok = if from.is_floating() {
+        to.is_floating()
+    } else if from.is_integral() {
+        to != ScalarType::Bool
+    } else {
+        true
+    };
+    if ok && to.is_compute_supported() {
+        Ok(())
+    } else {
+        Err(Error::invalid_argument(format!(
+            "{op}: result type {from} cannot be written to an out tensor of dtype {to}"
+        )))
+    }
+}
+
+/// The broadcast shape of two shapes (numpy rules).
+pub fn broadcast_shape(op: &str, a: &[usize], b: &[usize]) -> Result<Shape> {
+    let n = a.len().max(b.len());
+    let mut out = Shape::filled(n, 1)?;
+    for i in 0..n {
+        let x = if i < n - a.len() {
+            1
+        } else {
+            a[i - (n - a.len())]
+        };
+        let y = if i < n - b.len() {
+            1
+        } else {
+            b[i - (n - b.len())]
+        };
+        out[i] = if x == y || y == 1 {
+            x
+        } else if x == 1 {
+            y
+        } else {
+            return Err(Error::invalid_argument(format!(
+                "{op}: shapes {a:?} and {b:?} cannot be broadcast together"
+            )));
+        };
+    }
+    Ok(out)
+}
+
+/// Strides that read a tensor of `sizes`/`strides` broadcast to `out` (0 on broadcast
+/// dims). The caller has checked that the shapes broadcast.
+pub fn broadcast_strides(sizes: &[usize], strides: &[usize], out: &[usize]) -> Shape {
+    let mut s = Shape {
+        len: out.len(),
+        v: [0; MAX_DIMS],
+    };
+    let off = out.len() - sizes.len().min(out.len());
+    for d in 0..sizes.len().min(out.len()) {
+        if sizes[d] != 1 || out[off + d] == 1 {
+            s.v[off + d] = strides[d];
+        }
+    }
+    s
+}
+
+/// Strides of tensor `t` broadcast to `out`.
+pub fn bstrides(t: &TensorRef<'_>, out: &[usize]) -> Shape {
+    broadcast_strides(t.sizes(), t.strides(), out)
+}
+
+/// Walks an `N`-operand strided iteration over `sizes`, calling `f(offsets, len, steps)`
+/// for each innermost row: the element offsets of the row's first element in every operand,
+/// the row length, and every operand's step along the row. Dims that are contiguous for
+/// every operand are merged first, so dense operands give one long row.
+pub fn walk<const N: usize>(
+    sizes: &[usize],
+    strides: [&[usize]; N],
+    mut f: impl FnMut([usize; N], usize, [usize; N]),
+) {
+    if sizes.contains(&0) {
+        return;
+    }
+    // Coalesced dims, innermost first.
+    let mut cs = [0usize; MAX_DIMS];
+    let mut cst = [[0usize; MAX_DIMS]; N];
+    let mut n = 0usize;
+    for d in (0..sizes.len()).rev() {
+        if sizes[d] == 1 {
+            continue;
+        }
+        if n > 0 && (0..N).all(|k| strides[k][d] == cst[k][n - 1] * cs[n - 1]) {
+            cs[n - 1] *= sizes[d];
+            continue;
+        }
+        cs[n] = sizes[d];
+        for k in 0..N {
+            cst[k][n] = strides[k][d];
+        }
+        n += 1;
+    }
+    if n == 0 {
+        f([0; N], 1, [0; N]);
+        return;
+    }
+    let len = cs[0];
+    let mut step = [0usize; N];
+    for k in 0..N {
+        step[k] = cst[k][0];
+    }
+    let mut idx = [0usize; MAX_DIMS];
+    let mut off = [0usize; N];
+    loop {
+        f(off, len, step);
+        let mut j = 1;
+        loop {
+            if j >= n {
+                return;
+            }
+            idx[j] += 1;
+            for k in 0..N {
+                off[k] += cst[k][j];
+            }
+            if idx[j] < cs[j] {
+                break;
+            }
+            for k in 0..N {
+                off[k] -= cst[k][j] * cs[j];
+            }
+            idx[j] = 0;
+            j += 1;
+        }
+    }
+}
+
+/// `out[i] = f(a[i])` over a strided iteration.
+pub fn map1<A: Copy, O>(
+    sizes: &[usize],
+    a: &[A],
+    sa: &[usize],
+    out: &mut [O],
+    so: &[usize],
+    f: impl Fn(A) -> O,
+) {
+    walk(sizes, [sa, so], |[oa, oo], len, [xa, xo]| {
+        if xa == 1 && xo == 1 {
+            for (o, &x) in out[oo..oo + len].iter_mut().zip(&a[oa..oa + len]) {
+                *o = f(x);
+            }
+        } else {
+            for i in 0..len {
+                out[oo + i * xo] = f(a[oa + i * xa]);
+            }
+        }
+    });
+}
+
+/// `out[i] = f(a[i], b[i])` over a strided (broadcasting) iteration.
+#[allow(clippy::too_many_arguments)]
+pub fn map2<A: Copy, B: Copy, O>(
+    sizes: &[usize],
+    a: &[A],
+    sa: &[usize],
+    b: &[B],
+    sb: &[usize],
+    out: &mut [O],
+    so: &[usize],
+    f: impl Fn(A, B) -> O,
+) {
+    walk(sizes, [sa, sb, so], |[oa, ob, oo], len, [xa, xb, xo]| {
+        let o = &mut out[oo..];
+        if xo == 1 && xa == 1 && xb == 1 {
+            for ((o, &x), &y) in o[..len]
+                .iter_mut()
+                .zip(&a[oa..oa + len])
+                .zip(&b[ob..ob + len])
+            {
+                *o = f(x, y);
+            }
+        } else if xo == 1 && xa == 1 && xb == 0 {
+            let y = b[ob];
+            for (o, &x) in o[..len].iter_mut().zip(&a[oa..oa + len]) {
+                *o = f(x, y);
+            }
+        } else if xo == 1 && xa == 0 && xb == 1 {
+            let x = a[oa];
+            for (o, &y) in o[..len].iter_mut().zip(&b[ob..ob + len]) {
+                *o = f(x, y);
+            }
+        } else {
+            for i in 0..len {
+                o[i * xo] = f(a[oa + i * xa], b[ob + i * xb]);
+            }
+        }
+    });
+}
+
+/// A tensor's elements of whatever dtype, for the (slower) mixed-dtype paths.
+#[derive(Clone, Copy)]
+#[allow(missing_docs)]
+pub enum AnySlice<'a> {
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+    F16(&'a [f16]),
+    BF16(&'a [bf16]),
+    U8(&'a [u8]),
+    I8(&'a [i8]),
+    I16(&'a [i16]),
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+    Bool(&'a [Bool]),
+}
+
+/// A writable tensor of whatever dtype, for the mixed-dtype paths.
+#[allow(missing_docs)]
+pub enum AnySliceMut<'a> {
+    F32(&'a mut [f32]),
+    F64(&'a mut [f64]),
+    F16(&'a mut [f16]),
+    BF16(&'a mut [bf16]),
+    U8(&'a mut [u8]),
+    I8(&'a mut [i8]),
+    I16(&'a mut [i16]),
+    I32(&'a mut [i32]),
+    I64(&'a mut [i64]),
+    Bool(&'a mut [Bool]),
+}
+
+macro_rules! any_slice_arms {
+    ($m:ident) => {
+        $m!(F32, f32, Float);
+        $m!(F64, f64, Double);
+        $m!(F16, f16, Half);
+        $m!(BF16, bf16, BFloat16);
+        $m!(U8, u8, Byte);
+        $m!(I8, i8, Char);
+        $m!(I16, i16, Short);
+        $m!(I32, i32, Int);
+        $m!(I64, i64, Long);
+        $m!(Bool, Bool, Bool);
+    };
+}
+
+impl<'a> AnySlice<'a> {
+    /// The elements of `t`.
+    pub fn of(op: &str, t: &TensorRef<'a>) -> Result<Self> {
+        macro_rules! arm {
+            ($v:ident, $t:ty, $s:ident) => {
+                if t.dtype() == ScalarType::$s {
+                    return Ok(AnySlice::$v(t.data::<$t>()?));
+                }
+            };
+        }
+        any_slice_arms!(arm);
+        Err(bad_dtype(op, "input", t.dtype()))
+    }
+    /// Element `i` converted to the compute type `C`.
+    #[inline]
+    pub fn get<C: Compute>(&self, i: usize) -> C {
+        match self {
+            AnySlice::F32(s) => s[i].to_c().cast(),
+            AnySlice::F64(s) => s[i].to_c().cast(),
+            AnySlice::F16(s) => s[i].to_c().cast(),
+            AnySlice::BF16(s) => s[i].to_c().cast(),
+            AnySlice::U8(s) => s[i].to_c().cast(),
+            AnySlice::I8(s) => s[i].to_c().cast(),
+            AnySlice::I16(s) => s[i].to_c().cast(),
+            AnySlice::I32(s) => s[i].to_c().cast(),
+            AnySlice::I64(s) => s[i].to_c().cast(),
+            AnySlice::Bool(s) => s[i].to_c().cast(),
+        }
+    }
+}
+
+impl<'a> AnySliceMut<'a> {
+    /// The elements of the out tensor `t`.
+    pub fn of(op: &str, t: &mut TensorRef<'a>) -> Result<Self> {
+        macro_rules! arm {
+            ($v:ident, $t:ty, $s:ident) => {
+                if t.dtype() == ScalarType::$s {
+                    return Ok(AnySliceMut::$v(t.data_mut::<$t>()?));
+                }
+            };
+        }
+        any_slice_arms!(arm);
+        Err(bad_dtype(op, "out", t.dtype()))
+    }
+    /// Stores `v` (of compute type `C`) at element `i`, converting to the dtype.
+    #[inline]
+    pub fn set<C: Compute>(&mut self, i: usize, v: C) {
+        match self {
+            AnySliceMut::F32(s) => s[i] = Elem::from_c(v.cast()),
+            AnySliceMut::F64(s) => s[i] = Elem::from_c(v.cast()),
+            AnySliceMut::F16(s) => s[i] = Elem::from_c(v.cast()),
+            AnySliceMut::BF16(s) => s[i] = Elem::from_c(v.cast()),
+            AnySliceMut::U8(s) => s[i] = Elem::from_c(v.cast()),
+            AnySliceMut::I8(s) => s[i] = Elem::from_c(v.cast()),
+            AnySliceMut::I16(s) => s[i] = Elem::from_c(v.cast()),
+            AnySliceMut::I32(s) => s[i] = Elem::from_c(v.cast()),
+            AnySliceMut::I64(s) => s[i] = Elem::from_c(v.cast()),
+            AnySliceMut::Bool(s) => s[i] = Bool::new(v.truthy()),
+        }
+    }
+}
+
+/// Reads index values (Long or Int tensors) as `i64`.
+pub enum Indices<'a> {
+    /// `int64` indices.
+    I64(&'a [i64]),
+    /// `int32` indices.
+    I32(&'a [i32]),
+}
+
+impl<'a> Indices<'a> {
+    /// The indices of `t`, which must be Long or Int.
+    pub fn of(op: &str, t: &TensorRef<'a>) -> Result<Self> {
+        match t.dtype() {
+            ScalarType::Long => Ok(Indices::I64(t.data()?)),
+            ScalarType::Int => Ok(Indices::I32(t.data()?)),
+            other => Err(Error::invalid_argument(format!(
+                "{op}: indices must be int64 or int32, got {other}"
+            ))),
+        }
+    }
+    /// Index `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> i64 {
+        match self {
+            Indices::I64(s) => s[i],
+            Indices::I32(s) => s[i] as i64,
+        }
+    }
+}
+
+/// Checks an index against a dimension of size `n` (negative counts from the end).
+#[inline]
+pub fn check_index(op: &str, idx: i64, n: usize) -> Result<usize> {
+    let j = if idx < 0 { idx + n as i64 } else { idx };
+    if j < 0 || j >= n as i64 {
+        return Err(Error::invalid_argument(format!(
+            "{op}: index {idx} is out of bounds for a dimension of size {n}"
+        )));
+    }
+    Ok(j as usize)
+}
+
+/// Errors unless `t` is in the default (contiguous) dim order.
+pub fn require_contiguous(op: &str, what: &str, t: &TensorRef<'_>) -> Result<()> {
+    if t.is_default_dim_order() {
+        Ok(())
+    } else {
+        Err(Error::not_supported(format!(
+            "{op}: {what} has dim order {:?}; only the contiguous dim order is supported",
+            t.dim_order()
+        )))
+    }
+}
+
+/// Errors unless `a` and `b` have the same dtype.
+pub fn same_dtype(op: &str, a: ScalarType, b: ScalarType) -> Result<()> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(Error::invalid_argument(format!(
+            "{op}: dtype mismatch ({a} vs {b})"
+        )))
+    }
+}
