@@ -26,8 +26,9 @@ pub mod npy;
 pub use module::Module;
 
 pub use etch_core::{
-    Device, DeviceType, Dynamism, EValue, Error, ErrorCode, KernelContext, KernelFn,
-    KernelRegistry, Result, ScalarType, Tag, Tensor, TensorImpl, TensorRef, Value, bf16, f16,
+    Device, DeviceAllocator, DeviceMemoryBuffer, DeviceRegistry, DeviceType, Dynamism, EValue,
+    Error, ErrorCode, KernelContext, KernelFn, KernelRegistry, Result, ScalarType, Tag, Tensor,
+    TensorImpl, TensorRef, Value, bf16, f16,
 };
 pub use etch_format::{NamedDataMap, Program, PtdFile};
 pub use etch_runtime::{

@@ -1,8 +1,8 @@
 //! The `Module` facade: open a program, load methods, execute them.
 
 use crate::{
-    BackendRegistry, Error, KernelRegistry, LoadConfig, Method, MethodMeta, NamedDataMap, Program,
-    PtdFile, Result, Value,
+    BackendRegistry, DeviceRegistry, Error, KernelRegistry, LoadConfig, Method, MethodMeta,
+    NamedDataMap, Program, PtdFile, Result, Value,
 };
 use std::collections::HashMap;
 use std::path::Path;
@@ -39,6 +39,7 @@ pub struct Module {
     program: Program,
     kernels: Arc<KernelRegistry>,
     backends: Arc<BackendRegistry>,
+    devices: Arc<DeviceRegistry>,
     data_files: Vec<Arc<PtdFile>>,
     named_data: Option<Arc<dyn NamedDataMap>>,
     methods: HashMap<String, Method>,
@@ -74,6 +75,7 @@ impl Module {
             program,
             kernels: Arc::new(crate::default_kernels()),
             backends: Arc::new(BackendRegistry::new()),
+            devices: DeviceRegistry::global(),
             data_files: Vec::new(),
             named_data: None,
             methods: HashMap::new(),
@@ -117,6 +119,18 @@ impl Module {
         self
     }
 
+    /// Replaces the device allocator registry (default: [`DeviceRegistry::global`]).
+    pub fn with_devices(mut self, devices: Arc<DeviceRegistry>) -> Module {
+        self.devices = devices;
+        self.methods.clear();
+        self
+    }
+
+    /// The device allocator registry methods load with.
+    pub fn devices(&self) -> &Arc<DeviceRegistry> {
+        &self.devices
+    }
+
     /// The program.
     pub fn program(&self) -> &Program {
         &self.program
@@ -136,7 +150,9 @@ impl Module {
         LoadConfig {
             kernels: Arc::clone(&self.kernels),
             backends: Arc::clone(&self.backends),
+            devices: Arc::clone(&self.devices),
             named_data: self.named_data.clone(),
+            target_device: None,
         }
     }
 

@@ -127,6 +127,13 @@ pub fn read(path: impl AsRef<Path>) -> Result<Tensor> {
 
 /// Serializes a tensor as `.npy` (version 1.0). BFloat16 is written as float32.
 pub fn to_bytes(t: &Tensor) -> Result<Vec<u8>> {
+    let host;
+    let t = if t.is_cpu() {
+        t
+    } else {
+        host = t.to_cpu()?;
+        &host
+    };
     let converted;
     let t = if t.dtype() == ScalarType::BFloat16 {
         let v: Vec<f32> = t
@@ -156,12 +163,13 @@ pub fn to_bytes(t: &Tensor) -> Result<Vec<u8>> {
     let total = 10 + header.len() + 1;
     header.push_str(&" ".repeat((64 - total % 64) % 64));
     header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + t.as_bytes().len());
+    let data = t.as_bytes()?;
+    let mut out = Vec::with_capacity(10 + header.len() + data.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[1, 0]);
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(t.as_bytes());
+    out.extend_from_slice(data);
     Ok(out)
 }
 
@@ -180,7 +188,7 @@ mod tests {
     fn round_trip() {
         let t = Tensor::from_slice(&[1.0f32, -2.0, 3.5, 4.0, 5.0, 6.0], &[2, 3]).unwrap();
         let b = to_bytes(&t).unwrap();
-        assert_eq!((b.len() - t.as_bytes().len()) % 64, 0);
+        assert_eq!((b.len() - t.nbytes()) % 64, 0);
         let r = parse(&b).unwrap();
         assert_eq!(r.sizes(), &[2, 3]);
         assert_eq!(r.to_vec::<f32>().unwrap(), t.to_vec::<f32>().unwrap());

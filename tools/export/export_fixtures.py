@@ -756,7 +756,8 @@ def main() -> int:
     if os.path.isdir(FIXTURES):
         for entry in os.listdir(FIXTURES):
             p = os.path.join(FIXTURES, entry)
-            if os.path.isdir(p):
+            # device/ is owned by export_device_fixtures.py
+            if os.path.isdir(p) and entry != "device":
                 shutil.rmtree(p)
     os.makedirs(FIXTURES, exist_ok=True)
     os.makedirs(EXAMPLES, exist_ok=True)

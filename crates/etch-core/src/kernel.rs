@@ -7,7 +7,7 @@
 
 use crate::tensor::MAX_DIMS;
 use crate::value::{EValue, Tag, type_error};
-use crate::{Error, Result, TensorImpl, TensorRef};
+use crate::{DeviceRegistry, Error, Result, TensorImpl, TensorRef};
 use std::collections::HashMap;
 
 /// A kernel: reads its arguments from the context, writes its `out` tensors.
@@ -87,6 +87,8 @@ pub struct KernelContext<'a> {
     values: &'a mut [EValue],
     args: &'a [u32],
     op: &'a str,
+    devices: Option<&'a DeviceRegistry>,
+    host_access: bool,
 }
 
 impl<'a> KernelContext<'a> {
@@ -97,7 +99,29 @@ impl<'a> KernelContext<'a> {
     /// Every tensor in `values` must satisfy [`TensorRef::new`]'s contract for `'a`.
     pub unsafe fn new(values: &'a mut [EValue], args: &'a [u32], op: &'a str) -> Self {
         debug_assert!(args.iter().all(|&a| (a as usize) < values.len()));
-        KernelContext { values, args, op }
+        KernelContext {
+            values,
+            args,
+            op,
+            devices: None,
+            host_access: false,
+        }
+    }
+
+    /// Gives the kernel the device allocators (for copy ops). `host_access` says that the
+    /// method's device memory is host memory (the simulated device), so CPU kernels may
+    /// touch device tensors.
+    pub fn with_devices(mut self, devices: &'a DeviceRegistry, host_access: bool) -> Self {
+        self.devices = Some(devices);
+        self.host_access = host_access;
+        self
+    }
+
+    /// The device allocators, or `NotFound` when the runtime provided none.
+    pub fn devices(&self) -> Result<&'a DeviceRegistry> {
+        self.devices.ok_or_else(|| {
+            Error::not_found(format!("{}: no device allocators are available", self.op))
+        })
     }
 
     /// The operator's name, for error messages.
@@ -145,7 +169,13 @@ impl<'a> KernelContext<'a> {
     fn tensor_at(&self, idx: usize) -> Result<TensorRef<'a>> {
         match self.values.get(idx) {
             // SAFETY: the context's contract (see `new`) makes every tensor valid for `'a`.
-            Some(EValue::Tensor(t)) => Ok(unsafe { TensorRef::new(*t) }),
+            Some(EValue::Tensor(t)) => Ok(unsafe {
+                if self.host_access {
+                    TensorRef::new_host_accessible(*t)
+                } else {
+                    TensorRef::new(*t)
+                }
+            }),
             Some(v) => Err(type_error(Tag::Tensor, v.tag())),
             None => Err(Error::invalid_program(format!("value {idx} out of range"))),
         }
@@ -315,6 +345,7 @@ impl<'a> KernelContext<'a> {
     /// Resizes the `out` tensor in argument `i` (ExecuTorch's `resize_tensor`) and returns it.
     pub fn resize_out(&mut self, i: usize, sizes: &[usize]) -> Result<TensorRef<'a>> {
         let op = self.op;
+        let host_access = self.host_access;
         let v = self.value_mut(i)?;
         let t = v.as_tensor_mut().map_err(|e| {
             Error::new(e.code(), format!("{op}: out argument {i}: {}", e.message()))
@@ -322,8 +353,15 @@ impl<'a> KernelContext<'a> {
         t.resize(sizes).map_err(|e| {
             Error::new(e.code(), format!("{op}: out argument {i}: {}", e.message()))
         })?;
-        // SAFETY: resizing keeps the bytes within the tensor's capacity; see `new`.
-        Ok(unsafe { TensorRef::new(*t) })
+        // SAFETY: resizing keeps the bytes within the tensor's capacity; see `new` and
+        // `with_devices` for host access.
+        Ok(unsafe {
+            if host_access {
+                TensorRef::new_host_accessible(*t)
+            } else {
+                TensorRef::new(*t)
+            }
+        })
     }
 
     /// Makes the tensor in argument `out` a view of `src`'s memory with new sizes (for

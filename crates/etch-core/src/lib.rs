@@ -3,6 +3,7 @@
 //! values ([`EValue`], [`Value`]) and the kernel ABI ([`KernelContext`], [`KernelRegistry`]).
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod device;
 pub mod error;
 pub mod kernel;
@@ -10,6 +11,7 @@ pub mod scalar;
 pub mod tensor;
 pub mod value;
 
+pub use alloc::{DeviceAllocator, DeviceMemoryBuffer, DeviceRegistry, StreamId};
 pub use device::{Device, DeviceType, NUM_DEVICE_TYPES};
 pub use error::{Error, ErrorCode, Result};
 pub use kernel::{Dims, KernelContext, KernelFn, KernelRegistry, Scalar, operator_name};

@@ -1,7 +1,7 @@
 //! Tensors: shape metadata over a data pointer ([`TensorImpl`]), a borrowed view for
 //! kernels ([`TensorRef`]), and an owned host tensor for users ([`Tensor`]).
 
-use crate::{Device, Element, Error, Result, ScalarType};
+use crate::{Device, DeviceMemoryBuffer, DeviceRegistry, Element, Error, Result, ScalarType};
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
@@ -297,6 +297,7 @@ pub fn wrap_dim(dim: i64, ndim: usize) -> Result<usize> {
 #[derive(Clone, Copy, Debug)]
 pub struct TensorRef<'a> {
     imp: TensorImpl,
+    host_access: bool,
     _life: PhantomData<&'a mut [u8]>,
 }
 
@@ -316,6 +317,21 @@ impl<'a> TensorRef<'a> {
     /// or at least aligned for the element type.
     pub unsafe fn new(imp: TensorImpl) -> Self {
         TensorRef {
+            host_access: imp.device().is_cpu(),
+            imp,
+            _life: PhantomData,
+        }
+    }
+
+    /// Like [`TensorRef::new`], for device memory that is ordinary host memory (the
+    /// simulated device): CPU kernels may then read and write it.
+    ///
+    /// # Safety
+    /// As for [`TensorRef::new`], and the data pointer must be host memory even when the
+    /// tensor's device is not the CPU.
+    pub unsafe fn new_host_accessible(imp: TensorImpl) -> Self {
+        TensorRef {
+            host_access: true,
             imp,
             _life: PhantomData,
         }
@@ -326,7 +342,7 @@ impl<'a> TensorRef<'a> {
     }
 
     fn check_access<T: Element>(&self) -> Result<()> {
-        if !self.device().is_cpu() {
+        if !self.host_access {
             return Err(Error::invalid_argument(format!(
                 "a CPU kernel cannot read a tensor on {}",
                 self.device()
@@ -500,39 +516,62 @@ impl Clone for AlignedBuf {
     }
 }
 
-/// An owned, contiguous host tensor: what users pass as inputs and get back as outputs.
+#[derive(Clone)]
+enum Storage {
+    Host(AlignedBuf),
+    /// Device memory, shared by clones (device memory is never written through a tensor).
+    Device(std::sync::Arc<DeviceMemoryBuffer>),
+}
+
+/// An owned, contiguous (row-major) tensor: what users pass as inputs and get back as
+/// outputs. Its data lives on the host or on a device.
+///
+/// Host tensors give their elements directly ([`Tensor::as_slice`]). Device tensors move
+/// through a device allocator: [`Tensor::to_cpu`], [`Tensor::to_device`],
+/// [`Tensor::from_slice_on`], [`Tensor::empty_on`]. Cloning a host tensor copies it; cloning
+/// a device tensor shares its (immutable) device memory.
 #[derive(Clone)]
 pub struct Tensor {
     dtype: ScalarType,
     sizes: Vec<usize>,
-    data: AlignedBuf,
+    device: Device,
+    storage: Storage,
 }
 
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Tensor({} {:?})", self.dtype, self.sizes)
+        write!(
+            f,
+            "Tensor({} {:?} on {})",
+            self.dtype, self.sizes, self.device
+        )
     }
 }
 
+fn nbytes_of(dtype: ScalarType, sizes: &[usize]) -> Result<usize> {
+    if sizes.len() > MAX_DIMS {
+        return Err(Error::invalid_argument(format!(
+            "{} dims; at most {MAX_DIMS} are supported",
+            sizes.len()
+        )));
+    }
+    checked_numel(sizes)
+        .and_then(|n| n.checked_mul(dtype.element_size()))
+        .ok_or_else(|| Error::invalid_argument(format!("size {sizes:?} overflows")))
+}
+
 impl Tensor {
-    /// A zero-filled tensor.
+    /// A zero-filled host tensor.
     pub fn zeros(dtype: ScalarType, sizes: &[usize]) -> Result<Self> {
-        if sizes.len() > MAX_DIMS {
-            return Err(Error::invalid_argument(format!(
-                "{} dims; at most {MAX_DIMS} are supported",
-                sizes.len()
-            )));
-        }
-        let n = checked_numel(sizes)
-            .and_then(|n| n.checked_mul(dtype.element_size()))
-            .ok_or_else(|| Error::invalid_argument(format!("size {sizes:?} overflows")))?;
+        let n = nbytes_of(dtype, sizes)?;
         Ok(Tensor {
             dtype,
             sizes: sizes.to_vec(),
-            data: AlignedBuf::zeroed(n)?,
+            device: Device::CPU,
+            storage: Storage::Host(AlignedBuf::zeroed(n)?),
         })
     }
-    /// A tensor from elements in row-major order.
+    /// A host tensor from elements in row-major order.
     pub fn from_slice<T: Element>(data: &[T], sizes: &[usize]) -> Result<Self> {
         let n = checked_numel(sizes).unwrap_or(usize::MAX);
         if n != data.len() {
@@ -541,30 +580,60 @@ impl Tensor {
                 data.len()
             )));
         }
-        let mut t = Tensor::zeros(T::SCALAR, sizes)?;
         // SAFETY: `T: Element` is plain old data; viewing it as bytes is valid.
         let bytes = unsafe {
             std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data))
         };
-        t.data.as_mut_slice().copy_from_slice(bytes);
-        Ok(t)
+        Tensor::from_bytes(T::SCALAR, sizes, bytes)
     }
-    /// A tensor from raw bytes in row-major order.
+    /// A host tensor from raw bytes in row-major order.
     pub fn from_bytes(dtype: ScalarType, sizes: &[usize], bytes: &[u8]) -> Result<Self> {
-        let mut t = Tensor::zeros(dtype, sizes)?;
-        if bytes.len() != t.data.len() {
+        let n = nbytes_of(dtype, sizes)?;
+        if bytes.len() != n {
             return Err(Error::invalid_argument(format!(
-                "{} bytes given for {dtype} {sizes:?} ({} bytes)",
-                bytes.len(),
-                t.data.len()
+                "{} bytes given for {dtype} {sizes:?} ({n} bytes)",
+                bytes.len()
             )));
         }
-        t.data.as_mut_slice().copy_from_slice(bytes);
-        Ok(t)
+        Ok(Tensor {
+            dtype,
+            sizes: sizes.to_vec(),
+            device: Device::CPU,
+            storage: Storage::Host(AlignedBuf::from_bytes(bytes)?),
+        })
     }
-    /// A 0-d tensor holding one value.
+    /// A 0-d host tensor holding one value.
     pub fn scalar<T: Element>(v: T) -> Result<Self> {
         Tensor::from_slice(&[v], &[])
+    }
+    /// An uninitialised tensor on `device` (zeros on the host).
+    pub fn empty_on(
+        dtype: ScalarType,
+        sizes: &[usize],
+        device: Device,
+        registry: &DeviceRegistry,
+    ) -> Result<Self> {
+        if device.is_cpu() {
+            return Tensor::zeros(dtype, sizes);
+        }
+        let n = nbytes_of(dtype, sizes)?;
+        let buf =
+            DeviceMemoryBuffer::create(registry, n, device.kind, device.index, HOST_ALIGNMENT)?;
+        Ok(Tensor {
+            dtype,
+            sizes: sizes.to_vec(),
+            device,
+            storage: Storage::Device(std::sync::Arc::new(buf)),
+        })
+    }
+    /// A tensor on `device` holding host elements (copied through the device's allocator).
+    pub fn from_slice_on<T: Element>(
+        data: &[T],
+        sizes: &[usize],
+        device: Device,
+        registry: &DeviceRegistry,
+    ) -> Result<Self> {
+        Tensor::from_slice(data, sizes)?.to_device(device, registry)
     }
     /// Element type.
     pub fn dtype(&self) -> ScalarType {
@@ -578,24 +647,49 @@ impl Tensor {
     pub fn numel(&self) -> usize {
         self.sizes.iter().product()
     }
-    /// The device of the data (host for now).
+    /// Bytes of data.
+    pub fn nbytes(&self) -> usize {
+        self.numel() * self.dtype.element_size()
+    }
+    /// The device the data lives on.
     pub fn device(&self) -> Device {
-        Device::CPU
+        self.device
     }
-    /// Raw bytes.
-    pub fn as_bytes(&self) -> &[u8] {
-        self.data.as_slice()
+    /// True when the data is in host memory.
+    pub fn is_cpu(&self) -> bool {
+        self.device.is_cpu()
     }
-    /// Raw bytes, writable.
-    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
-        self.data.as_mut_slice()
+    fn host_err(&self) -> Error {
+        Error::invalid_argument(format!(
+            "tensor lives on {}; copy it to the host with to_cpu() first",
+            self.device
+        ))
+    }
+    /// Raw bytes of a host tensor.
+    pub fn as_bytes(&self) -> Result<&[u8]> {
+        match &self.storage {
+            Storage::Host(b) => Ok(b.as_slice()),
+            Storage::Device(_) => Err(self.host_err()),
+        }
+    }
+    /// Raw bytes of a host tensor, writable.
+    pub fn as_bytes_mut(&mut self) -> Result<&mut [u8]> {
+        let err = self.host_err();
+        match &mut self.storage {
+            Storage::Host(b) => Ok(b.as_mut_slice()),
+            Storage::Device(_) => Err(err),
+        }
     }
     /// The elements as a slice of `T`, which must match the dtype (`u8` reads `Bool`).
     pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
-        // SAFETY: the buffer is HOST_ALIGNMENT-aligned, sized for numel elements and
-        // lives as long as `self`.
+        let Storage::Host(b) = &self.storage else {
+            return Err(self.host_err());
+        };
+        // SAFETY: the buffer is HOST_ALIGNMENT-aligned, sized for numel elements and lives
+        // as long as `self`.
         let r = unsafe { TensorRef::new(self.view()) };
         let s = r.data::<T>()?;
+        let _ = b;
         // SAFETY: re-borrow with the lifetime of `&self`, which owns the memory.
         Ok(unsafe { std::slice::from_raw_parts(s.as_ptr(), s.len()) })
     }
@@ -603,17 +697,20 @@ impl Tensor {
     pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T]> {
         self.as_slice::<T>()?;
         let n = self.numel();
+        let Storage::Host(b) = &mut self.storage else {
+            return Err(Error::internal("host storage vanished"));
+        };
         if n == 0 {
             return Ok(&mut []);
         }
         // SAFETY: type and alignment were checked above; `&mut self` gives exclusivity.
-        Ok(unsafe { std::slice::from_raw_parts_mut(self.data.as_mut_ptr() as *mut T, n) })
+        Ok(unsafe { std::slice::from_raw_parts_mut(b.as_mut_ptr() as *mut T, n) })
     }
-    /// Copies the elements out into a `Vec<T>`.
+    /// Copies the elements out into a `Vec<T>` (host tensors).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         Ok(self.as_slice::<T>()?.to_vec())
     }
-    /// Converts every element to `f64` (for comparisons and printing).
+    /// Converts every element to `f64` (host tensors; for comparisons and printing).
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
         use half::{bf16, f16};
         Ok(match self.dtype {
@@ -626,7 +723,7 @@ impl Tensor {
                 .map(|v| v.to_f64())
                 .collect(),
             ScalarType::Byte | ScalarType::Bool => {
-                self.as_bytes().iter().map(|&v| v as f64).collect()
+                self.as_bytes()?.iter().map(|&v| v as f64).collect()
             }
             ScalarType::Char => self.as_slice::<i8>()?.iter().map(|&v| v as f64).collect(),
             ScalarType::Short => self.as_slice::<i16>()?.iter().map(|&v| v as f64).collect(),
@@ -639,20 +736,73 @@ impl Tensor {
             }
         })
     }
-    /// Metadata pointing at this tensor's buffer (static shape, default dim order).
+    /// Copies the tensor to the host (through its device's allocator); a host tensor is
+    /// cloned.
+    pub fn to_cpu(&self) -> Result<Tensor> {
+        match &self.storage {
+            Storage::Host(_) => Ok(self.clone()),
+            Storage::Device(buf) => {
+                let mut out = Tensor::zeros(self.dtype, &self.sizes)?;
+                let n = self.nbytes();
+                if n > 0 {
+                    let alloc = buf
+                        .allocator()
+                        .ok_or_else(|| Error::internal("device tensor without an allocator"))?;
+                    let dst = out.as_bytes_mut()?;
+                    alloc.copy_device_to_host(dst, buf.data(), buf.index())?;
+                }
+                Ok(out)
+            }
+        }
+    }
+    /// Copies the tensor to `device` through the registry's allocator: host → device,
+    /// device → device (same device type), or device → host.
+    pub fn to_device(&self, device: Device, registry: &DeviceRegistry) -> Result<Tensor> {
+        if device.is_cpu() {
+            return self.to_cpu();
+        }
+        let out = Tensor::empty_on(self.dtype, &self.sizes, device, registry)?;
+        let n = self.nbytes();
+        if n == 0 {
+            return Ok(out);
+        }
+        let Storage::Device(dst) = &out.storage else {
+            return Err(Error::internal("device tensor without device storage"));
+        };
+        let alloc = registry.require(device.kind)?;
+        match &self.storage {
+            Storage::Host(b) => {
+                alloc.copy_host_to_device(dst.data(), b.as_slice(), device.index)?
+            }
+            Storage::Device(src) => {
+                if self.device.kind != device.kind {
+                    return Err(Error::not_supported(format!(
+                        "copying from {} to {} needs a stop on the host: call to_cpu() first",
+                        self.device, device
+                    )));
+                }
+                alloc.copy_device_to_device(dst.data(), device.index, src.data(), src.index(), n)?
+            }
+        }
+        Ok(out)
+    }
+    /// Metadata pointing at this tensor's memory (static shape, default dim order).
     pub fn view(&self) -> TensorImpl {
-        let len = self.data.len();
+        let (ptr, len) = match &self.storage {
+            Storage::Host(b) => (b.as_ptr() as *mut u8, b.len()),
+            Storage::Device(b) => (b.data(), b.size()),
+        };
         match TensorImpl::new(
             self.dtype,
             &self.sizes,
             None,
             Dynamism::Static,
-            Device::CPU,
-            self.data.as_ptr() as *mut u8,
+            self.device,
+            ptr,
             len,
         ) {
             Ok(t) => t,
-            // Unreachable: the constructor validated rank and size against the buffer.
+            // Unreachable: the constructors validated rank and size against the buffer.
             Err(_) => unreachable!("Tensor invariants guarantee a valid view"),
         }
     }

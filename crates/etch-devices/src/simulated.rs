@@ -60,7 +60,7 @@ struct State {
 /// It counts live allocations and bytes (for leak checks), rejects pointers it did not
 /// allocate, poisons freed memory, and records a checksum of each allocation after every
 /// write made through its copy functions or declared by a kernel
-/// ([`SimulatedAllocator::mark_written`]); [`SimulatedAllocator::foreign_writes`] lists
+/// ([`DeviceAllocator::mark_written`]); [`SimulatedAllocator::foreign_writes`] lists
 /// allocations whose bytes changed otherwise (e.g. a host `memcpy` into device memory).
 pub struct SimulatedAllocator {
     num_devices: i8,
@@ -136,8 +136,7 @@ impl SimulatedAllocator {
             .is_some_and(|(&k, b)| p - k + n <= b.size)
     }
 
-    /// Declares that a device kernel wrote `[ptr, ptr+n)`: an allowed writer.
-    pub fn mark_written(&self, ptr: *const u8, n: usize) {
+    fn record_write(&self, ptr: *const u8, n: usize) {
         if let Ok(mut s) = self.lock() {
             let p = ptr as usize;
             if let Some((&k, b)) = s.blocks.range_mut(..=p).next_back()
@@ -149,7 +148,7 @@ impl SimulatedAllocator {
     }
 
     /// Device addresses of allocations whose bytes changed without going through the
-    /// allocator's copy functions or [`SimulatedAllocator::mark_written`].
+    /// allocator's copy functions or [`DeviceAllocator::mark_written`].
     pub fn foreign_writes(&self) -> Vec<usize> {
         let Ok(s) = self.lock() else {
             return Vec::new();
@@ -165,6 +164,14 @@ impl SimulatedAllocator {
 impl DeviceAllocator for SimulatedAllocator {
     fn device_type(&self) -> DeviceType {
         DeviceType::Cuda
+    }
+
+    fn host_accessible(&self) -> bool {
+        true
+    }
+
+    fn mark_written(&self, ptr: *const u8, n: usize) {
+        self.record_write(ptr, n);
     }
 
     fn allocate(&self, nbytes: usize, index: i8, alignment: usize) -> Result<*mut u8> {

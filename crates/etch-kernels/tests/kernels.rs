@@ -34,8 +34,8 @@ impl Env {
             order,
             dy,
             Device::CPU,
-            t.as_bytes().as_ptr() as *mut u8,
-            t.as_bytes().len(),
+            t.as_bytes().unwrap().as_ptr() as *mut u8,
+            t.as_bytes().unwrap().len(),
         )
         .unwrap();
         self.bufs.push(t);

@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod memory;
 pub mod meta;
 pub mod method;
 pub mod parse;

@@ -2,26 +2,46 @@
 //! instructions.
 
 use crate::backend::{BackendInitContext, BackendRegistry, CompileSpec, Delegate};
+use crate::memory::{Buffer, copy_between};
 use crate::meta::MethodMeta;
 use crate::parse::{DataPlacement, TensorDecl, decode_tensor, value_index};
 use etch_core::{
-    AlignedBuf, EValue, Error, IntList, KernelContext, KernelFn, KernelRegistry, Result, Tag,
-    Tensor, TensorImpl, TensorRef, Value,
+    Device, DeviceRegistry, EValue, Error, IntList, KernelContext, KernelFn, KernelRegistry,
+    Result, Tag, Tensor, TensorImpl, TensorRef, Value,
 };
 use etch_format::schema::pte;
 use etch_format::{NamedDataMap, Program, fb_err};
 use std::collections::HashSet;
 use std::sync::Arc;
 
-/// What loading a method needs besides the program: kernels, backends and external data.
+/// What loading a method needs besides the program: kernels, backends, device allocators
+/// and external data.
 #[derive(Clone)]
 pub struct LoadConfig {
     /// Kernels by operator name.
     pub kernels: Arc<KernelRegistry>,
     /// Backends by id.
     pub backends: Arc<BackendRegistry>,
+    /// Device allocators, for planned buffers and tensors on devices.
+    pub devices: Arc<DeviceRegistry>,
     /// External named data (`.ptd` files), consulted after the program's own named data.
     pub named_data: Option<Arc<dyn NamedDataMap>>,
+    /// Places every planned buffer, constant and tensor of the method on this device,
+    /// whatever the file says (used by `ExecutorBackend` for its nested program).
+    pub target_device: Option<Device>,
+}
+
+impl LoadConfig {
+    /// Kernels and backends as given, the process-wide device registry, no external data.
+    pub fn new(kernels: Arc<KernelRegistry>, backends: Arc<BackendRegistry>) -> Self {
+        LoadConfig {
+            kernels,
+            backends,
+            devices: DeviceRegistry::global(),
+            named_data: None,
+            target_device: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -90,9 +110,14 @@ pub struct Method {
     /// Most backward jumps one `execute` may take (guards against endless loops).
     jump_limit: Option<u64>,
     /// Planned buffers, in user index order.
-    arenas: Vec<AlignedBuf>,
-    /// Staging buffers for unplanned method inputs and outputs.
-    _staging: Vec<AlignedBuf>,
+    arenas: Vec<Buffer>,
+    /// Staging buffers for unplanned method inputs and outputs, and device copies of
+    /// constants (host constants stay views into the program).
+    _owned: Vec<Buffer>,
+    devices: Arc<DeviceRegistry>,
+    /// True when the method's device memory is host-accessible (the simulated device), so
+    /// CPU kernels may run on it.
+    host_access: bool,
     _program: Program,
     _named_data: Option<Arc<dyn NamedDataMap>>,
 }
@@ -108,7 +133,7 @@ impl std::fmt::Debug for Method {
 }
 
 fn planned_ptr(
-    arenas: &mut [AlignedBuf],
+    arenas: &mut [Buffer],
     d: &TensorDecl,
     memory_id: u32,
     offset: u64,
@@ -120,6 +145,15 @@ fn planned_ptr(
         )));
     }
     let arena = &mut arenas[memory_id as usize - 1];
+    // Beyond upstream: a planned tensor must live on its buffer's device.
+    if arena.device() != d.device {
+        return Err(Error::invalid_program(format!(
+            "tensor on {} is planned in buffer {} on {}",
+            d.device,
+            memory_id - 1,
+            arena.device()
+        )));
+    }
     let r = etch_format::checked_range(offset, d.nbytes as u64, arena.len(), "planned tensor")
         .map_err(|e| {
             Error::invalid_program(format!(
@@ -131,7 +165,7 @@ fn planned_ptr(
         })?;
     // SAFETY: `r.start <= arena.len()` was checked, so the result stays within (or one past)
     // the allocation.
-    Ok(unsafe { arena.as_mut_ptr().add(r.start) })
+    Ok(unsafe { arena.base().add(r.start) })
 }
 
 impl Method {
@@ -163,29 +197,22 @@ impl Method {
             kernels.push(k);
         }
 
-        // Planned arenas, allocated once from MethodMeta. Devices other than the CPU need a
-        // device allocator, which this build does not register yet.
+        // Planned arenas, allocated once from MethodMeta, each on its device through the
+        // device registry.
         let mut arenas = Vec::with_capacity(meta.num_memory_planned_buffers());
         for i in 0..meta.num_memory_planned_buffers() {
-            let dev = meta.memory_planned_buffer_device(i)?;
-            if !dev.is_cpu() {
-                return Err(Error::not_found(format!(
-                    "program needs {dev} for planned buffer {i}; no allocator is registered for {}",
-                    dev.kind.name()
-                )));
-            }
+            let dev = config
+                .target_device
+                .unwrap_or(meta.memory_planned_buffer_device(i)?);
             let size = meta.memory_planned_buffer_size(i)?;
             let size = usize::try_from(size).map_err(|_| {
                 Error::memory_allocation_failed(format!(
                     "planned buffer {i} of {size} bytes is too large"
                 ))
             })?;
-            arenas.push(AlignedBuf::zeroed(size).map_err(|e| {
-                Error::memory_allocation_failed(format!(
-                    "planned buffer {i} ({size} bytes): {}",
-                    e.message()
-                ))
-            })?);
+            let buf = Buffer::allocate(size, dev, &config.devices)
+                .map_err(|e| e.context(format!("planned buffer {i} ({size} bytes)")))?;
+            arenas.push(buf);
         }
 
         let raw_values = plan.values().map_err(fb_err("values"))?;
@@ -207,7 +234,7 @@ impl Method {
             external: config.named_data.as_deref(),
         };
         let mut values = Vec::with_capacity(num_values);
-        let mut staging = Vec::new();
+        let mut owned = Vec::new();
         if let Some(vs) = &raw_values {
             for (i, v) in vs.iter().enumerate() {
                 let v = v.map_err(fb_err("value"))?;
@@ -215,7 +242,8 @@ impl Method {
                     program,
                     &named,
                     &mut arenas,
-                    &mut staging,
+                    &mut owned,
+                    config,
                     &v,
                     io.contains(&(i as u32)),
                     num_values,
@@ -362,8 +390,13 @@ impl Method {
             outputs,
             input_set,
             jump_limit: None,
+            host_access: arenas
+                .iter()
+                .chain(owned.iter())
+                .all(|b| b.allocator().is_none_or(|a| a.host_accessible())),
             arenas,
-            _staging: staging,
+            _owned: owned,
+            devices: Arc::clone(&config.devices),
             _program: program.clone(),
             _named_data: config.named_data.clone(),
         })
@@ -373,8 +406,9 @@ impl Method {
     fn load_value(
         program: &Program,
         named: &ProgramNamedData<'_>,
-        arenas: &mut [AlignedBuf],
-        staging: &mut Vec<AlignedBuf>,
+        arenas: &mut [Buffer],
+        owned: &mut Vec<Buffer>,
+        config: &LoadConfig,
         v: &pte::EValueRef<'_>,
         is_io: bool,
         num_values: usize,
@@ -451,12 +485,23 @@ impl Method {
                 EValue::OptionalTensorList(out.into())
             }
             Some(K::Tensor(t)) => {
-                let d = decode_tensor(&t)?;
-                let (ptr, cap) = match &d.placement {
-                    DataPlacement::Constant(idx) => {
-                        let bytes = program.constant(*idx, d.nbytes)?;
-                        (bytes.as_ptr() as *mut u8, bytes.len())
+                let mut d = decode_tensor(&t)?;
+                if let Some(dev) = config.target_device {
+                    d.device = dev;
+                }
+                // Constants bound on a device are uploaded once, into a buffer the method owns.
+                let mut upload = |bytes: &[u8]| -> Result<(*mut u8, usize)> {
+                    if d.device.is_cpu() {
+                        return Ok((bytes.as_ptr() as *mut u8, bytes.len()));
                     }
+                    let mut buf = Buffer::allocate(bytes.len(), d.device, &config.devices)?;
+                    buf.write(0, bytes)?;
+                    let p = buf.base();
+                    owned.push(buf);
+                    Ok((p, bytes.len()))
+                };
+                let (ptr, cap) = match &d.placement {
+                    DataPlacement::Constant(idx) => upload(program.constant(*idx, d.nbytes)?)?,
                     DataPlacement::External(key) => {
                         let blob = named.get(key).ok_or_else(|| {
                             Error::not_found(format!(
@@ -470,7 +515,7 @@ impl Method {
                                 d.nbytes
                             )));
                         }
-                        (blob.data.as_ptr() as *mut u8, d.nbytes)
+                        upload(&blob.data[..d.nbytes])?
                     }
                     DataPlacement::Planned {
                         memory_id,
@@ -480,27 +525,21 @@ impl Method {
                         let ptr = planned_ptr(arenas, &d, *memory_id, *offset)?;
                         if let Some((list, idx)) = initial {
                             let init = program.mutable_data(*list, *idx, d.nbytes)?;
-                            // SAFETY: `planned_ptr` checked that `nbytes` bytes from `ptr` lie
-                            // inside the arena; `init` is a separate allocation (the program).
-                            unsafe { std::ptr::copy_nonoverlapping(init.as_ptr(), ptr, d.nbytes) };
+                            // `planned_ptr` checked that the range lies inside the arena; the
+                            // write goes through the allocator for device arenas.
+                            let arena = &mut arenas[*memory_id as usize - 1];
+                            arena.write(*offset as usize, init)?;
                         }
                         (ptr, d.nbytes)
                     }
                     DataPlacement::Unbound if is_io => {
-                        let mut buf = AlignedBuf::zeroed(d.nbytes)?;
-                        let p = buf.as_mut_ptr();
-                        staging.push(buf);
+                        let mut buf = Buffer::allocate(d.nbytes, d.device, &config.devices)?;
+                        let p = buf.base();
+                        owned.push(buf);
                         (p, d.nbytes)
                     }
                     DataPlacement::Unbound => (std::ptr::null_mut(), 0),
                 };
-                if !d.device.is_cpu() && !matches!(d.placement, DataPlacement::Unbound) {
-                    return Err(Error::not_found(format!(
-                        "tensor on {} needs a {} allocator, which is not registered",
-                        d.device,
-                        d.device.kind.name()
-                    )));
-                }
                 // An unbound tensor has no memory yet (null data); its capacity is its declared
                 // size, so a view op can later point it at memory of that size.
                 let cap = if ptr.is_null() { d.nbytes } else { cap };
@@ -665,7 +704,8 @@ impl Method {
                         src.sizes()
                     )));
                 }
-                set_tensor_input(t, src).map_err(|e| e.context(format!("input {i}")))?;
+                set_tensor_input(t, src, &self.devices)
+                    .map_err(|e| e.context(format!("input {i}")))?;
             }
             (EValue::Int(v), Value::Int(x)) => *v = *x,
             (EValue::Double(v), Value::Double(x)) => *v = *x,
@@ -723,6 +763,10 @@ impl Method {
             delegate_ids,
             name,
             jump_limit,
+            devices,
+            host_access,
+            arenas,
+            _owned,
             ..
         } = self;
         let mut jumps = 0u64;
@@ -744,7 +788,8 @@ impl Method {
                         // SAFETY: every tensor in `values` points at memory the method owns
                         // (arenas, staging), at the program's bytes it keeps alive, or at memory
                         // a kernel aliased from those; all outlive this call.
-                        let mut ctx = unsafe { KernelContext::new(values, args, &op_names[op]) };
+                        let mut ctx = unsafe { KernelContext::new(values, args, &op_names[op]) }
+                            .with_devices(devices, *host_access);
                         f(&mut ctx).map_err(|e| {
                             e.context(format!(
                                 "method '{name}', instruction {pc} ({})",
@@ -757,7 +802,8 @@ impl Method {
                         let di = *index as usize;
                         // SAFETY: as for kernels.
                         let mut ctx =
-                            unsafe { KernelContext::new(values, args, &delegate_ids[di]) };
+                            unsafe { KernelContext::new(values, args, &delegate_ids[di]) }
+                                .with_devices(devices, *host_access);
                         delegates[di].execute(&mut ctx).map_err(|e| {
                             e.context(format!(
                                 "method '{name}', instruction {pc} (delegate {di}, {})",
@@ -802,6 +848,15 @@ impl Method {
                 }
             }
         }
+        if *host_access {
+            // CPU kernels wrote host-accessible device memory (the simulated device): those
+            // are legitimate device-side writes.
+            for b in arenas.iter_mut().chain(_owned.iter_mut()) {
+                if let Some(a) = b.allocator().cloned() {
+                    a.mark_written(b.base(), b.len());
+                }
+            }
+        }
         Ok(())
     }
 
@@ -824,7 +879,7 @@ impl Method {
 
     /// Output `i`, copied into an owned value (tensors in row-major order).
     pub fn output_value(&self, i: usize) -> Result<Value> {
-        evalue_to_value(&self.values, self.output(i)?)
+        evalue_to_value(&self.values, self.output(i)?, &self.devices)
     }
 
     /// All outputs, copied.
@@ -914,7 +969,7 @@ fn refresh_all_int_lists(values: &mut [EValue]) {
     }
 }
 
-fn set_tensor_input(t: &mut TensorImpl, src: &Tensor) -> Result<()> {
+fn set_tensor_input(t: &mut TensorImpl, src: &Tensor, devices: &DeviceRegistry) -> Result<()> {
     if t.dtype() != src.dtype() {
         return Err(Error::invalid_argument(format!(
             "expected a {} tensor, got {}",
@@ -930,6 +985,11 @@ fn set_tensor_input(t: &mut TensorImpl, src: &Tensor) -> Result<()> {
             src.sizes()
         )));
     }
+    if !t.is_default_dim_order() {
+        return Err(Error::not_supported(
+            "inputs with a non-default dim order are not supported yet",
+        ));
+    }
     let old = *t;
     t.resize(src.sizes()).map_err(|e| {
         Error::invalid_argument(format!(
@@ -943,40 +1003,46 @@ fn set_tensor_input(t: &mut TensorImpl, src: &Tensor) -> Result<()> {
     if t.data_ptr().is_null() && src.numel() > 0 {
         return Err(Error::invalid_state("input has no memory to copy into"));
     }
-    let bytes = src.as_bytes();
-    if !t.is_default_dim_order() {
-        return Err(Error::not_supported(
-            "inputs with a non-default dim order are not supported yet",
-        ));
+    let from = src.view();
+    // Host → host is a memcpy; anything touching a device goes through its allocator
+    // (host → device, device → device, device → host), never a host memcpy into device
+    // memory.
+    // SAFETY: `resize` checked `src.nbytes() <= capacity` of the destination, which is
+    // method-owned memory distinct from the caller's tensor.
+    unsafe {
+        copy_between(
+            devices,
+            t.data_ptr(),
+            t.device(),
+            from.data_ptr(),
+            src.device(),
+            src.nbytes(),
+        )
     }
-    // SAFETY: `resize` checked `bytes.len() == nbytes <= capacity` of the destination,
-    // which is method-owned memory distinct from the caller's tensor.
-    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), t.data_ptr(), bytes.len()) };
-    Ok(())
 }
 
 /// Copies a method value out into an owned value.
-pub fn evalue_to_value(values: &[EValue], v: &EValue) -> Result<Value> {
+pub fn evalue_to_value(values: &[EValue], v: &EValue, devices: &DeviceRegistry) -> Result<Value> {
     Ok(match v {
         EValue::None => Value::None,
         EValue::Int(x) => Value::Int(*x),
         EValue::Double(x) => Value::Double(*x),
         EValue::Bool(x) => Value::Bool(*x),
         EValue::String(s) => Value::String(s.to_string()),
-        EValue::Tensor(t) => Value::Tensor(tensor_to_owned(t)?),
+        EValue::Tensor(t) => Value::Tensor(tensor_to_owned(t, devices)?),
         EValue::IntList(l) => Value::IntList(l.vals.to_vec()),
         EValue::DoubleList(l) => Value::DoubleList(l.to_vec()),
         EValue::BoolList(l) => Value::BoolList(l.to_vec()),
         EValue::TensorList(l) => Value::TensorList(
             l.iter()
-                .map(|&i| tensor_to_owned(values[i as usize].as_tensor()?))
+                .map(|&i| tensor_to_owned(values[i as usize].as_tensor()?, devices))
                 .collect::<Result<_>>()?,
         ),
         EValue::OptionalTensorList(l) => Value::OptionalTensorList(
             l.iter()
                 .map(|i| match i {
                     Some(i) => match &values[*i as usize] {
-                        EValue::Tensor(t) => tensor_to_owned(t).map(Some),
+                        EValue::Tensor(t) => tensor_to_owned(t, devices).map(Some),
                         _ => Ok(None),
                     },
                     None => Ok(None),
@@ -987,12 +1053,29 @@ pub fn evalue_to_value(values: &[EValue], v: &EValue) -> Result<Value> {
 }
 
 /// Copies a host tensor view into an owned row-major tensor (converting the dim order).
-pub fn tensor_to_owned(t: &TensorImpl) -> Result<Tensor> {
+pub fn tensor_to_owned(t: &TensorImpl, devices: &DeviceRegistry) -> Result<Tensor> {
     if !t.device().is_cpu() {
-        return Err(Error::not_supported(format!(
-            "tensor lives on {}; copy it to the CPU first",
-            t.device()
-        )));
+        // A device output stays on its device: copy it device-to-device into a new
+        // allocation the caller owns.
+        if !t.is_default_dim_order() {
+            return Err(Error::not_supported(
+                "device outputs with a non-default dim order are not supported yet",
+            ));
+        }
+        let out = Tensor::empty_on(t.dtype(), t.sizes(), t.device(), devices)?;
+        // SAFETY: `t` points at live method memory of `nbytes()`; `out` is a fresh
+        // allocation of the same size.
+        unsafe {
+            copy_between(
+                devices,
+                out.view().data_ptr(),
+                out.device(),
+                t.data_ptr(),
+                t.device(),
+                t.nbytes(),
+            )?
+        };
+        return Ok(out);
     }
     // SAFETY: runtime tensors point at live method or program memory.
     let r = unsafe { TensorRef::new(*t) };
@@ -1005,7 +1088,7 @@ pub fn tensor_to_owned(t: &TensorImpl) -> Result<Tensor> {
     let sizes = t.sizes();
     let strides = t.strides();
     let n = t.numel();
-    let dst = out.as_bytes_mut();
+    let dst = out.as_bytes_mut()?;
     let mut idx = vec![0usize; sizes.len()];
     for lin in 0..n {
         let src_off: usize = idx.iter().zip(strides).map(|(i, s)| i * s).sum();
