@@ -36,6 +36,9 @@ pub use etch_runtime::{
     LoadConfig, Method, MethodMeta, TensorInfo,
 };
 
+pub use etch_backends::{ExecutorBackend, default_backends};
+pub use etch_devices::{SimStats, SimulatedAllocator};
+
 /// A registry with every portable CPU kernel.
 pub fn default_kernels() -> KernelRegistry {
     etch_kernels::portable_registry()

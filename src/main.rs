@@ -11,7 +11,7 @@ etch: run ExecuTorch programs (.pte)
 USAGE:
     etch inspect MODEL.pte [--json]
     etch run MODEL.pte [--method NAME] [--input FILE.npy]... [--data FILE.ptd]...
-                       [--output-dir DIR] [--iterations N]
+                       [--output-dir DIR] [--iterations N] [--simulate-device cuda]
     etch ops
     etch help
 
@@ -23,6 +23,10 @@ run:
     --data FILE.ptd     external constants (programs exported with external_constants)
     --output-dir DIR    write output_0.npy, output_1.npy, ... (bfloat16 as float32)
     --iterations N      run N times on one loaded method (state carries over); default 1
+    --simulate-device cuda
+                        run device programs on a simulated CUDA device (host memory
+                        behind a tracking allocator); inputs the method expects on the
+                        device are staged through the allocator, device outputs copied back
 ";
 
 fn main() {
@@ -468,7 +472,14 @@ fn ms(d: Duration) -> String {
 fn cmd_run(args: &[String]) -> Result<()> {
     let o = Opts::parse(
         args,
-        &["method", "input", "output-dir", "iterations", "data"],
+        &[
+            "method",
+            "input",
+            "output-dir",
+            "iterations",
+            "data",
+            "simulate-device",
+        ],
         &[],
     )?;
     let path = o.model()?;
@@ -482,6 +493,20 @@ fn cmd_run(args: &[String]) -> Result<()> {
     };
     let t0 = Instant::now();
     let mut module = Module::from_file(path)?;
+    let mut simulated = None;
+    if let Some(dev) = o.one("simulate-device") {
+        let kind = dev.parse::<etch::Device>()?.kind;
+        if kind != etch::DeviceType::Cuda {
+            return Err(Error::invalid_argument(format!(
+                "--simulate-device takes 'cuda', got '{dev}'"
+            )));
+        }
+        let registry = etch::DeviceRegistry::new();
+        let sim = std::sync::Arc::new(etch::SimulatedAllocator::new(8));
+        registry.register(sim.clone())?;
+        module = module.with_devices(std::sync::Arc::new(registry));
+        simulated = Some(sim);
+    }
     for d in o.all("data") {
         module = module.with_data_file(d)?;
     }
@@ -530,7 +555,15 @@ fn cmd_run(args: &[String]) -> Result<()> {
         m.execute()?;
         times.push(t.elapsed());
     }
-    let outputs = m.output_values()?;
+    // Device outputs come back to the host for printing and writing.
+    let outputs: Vec<Value> = m
+        .output_values()?
+        .into_iter()
+        .map(|v| match v {
+            Value::Tensor(t) if !t.is_cpu() => t.to_cpu().map(Value::Tensor),
+            other => Ok(other),
+        })
+        .collect::<Result<_>>()?;
     for (i, v) in outputs.iter().enumerate() {
         println!("{}", summarize(i, v));
     }
@@ -555,5 +588,12 @@ fn cmd_run(args: &[String]) -> Result<()> {
         ms(first),
         ms(median)
     );
+    if let Some(sim) = simulated {
+        let s = sim.stats();
+        println!(
+            "simulated cuda: {} allocations ({} live), {} H2D copies ({} bytes), {} D2H copies ({} bytes)",
+            s.allocations, s.live_allocations, s.h2d_copies, s.h2d_bytes, s.d2h_copies, s.d2h_bytes
+        );
+    }
     Ok(())
 }

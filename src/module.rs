@@ -40,6 +40,7 @@ pub struct Module {
     kernels: Arc<KernelRegistry>,
     backends: Arc<BackendRegistry>,
     devices: Arc<DeviceRegistry>,
+    max_planned_bytes: Option<u64>,
     data_files: Vec<Arc<PtdFile>>,
     named_data: Option<Arc<dyn NamedDataMap>>,
     methods: HashMap<String, Method>,
@@ -69,13 +70,15 @@ impl Module {
         Ok(Self::from_program(Program::from_bytes(bytes)?))
     }
 
-    /// Wraps an already loaded program, with the portable CPU kernels and no backends.
+    /// Wraps an already loaded program, with the portable CPU kernels, the built-in
+    /// backends (`ExecutorBackend`) and the process-wide device registry.
     pub fn from_program(program: Program) -> Module {
         Module {
             program,
             kernels: Arc::new(crate::default_kernels()),
-            backends: Arc::new(BackendRegistry::new()),
+            backends: Arc::new(etch_backends::default_backends()),
             devices: DeviceRegistry::global(),
+            max_planned_bytes: None,
             data_files: Vec::new(),
             named_data: None,
             methods: HashMap::new(),
@@ -126,6 +129,13 @@ impl Module {
         self
     }
 
+    /// Caps the planned memory one method may allocate (for untrusted programs).
+    pub fn with_max_planned_bytes(mut self, limit: Option<u64>) -> Module {
+        self.max_planned_bytes = limit;
+        self.methods.clear();
+        self
+    }
+
     /// The device allocator registry methods load with.
     pub fn devices(&self) -> &Arc<DeviceRegistry> {
         &self.devices
@@ -153,6 +163,7 @@ impl Module {
             devices: Arc::clone(&self.devices),
             named_data: self.named_data.clone(),
             target_device: None,
+            max_planned_bytes: self.max_planned_bytes,
         }
     }
 

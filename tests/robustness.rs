@@ -67,9 +67,10 @@ fn mutate(bytes: &[u8], rng: &mut Rng) -> (Vec<u8>, String) {
 
 /// Loads and runs every method with zero inputs of the declared shapes.
 fn exercise(bytes: &[u8]) {
-    let Ok(mut module) = Module::from_bytes(bytes) else {
+    let Ok(module) = Module::from_bytes(bytes) else {
         return;
     };
+    let mut module = module.with_max_planned_bytes(Some(256 << 20));
     let names = module.method_names().to_vec();
     for name in names {
         let Ok(meta) = module.method_meta(&name) else {

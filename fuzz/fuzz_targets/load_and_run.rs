@@ -7,7 +7,8 @@ use etch::{Module, Tag, Tensor, Value};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(mut module) = Module::from_bytes(data) else { return };
+    let Ok(module) = Module::from_bytes(data) else { return };
+    let mut module = module.with_max_planned_bytes(Some(256 << 20));
     for name in module.method_names().to_vec() {
         let Ok(meta) = module.method_meta(&name) else { continue };
         let inputs: Vec<Value> = meta

@@ -38,7 +38,12 @@ fn strings(v: &Json) -> Vec<String> {
 }
 
 pub fn manifest() -> Vec<Fixture> {
-    let dir = fixtures_dir();
+    manifest_in(&fixtures_dir())
+}
+
+/// Reads the manifest of a fixture directory (`tests/fixtures` or `tests/fixtures/device`).
+pub fn manifest_in(dir: &Path) -> Vec<Fixture> {
+    let dir = dir.to_path_buf();
     let text = std::fs::read_to_string(dir.join("manifest.json")).expect("manifest.json");
     let json: Json = serde_json::from_str(&text).expect("manifest parses");
     json.as_array()

@@ -9,6 +9,7 @@
 
 pub mod binary;
 pub mod conv;
+pub mod device_copy;
 pub mod index;
 pub mod linalg;
 pub mod norm;
@@ -31,6 +32,7 @@ pub fn register_portable(reg: &mut KernelRegistry) -> Result<()> {
     conv::register(reg)?;
     index::register(reg)?;
     prim::register(reg)?;
+    device_copy::register(reg)?;
     Ok(())
 }
 

@@ -20,6 +20,9 @@ pub struct BackendInitContext<'a> {
     pub method_name: &'a str,
     /// Named data (the program's, then external `.ptd` maps).
     pub named_data: Option<&'a dyn NamedDataMap>,
+    /// The loader's configuration: kernels, backends and device allocators, for backends
+    /// that load programs of their own.
+    pub config: &'a crate::LoadConfig,
 }
 
 /// A backend, registered by id (e.g. `"ExecutorBackend"`).

@@ -29,6 +29,9 @@ pub struct LoadConfig {
     /// Places every planned buffer, constant and tensor of the method on this device,
     /// whatever the file says (used by `ExecutorBackend` for its nested program).
     pub target_device: Option<Device>,
+    /// Most bytes of planned memory a method may allocate (`None`: no limit). Loading a
+    /// program that asks for more fails with `MemoryAllocationFailed` before allocating.
+    pub max_planned_bytes: Option<u64>,
 }
 
 impl LoadConfig {
@@ -40,6 +43,7 @@ impl LoadConfig {
             devices: DeviceRegistry::global(),
             named_data: None,
             target_device: None,
+            max_planned_bytes: None,
         }
     }
 }
@@ -199,6 +203,16 @@ impl Method {
 
         // Planned arenas, allocated once from MethodMeta, each on its device through the
         // device registry.
+        let total: u64 = (0..meta.num_memory_planned_buffers())
+            .map(|i| meta.memory_planned_buffer_size(i).unwrap_or(0))
+            .fold(0u64, u64::saturating_add);
+        if let Some(limit) = config.max_planned_bytes
+            && total > limit
+        {
+            return Err(Error::memory_allocation_failed(format!(
+                "the method plans {total} bytes; the limit is {limit}"
+            )));
+        }
         let mut arenas = Vec::with_capacity(meta.num_memory_planned_buffers());
         for i in 0..meta.num_memory_planned_buffers() {
             let dev = config
@@ -328,6 +342,7 @@ impl Method {
                 let ctx = BackendInitContext {
                     method_name: &name,
                     named_data: Some(&named),
+                    config,
                 };
                 let h = backend
                     .init(&ctx, processed, &specs)
@@ -533,6 +548,15 @@ impl Method {
                         (ptr, d.nbytes)
                     }
                     DataPlacement::Unbound if is_io => {
+                        if config
+                            .max_planned_bytes
+                            .is_some_and(|l| d.nbytes as u64 > l)
+                        {
+                            return Err(Error::memory_allocation_failed(format!(
+                                "an input/output of {} bytes exceeds the memory limit",
+                                d.nbytes
+                            )));
+                        }
                         let mut buf = Buffer::allocate(d.nbytes, d.device, &config.devices)?;
                         let p = buf.base();
                         owned.push(buf);
@@ -722,6 +746,41 @@ impl Method {
         }
         self.input_set[i] = true;
         Ok(())
+    }
+
+    /// Binds input `i` to caller memory without copying (the delegate path): the input
+    /// tensor takes `t`'s data pointer and shape.
+    ///
+    /// # Safety
+    /// `t`'s memory must stay valid, on the input's device, until the next `execute`
+    /// returns.
+    pub unsafe fn share_input(&mut self, i: usize, t: &TensorImpl) -> Result<()> {
+        let idx = self.tensor_io_index(&self.inputs, i, "input")?;
+        share_tensor(&mut self.values[idx], t).map_err(|e| e.context(format!("input {i}")))?;
+        self.input_set[i] = true;
+        Ok(())
+    }
+
+    /// Binds output `i` to caller memory without copying: the kernel producing it writes
+    /// straight into `t`'s memory.
+    ///
+    /// # Safety
+    /// As for [`Method::share_input`].
+    pub unsafe fn share_output(&mut self, i: usize, t: &TensorImpl) -> Result<()> {
+        let idx = self.tensor_io_index(&self.outputs, i, "output")?;
+        share_tensor(&mut self.values[idx], t).map_err(|e| e.context(format!("output {i}")))
+    }
+
+    fn tensor_io_index(&self, list: &[u32], i: usize, what: &str) -> Result<usize> {
+        let idx = *list.get(i).ok_or_else(|| {
+            Error::invalid_argument(format!("{what} index {i} out of range ({})", list.len()))
+        })? as usize;
+        Ok(idx)
+    }
+
+    /// The device allocators this method uses.
+    pub fn devices(&self) -> &Arc<DeviceRegistry> {
+        &self.devices
     }
 
     /// Sets every input, in order.
@@ -1019,6 +1078,35 @@ fn set_tensor_input(t: &mut TensorImpl, src: &Tensor, devices: &DeviceRegistry) 
             src.nbytes(),
         )
     }
+}
+
+/// Points a method tensor at caller memory, checking dtype, device and capacity.
+fn share_tensor(slot: &mut EValue, t: &TensorImpl) -> Result<()> {
+    let dst = slot.as_tensor_mut()?;
+    if dst.dtype() != t.dtype() {
+        return Err(Error::invalid_argument(format!(
+            "expected a {} tensor, got {}",
+            dst.dtype(),
+            t.dtype()
+        )));
+    }
+    if dst.device() != t.device() {
+        return Err(Error::invalid_argument(format!(
+            "expected a tensor on {}, got one on {}",
+            dst.device(),
+            t.device()
+        )));
+    }
+    if !t.is_default_dim_order() || !dst.is_default_dim_order() {
+        return Err(Error::not_supported(
+            "sharing tensors with a non-default dim order",
+        ));
+    }
+    let mut n = *dst;
+    n.set_data(t.data_ptr(), t.capacity().max(t.nbytes()));
+    n.resize(t.sizes())?;
+    *dst = n;
+    Ok(())
 }
 
 /// Copies a method value out into an owned value.

@@ -1,0 +1,178 @@
+//! `ExecutorBackend`: the delegate's blob is a nested program, loaded at init and run on
+//! the compile spec's `target_device`.
+
+use etch_core::{Device, DeviceType, Error, KernelContext, KernelRegistry, Result, TensorImpl};
+use etch_format::Program;
+use etch_runtime::{
+    Backend, BackendInitContext, CompileSpec, Delegate, LoadConfig, Method, memory::copy_between,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The backend id ExecuTorch's exporter writes.
+pub const EXECUTOR_BACKEND_ID: &str = "ExecutorBackend";
+/// The compile spec naming the device a delegate runs on (`cuda:0`; CPU when absent).
+pub const TARGET_DEVICE_KEY: &str = "target_device";
+
+/// Reads the `target_device` compile spec (the first one wins), as upstream's
+/// `_parse_device_spec_value`: case-insensitive `type[:index]`. Negative indices are
+/// rejected (upstream accepts them).
+pub fn parse_target_device(specs: &[CompileSpec]) -> Result<Device> {
+    match specs.iter().find(|c| c.key == TARGET_DEVICE_KEY) {
+        None => Ok(Device::CPU),
+        Some(c) => {
+            let s = std::str::from_utf8(&c.value)
+                .map_err(|_| Error::invalid_program("target_device compile spec is not UTF-8"))?;
+            s.parse::<Device>().map_err(|e| {
+                Error::invalid_program(format!("target_device '{s}': {}", e.message()))
+            })
+        }
+    }
+}
+
+/// The nested-program backend.
+///
+/// Kernels: a device whose memory the host can address (the CPU, the simulated device)
+/// runs the nested method with the loader's kernels (the portable CPU kernels); another
+/// device needs a kernel registry registered for its type with
+/// [`ExecutorBackend::with_device_kernels`], or init fails naming the device.
+#[derive(Default)]
+pub struct ExecutorBackend {
+    device_kernels: HashMap<DeviceType, Arc<KernelRegistry>>,
+}
+
+impl ExecutorBackend {
+    /// A backend with no device-specific kernels.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Uses `kernels` for nested methods on devices of type `t`.
+    pub fn with_device_kernels(mut self, t: DeviceType, kernels: Arc<KernelRegistry>) -> Self {
+        self.device_kernels.insert(t, kernels);
+        self
+    }
+}
+
+impl Backend for ExecutorBackend {
+    fn is_available(&self) -> bool {
+        true
+    }
+
+    fn init(
+        &self,
+        ctx: &BackendInitContext<'_>,
+        processed: &[u8],
+        compile_specs: &[CompileSpec],
+    ) -> Result<Box<dyn Delegate>> {
+        let device = parse_target_device(compile_specs)?;
+        let config = ctx.config;
+        let kernels = if device.is_cpu() {
+            Arc::clone(&config.kernels)
+        } else {
+            let alloc = config.devices.require(device.kind).map_err(|_| {
+                Error::not_found(format!(
+                    "delegate targets {device}; no {} device is available (try --simulate-device {})",
+                    device.kind.name().to_uppercase(),
+                    device.kind.name()
+                ))
+            })?;
+            match self.device_kernels.get(&device.kind) {
+                Some(k) => Arc::clone(k),
+                None if alloc.host_accessible() => Arc::clone(&config.kernels),
+                None => {
+                    return Err(Error::not_supported(format!(
+                        "no kernels are registered for {device}"
+                    )));
+                }
+            }
+        };
+        // The blob is copied into aligned memory: the nested program's constants must be
+        // aligned, and they are uploaded to the device below anyway.
+        let program = Program::from_bytes(processed)
+            .map_err(|e| e.context("nested program of ExecutorBackend"))?;
+        let name = program
+            .method_names()
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::invalid_program("nested program has no method"))?;
+        let nested = LoadConfig {
+            kernels,
+            backends: Arc::clone(&config.backends),
+            devices: Arc::clone(&config.devices),
+            named_data: config.named_data.clone(),
+            target_device: (!device.is_cpu()).then_some(device),
+            max_planned_bytes: config.max_planned_bytes,
+        };
+        let method = Method::load(&program, &name, &nested)?;
+        let outs = Vec::with_capacity(method.num_outputs());
+        Ok(Box::new(ExecutorDelegate {
+            method,
+            device,
+            outs,
+        }))
+    }
+}
+
+struct ExecutorDelegate {
+    method: Method,
+    device: Device,
+    /// The outer output tensors of the current call (reused; no allocation per call).
+    outs: Vec<TensorImpl>,
+}
+
+impl Delegate for ExecutorDelegate {
+    fn execute(&mut self, args: &mut KernelContext<'_>) -> Result<()> {
+        let ni = self.method.num_inputs();
+        let no = self.method.num_outputs();
+        if args.num_args() < ni + no {
+            return Err(Error::invalid_program(format!(
+                "ExecutorBackend: the delegate call passes {} values; the nested method takes {ni} inputs and {no} outputs",
+                args.num_args()
+            )));
+        }
+        for i in 0..ni {
+            let t = args.tensor(i)?;
+            // SAFETY: the outer method's tensors stay valid through this call, which
+            // returns before the outer method runs anything else.
+            unsafe { self.method.share_input(i, t.imp())? };
+        }
+        let mut outs = std::mem::take(&mut self.outs);
+        outs.clear();
+        for j in 0..no {
+            let t = *args.tensor(ni + j)?.imp();
+            // SAFETY: as above.
+            unsafe { self.method.share_output(j, &t)? };
+            outs.push(t);
+        }
+        self.method.execute()?;
+        for (j, outer) in outs.iter().enumerate() {
+            let produced = *self.method.output(j)?.as_tensor()?;
+            let resized = args.resize_out(ni + j, produced.sizes())?;
+            if produced.data_ptr() != outer.data_ptr() {
+                // The nested method produced this output elsewhere (a view or a move): copy
+                // it over through the device's allocator.
+                // SAFETY: both point at live memory of at least `nbytes` on their devices.
+                unsafe {
+                    copy_between(
+                        self.method.devices(),
+                        resized.data_ptr(),
+                        resized.device(),
+                        produced.data_ptr(),
+                        produced.device(),
+                        produced.nbytes(),
+                    )?
+                };
+            }
+            if !self.device.is_cpu()
+                && let Some(a) = self.method.devices().get(self.device.kind)
+                && a.host_accessible()
+            {
+                // CPU kernels wrote the outer output in host-accessible device memory.
+                a.mark_written(resized.data_ptr(), resized.nbytes());
+            }
+        }
+        self.outs = outs;
+        Ok(())
+    }
+}

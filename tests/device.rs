@@ -1,0 +1,211 @@
+//! Device programs exported by ExecuTorch's stock exporter (`ExecutorBackend` delegates with
+//! `target_device=cuda:0`, `enable_non_cpu_memory_planning=True`) run on the simulated CUDA
+//! device and match PyTorch; every device byte moves through the allocator, and nothing
+//! leaks.
+
+mod common;
+
+use common::{check_output, load_input, manifest_in};
+use etch::{
+    Device, DeviceRegistry, DeviceType, ErrorCode, Module, SimulatedAllocator, Tensor, Value,
+};
+use serde_json::Value as Json;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+fn device_dir() -> PathBuf {
+    common::fixtures_dir().join("device")
+}
+
+fn simulated() -> (Arc<DeviceRegistry>, Arc<SimulatedAllocator>) {
+    let r = DeviceRegistry::new();
+    let sim = Arc::new(SimulatedAllocator::new(2));
+    r.register(sim.clone()).unwrap();
+    (Arc::new(r), sim)
+}
+
+fn case_devices(name: &str, key: &str) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(device_dir().join("manifest.json")).unwrap();
+    let j: Json = serde_json::from_str(&text).unwrap();
+    let f = j
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == name)
+        .unwrap();
+    f["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            c[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_str().unwrap().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// Runs every case of a device fixture. `device_inputs`: hand inputs the method expects on
+/// the device as device tensors (otherwise as host tensors, staged by the runtime).
+fn run_device_fixture(name: &str, device_inputs: bool) {
+    let fx = manifest_in(&device_dir())
+        .into_iter()
+        .find(|f| f.name == name)
+        .unwrap();
+    let in_devs = case_devices(name, "input_devices");
+    let out_devs = case_devices(name, "output_devices");
+    let (registry, sim) = simulated();
+    {
+        let mut module = Module::from_file(&fx.pte)
+            .unwrap()
+            .with_devices(registry.clone());
+        for (ci, case) in fx.cases.iter().enumerate() {
+            let inputs: Vec<Value> = case
+                .inputs
+                .iter()
+                .zip(&case.input_dtypes)
+                .zip(&in_devs[ci])
+                .map(|((p, d), dev)| {
+                    let v = load_input(p, d);
+                    match v {
+                        Value::Tensor(t) if device_inputs && dev != "cpu" => {
+                            Value::Tensor(t.to_device(dev.parse().unwrap(), &registry).unwrap())
+                        }
+                        v => v,
+                    }
+                })
+                .collect();
+            let outputs = module
+                .execute(&case.method, &inputs)
+                .unwrap_or_else(|e| panic!("{name} case {ci}: {e}"));
+            assert_eq!(outputs.len(), case.expected.len());
+            for (oi, (got, exp)) in outputs.iter().zip(&case.expected).enumerate() {
+                let t = got.as_tensor().unwrap();
+                assert_eq!(
+                    t.device().to_string(),
+                    out_devs[ci][oi],
+                    "{name} case {ci} output {oi} device"
+                );
+                let host = Value::Tensor(t.to_cpu().unwrap());
+                check_output(
+                    &format!("{name} case {ci} output {oi}"),
+                    &host,
+                    exp,
+                    &case.output_dtypes[oi],
+                    case.rtol,
+                    case.atol,
+                );
+            }
+            assert!(
+                sim.foreign_writes().is_empty(),
+                "{name} case {ci}: device memory written outside the allocator"
+            );
+        }
+        assert!(sim.stats().live_allocations > 0);
+    }
+    let s = sim.stats();
+    assert_eq!(
+        (s.live_allocations, s.live_bytes),
+        (0, 0),
+        "{name}: device memory leaked"
+    );
+    assert_eq!(s.allocations, s.frees);
+}
+
+#[test]
+fn one_delegate() {
+    run_device_fixture("one_delegate", false);
+}
+
+#[test]
+fn two_delegates_with_cpu_ops_between() {
+    run_device_fixture("two_delegates", false);
+}
+
+#[test]
+fn one_input_feeding_several_delegates() {
+    run_device_fixture("shared_input", false);
+}
+
+#[test]
+fn skip_flags_with_host_inputs_staged_through_the_allocator() {
+    run_device_fixture("skip_flags", false);
+}
+
+#[test]
+fn skip_flags_with_device_inputs() {
+    run_device_fixture("skip_flags", true);
+}
+
+#[test]
+fn two_methods_with_different_device_config() {
+    run_device_fixture("two_methods_config", true);
+}
+
+#[test]
+fn golden_add_with_device() {
+    run_device_fixture("add_with_device", false);
+    // The layout upstream's tests assert for ModuleAddWithDevice.pte.
+    let m = Module::from_file(device_dir().join("add_with_device/model.pte")).unwrap();
+    let meta = m.method_meta("forward").unwrap();
+    assert_eq!(meta.num_memory_planned_buffers(), 2);
+    assert_eq!(meta.memory_planned_buffer_size(0).unwrap(), 32);
+    assert_eq!(meta.memory_planned_buffer_size(1).unwrap(), 48);
+    assert_eq!(meta.memory_planned_buffer_device(0).unwrap(), Device::CPU);
+    assert_eq!(
+        meta.memory_planned_buffer_device(1).unwrap(),
+        Device::cuda(0)
+    );
+    assert_eq!(
+        meta.memory_planned_buffer_device(2).unwrap_err().code(),
+        ErrorCode::InvalidArgument
+    );
+    // Loading allocates the 48-byte CUDA buffer through the allocator, freed on drop.
+    let (registry, sim) = simulated();
+    let mut m = m.with_devices(registry);
+    m.load_method("forward").unwrap();
+    let s = sim.stats();
+    assert!(s.allocations >= 1);
+    assert!(sim.stats().live_bytes >= 48);
+    drop(m);
+    assert_eq!(sim.stats().live_allocations, 0);
+}
+
+#[test]
+fn missing_device_is_a_clear_error() {
+    let mut m = Module::from_file(device_dir().join("one_delegate/model.pte"))
+        .unwrap()
+        .with_devices(Arc::new(DeviceRegistry::new()));
+    let e = m.load_method("forward").unwrap_err();
+    assert_eq!(e.code(), ErrorCode::NotFound);
+    assert!(e.message().contains("cuda:0"), "{e}");
+    assert!(e.message().contains("--simulate-device cuda"), "{e}");
+}
+
+#[test]
+fn device_tensor_helpers_round_trip_and_free() {
+    let (registry, sim) = simulated();
+    {
+        let data = [1.0f32, -2.0, 3.5, 4.25];
+        let d = Tensor::from_slice_on(&data, &[2, 2], Device::cuda(1), &registry).unwrap();
+        assert_eq!(d.device(), Device::cuda(1));
+        assert!(d.as_slice::<f32>().is_err());
+        let d0 = d.to_device(Device::cuda(0), &registry).unwrap();
+        let back = d0.to_cpu().unwrap();
+        assert_eq!(back.to_vec::<f32>().unwrap(), data);
+        let e =
+            Tensor::empty_on(etch::ScalarType::Float, &[0, 3], Device::cuda(0), &registry).unwrap();
+        assert_eq!(e.to_cpu().unwrap().numel(), 0);
+        assert!(Tensor::from_slice_on(&data, &[2, 2], Device::cuda(5), &registry).is_err());
+        let none = DeviceRegistry::new();
+        let e = Tensor::from_slice_on(&data, &[4], Device::cuda(0), &none).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::NotFound);
+        assert_eq!(sim.stats().d2d_copies, 1);
+    }
+    assert_eq!(sim.stats().live_allocations, 0);
+    assert!(sim.foreign_writes().is_empty());
+    let _ = DeviceType::Cuda;
+}
