@@ -209,3 +209,35 @@ fn device_tensor_helpers_round_trip_and_free() {
     assert!(sim.foreign_writes().is_empty());
     let _ = DeviceType::Cuda;
 }
+
+#[test]
+fn malformed_device_programs_are_invalid_program() {
+    // Written by tools/export/make_invalid_device_programs.py from add_with_device.
+    let cases = [
+        ("duplicate_buffer_device", "twice"),
+        ("buffer_device_index_zero", "buffer 0"),
+        ("buffer_device_out_of_range", "buffer 3"),
+        ("buffer_device_negative_index", "invalid device index -1"),
+        ("buffer_device_unknown_type", "device type"),
+        ("tensor_negative_device_index", "invalid device index -2"),
+        ("tensor_unknown_device_type", "device type"),
+        (
+            "tensor_buffer_device_mismatch",
+            "planned in buffer 0 on cpu",
+        ),
+    ];
+    for (name, needle) in cases {
+        let path = device_dir().join(format!("invalid/{name}.pte"));
+        let (registry, sim) = simulated();
+        let mut m = Module::from_file(&path).unwrap().with_devices(registry);
+        let e = m.load_method("forward").unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidProgram, "{name}: {e}");
+        assert!(e.message().contains(needle), "{name}: {e}");
+        drop(m);
+        assert_eq!(
+            sim.stats().live_allocations,
+            0,
+            "{name}: leaked on a failed load"
+        );
+    }
+}
