@@ -197,8 +197,14 @@ fn cmd_inspect(args: &[String]) -> Result<()> {
             .zip(meta.operator_counts())
             .map(|(o, c)| (o.clone(), json!(c)))
             .collect();
+        let tensor_devices: serde_json::Map<String, Json> = meta
+            .tensor_devices()
+            .iter()
+            .map(|(d, n)| (d.to_string(), json!(n)))
+            .collect();
         methods.push(json!({
             "name": name,
+            "tensor_devices": tensor_devices,
             "inputs": io(meta.inputs()),
             "outputs": io(meta.outputs()),
             "operators": meta.operators(),
@@ -274,6 +280,10 @@ fn cmd_inspect(args: &[String]) -> Result<()> {
                 d["blob_size"],
                 d["compile_specs"]
             );
+        }
+        if let Some(td) = m["tensor_devices"].as_object() {
+            let parts: Vec<String> = td.iter().map(|(d, n)| format!("{n} on {d}")).collect();
+            println!("  tensors: {}", parts.join(", "));
         }
         for b in m["planned_buffers"].as_array().into_iter().flatten() {
             println!(

@@ -41,6 +41,8 @@ pub struct Module {
     backends: Arc<BackendRegistry>,
     devices: Arc<DeviceRegistry>,
     max_planned_bytes: Option<u64>,
+    share_arenas: bool,
+    shared_arenas: Option<Arc<etch_runtime::SharedArenas>>,
     data_files: Vec<Arc<PtdFile>>,
     named_data: Option<Arc<dyn NamedDataMap>>,
     methods: HashMap<String, Method>,
@@ -79,6 +81,8 @@ impl Module {
             backends: Arc::new(etch_backends::default_backends()),
             devices: DeviceRegistry::global(),
             max_planned_bytes: None,
+            share_arenas: false,
+            shared_arenas: None,
             data_files: Vec::new(),
             named_data: None,
             methods: HashMap::new(),
@@ -125,6 +129,7 @@ impl Module {
     /// Replaces the device allocator registry (default: [`DeviceRegistry::global`]).
     pub fn with_devices(mut self, devices: Arc<DeviceRegistry>) -> Module {
         self.devices = devices;
+        self.shared_arenas = None;
         self.methods.clear();
         self
     }
@@ -132,6 +137,17 @@ impl Module {
     /// Caps the planned memory one method may allocate (for untrusted programs).
     pub fn with_max_planned_bytes(mut self, limit: Option<u64>) -> Module {
         self.max_planned_bytes = limit;
+        self.methods.clear();
+        self
+    }
+
+    /// Makes all methods share their planned arenas: one arena per (device, buffer ordinal),
+    /// sized for the largest method. Saves memory when methods run one at a time, and lets
+    /// them share state planned in the same place. Works with device buffers too (upstream
+    /// returns NotSupported there).
+    pub fn with_shared_arenas(mut self, share: bool) -> Module {
+        self.share_arenas = share;
+        self.shared_arenas = None;
         self.methods.clear();
         self
     }
@@ -156,7 +172,23 @@ impl Module {
         MethodMeta::new(&self.program, name)
     }
 
-    fn load_config(&self) -> LoadConfig {
+    fn load_config(&mut self) -> Result<LoadConfig> {
+        if self.share_arenas && self.shared_arenas.is_none() {
+            let metas = self
+                .method_names()
+                .iter()
+                .map(|n| self.method_meta(n))
+                .collect::<Result<Vec<_>>>()?;
+            self.shared_arenas = Some(Arc::new(etch_runtime::SharedArenas::new(
+                &metas,
+                &self.devices,
+                self.max_planned_bytes,
+            )?));
+        }
+        Ok(self.load_config_inner())
+    }
+
+    fn load_config_inner(&self) -> LoadConfig {
         LoadConfig {
             kernels: Arc::clone(&self.kernels),
             backends: Arc::clone(&self.backends),
@@ -164,13 +196,16 @@ impl Module {
             named_data: self.named_data.clone(),
             target_device: None,
             max_planned_bytes: self.max_planned_bytes,
+            shared_arenas: self.shared_arenas.clone(),
+            nesting_depth: 0,
         }
     }
 
     /// Loads a method (once; later calls are no-ops).
     pub fn load_method(&mut self, name: &str) -> Result<()> {
         if !self.methods.contains_key(name) {
-            let m = Method::load(&self.program, name, &self.load_config())?;
+            let config = self.load_config()?;
+            let m = Method::load(&self.program, name, &config)?;
             self.methods.insert(name.to_string(), m);
         }
         Ok(())

@@ -187,3 +187,68 @@ fn truncated_and_garbage_files_fail_cleanly() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("input 0"));
 }
+
+#[test]
+fn device_programs_run_on_the_simulated_device() {
+    let dir = fixtures_dir().join("device");
+    let fx = common::manifest_in(&dir)
+        .into_iter()
+        .find(|f| f.name == "two_delegates")
+        .unwrap();
+    let case = &fx.cases[0];
+    let out = tmpdir("device");
+    let mut cmd = etch();
+    cmd.arg("run")
+        .arg(&fx.pte)
+        .args(["--simulate-device", "cuda", "--output-dir"])
+        .arg(&out);
+    for i in &case.inputs {
+        cmd.arg("--input").arg(i);
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("simulated cuda"));
+    let got = etch::npy::read(out.join("output_0.npy")).unwrap();
+    check_output(
+        "two_delegates",
+        &etch::Value::Tensor(got),
+        &case.expected[0],
+        "float32",
+        case.rtol,
+        case.atol,
+    );
+    // Without a device: a clear error, exit 1.
+    let o = etch().arg("run").arg(&fx.pte).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("cuda:0") && err.contains("--simulate-device cuda"),
+        "{err}"
+    );
+}
+
+#[test]
+fn inspect_json_reports_device_buffers_and_tensors() {
+    let pte = fixtures_dir().join("device/add_with_device/model.pte");
+    let o = etch()
+        .args(["inspect", pte.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = &j["methods"][0];
+    let bufs: Vec<(u64, &str)> = m["planned_buffers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["size"].as_u64().unwrap(), b["device"].as_str().unwrap()))
+        .collect();
+    assert_eq!(bufs, [(32, "cpu"), (48, "cuda:0")]);
+    assert_eq!(m["tensor_devices"]["cuda:0"], 3);
+    assert_eq!(m["tensor_devices"]["cpu"], 3);
+    assert_eq!(m["delegates"][0]["backend"], "ExecutorBackend");
+    assert_eq!(
+        m["delegates"][0]["compile_specs"]["target_device"],
+        "cuda:0"
+    );
+}

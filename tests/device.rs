@@ -241,3 +241,73 @@ fn malformed_device_programs_are_invalid_program() {
         );
     }
 }
+
+#[test]
+fn methods_share_arenas_per_device() {
+    let path = device_dir().join("two_methods_config/model.pte");
+    let fx = manifest_in(&device_dir())
+        .into_iter()
+        .find(|f| f.name == "two_methods_config")
+        .unwrap();
+    let run = |share: bool| {
+        let (registry, sim) = simulated();
+        {
+            let mut m = Module::from_file(&path)
+                .unwrap()
+                .with_devices(registry)
+                .with_shared_arenas(share);
+            for (ci, case) in fx.cases.iter().enumerate() {
+                let inputs: Vec<Value> = case
+                    .inputs
+                    .iter()
+                    .zip(&case.input_dtypes)
+                    .map(|(p, d)| load_input(p, d))
+                    .collect();
+                let out = m.execute(&case.method, &inputs).unwrap();
+                let host = Value::Tensor(out[0].as_tensor().unwrap().to_cpu().unwrap());
+                check_output(
+                    &format!("shared={share} case {ci}"),
+                    &host,
+                    &case.expected[0],
+                    &case.output_dtypes[0],
+                    case.rtol,
+                    case.atol,
+                );
+            }
+        }
+        assert_eq!(sim.stats().live_allocations, 0);
+        sim.stats().allocations
+    };
+    let separate = run(false);
+    let shared = run(true);
+    assert!(shared <= separate, "shared {shared} vs separate {separate}");
+}
+
+#[test]
+fn cpu_methods_share_arenas() {
+    let fx = common::manifest()
+        .into_iter()
+        .find(|f| f.name == "two_methods")
+        .unwrap();
+    let mut m = Module::from_file(&fx.pte).unwrap().with_shared_arenas(true);
+    for case in &fx.cases {
+        let inputs: Vec<Value> = case
+            .inputs
+            .iter()
+            .zip(&case.input_dtypes)
+            .map(|(p, d)| load_input(p, d))
+            .collect();
+        let out = m.execute(&case.method, &inputs).unwrap();
+        check_output(
+            "shared",
+            &out[0],
+            &case.expected[0],
+            &case.output_dtypes[0],
+            case.rtol,
+            case.atol,
+        );
+    }
+    let fwd = m.method("forward").unwrap().planned_bytes();
+    let dp = m.method("double_plus").unwrap().planned_bytes();
+    assert_eq!(fwd, dp, "both methods use the same (largest) arena");
+}

@@ -70,7 +70,12 @@ fn exercise(bytes: &[u8]) {
     let Ok(module) = Module::from_bytes(bytes) else {
         return;
     };
-    let mut module = module.with_max_planned_bytes(Some(256 << 20));
+    // A simulated CUDA device, so device programs get past allocation into execution.
+    let registry = etch::DeviceRegistry::new();
+    let _ = registry.register(std::sync::Arc::new(etch::SimulatedAllocator::new(2)));
+    let mut module = module
+        .with_max_planned_bytes(Some(256 << 20))
+        .with_devices(std::sync::Arc::new(registry));
     let names = module.method_names().to_vec();
     for name in names {
         let Ok(meta) = module.method_meta(&name) else {
@@ -111,6 +116,11 @@ fn mutated_fixtures_never_panic() {
     let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
     let mut files: Vec<_> = common::manifest().into_iter().map(|f| f.pte).collect();
     files.push(common::fixtures_dir().join("misc/xnnpack_linear.pte"));
+    files.extend(
+        common::manifest_in(&common::fixtures_dir().join("device"))
+            .into_iter()
+            .map(|f| f.pte),
+    );
     for path in files {
         let original = std::fs::read(&path).unwrap();
         for it in 0..iterations {

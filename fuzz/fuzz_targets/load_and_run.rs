@@ -8,7 +8,11 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(module) = Module::from_bytes(data) else { return };
-    let mut module = module.with_max_planned_bytes(Some(256 << 20));
+    let registry = etch::DeviceRegistry::new();
+    let _ = registry.register(std::sync::Arc::new(etch::SimulatedAllocator::new(2)));
+    let mut module = module
+        .with_max_planned_bytes(Some(256 << 20))
+        .with_devices(std::sync::Arc::new(registry));
     for name in module.method_names().to_vec() {
         let Ok(meta) = module.method_meta(&name) else { continue };
         let inputs: Vec<Value> = meta

@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 /// The backend id ExecuTorch's exporter writes.
 pub const EXECUTOR_BACKEND_ID: &str = "ExecutorBackend";
+/// Deepest nesting of ExecutorBackend programs accepted.
+pub const MAX_NESTING: u32 = 4;
 /// The compile spec naming the device a delegate runs on (`cuda:0`; CPU when absent).
 pub const TARGET_DEVICE_KEY: &str = "target_device";
 
@@ -67,6 +69,11 @@ impl Backend for ExecutorBackend {
     ) -> Result<Box<dyn Delegate>> {
         let device = parse_target_device(compile_specs)?;
         let config = ctx.config;
+        if config.nesting_depth >= MAX_NESTING {
+            return Err(Error::invalid_program(format!(
+                "ExecutorBackend programs nested more than {MAX_NESTING} deep"
+            )));
+        }
         let kernels = if device.is_cpu() {
             Arc::clone(&config.kernels)
         } else {
@@ -103,6 +110,8 @@ impl Backend for ExecutorBackend {
             named_data: config.named_data.clone(),
             target_device: (!device.is_cpu()).then_some(device),
             max_planned_bytes: config.max_planned_bytes,
+            shared_arenas: None,
+            nesting_depth: config.nesting_depth + 1,
         };
         let method = Method::load(&program, &name, &nested)?;
         let outs = Vec::with_capacity(method.num_outputs());

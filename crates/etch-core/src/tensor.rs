@@ -487,6 +487,12 @@ impl AlignedBuf {
     pub fn as_ptr(&self) -> *const u8 {
         self.ptr.as_ptr()
     }
+    /// The base pointer for writes through raw pointers (kernels writing planned memory).
+    /// No reference to the bytes is created; callers must not write while a slice from
+    /// [`AlignedBuf::as_slice`] is alive.
+    pub fn raw_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
 }
 
 impl Drop for AlignedBuf {

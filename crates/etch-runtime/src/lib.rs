@@ -13,6 +13,7 @@ pub mod method;
 pub mod parse;
 
 pub use backend::{Backend, BackendInitContext, BackendRegistry, CompileSpec, Delegate};
+pub use memory::SharedArenas;
 pub use meta::{DelegateInfo, IoInfo, MethodMeta, TensorInfo};
 pub use method::{LoadConfig, Method, evalue_to_value, tensor_to_owned};
 

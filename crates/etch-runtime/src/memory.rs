@@ -36,10 +36,10 @@ impl Buffer {
         Ok(Buffer::Device { buf, device })
     }
 
-    /// Base address (a device address for device buffers).
-    pub fn base(&mut self) -> *mut u8 {
+    /// Base address (a device address for device buffers). Kernels write through it.
+    pub fn base(&self) -> *mut u8 {
         match self {
-            Buffer::Host(b) => b.as_mut_ptr(),
+            Buffer::Host(b) => b.raw_ptr(),
             Buffer::Device { buf, .. } => buf.data(),
         }
     }
@@ -75,7 +75,7 @@ impl Buffer {
 
     /// Copies host bytes to `offset`: a memcpy on the host, the allocator's host-to-device
     /// copy on a device.
-    pub fn write(&mut self, offset: usize, bytes: &[u8]) -> Result<()> {
+    pub fn write(&self, offset: usize, bytes: &[u8]) -> Result<()> {
         let end = offset
             .checked_add(bytes.len())
             .filter(|&e| e <= self.len())
@@ -88,7 +88,16 @@ impl Buffer {
             })?;
         match self {
             Buffer::Host(b) => {
-                b.as_mut_slice()[offset..end].copy_from_slice(bytes);
+                // SAFETY: `offset..end` lies inside the buffer (checked above); `bytes` is
+                // program or caller memory, never this buffer.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        bytes.as_ptr(),
+                        b.raw_ptr().add(offset),
+                        bytes.len(),
+                    )
+                };
+                let _ = end;
                 Ok(())
             }
             Buffer::Device { buf, device } => {
@@ -150,5 +159,79 @@ pub unsafe fn copy_between(
             let a = registry.require(dst_device.kind)?;
             a.copy_device_to_device(dst, dst_device.index, src, src_device.index, nbytes)
         }
+    }
+}
+
+/// Planned arenas shared by every method of a module: one buffer per (device, ordinal of
+/// the buffer among the method's buffers on that device), sized to the largest request
+/// over all methods. Upstream refuses to share arenas once a program has device buffers;
+/// etch shares them per device.
+#[derive(Default)]
+pub struct SharedArenas {
+    buffers: std::collections::HashMap<(Device, usize), Arc<Buffer>>,
+}
+
+impl SharedArenas {
+    /// Allocates the shared arenas for the given methods' planned buffers.
+    pub fn new(
+        metas: &[crate::MethodMeta],
+        registry: &DeviceRegistry,
+        max_planned_bytes: Option<u64>,
+    ) -> Result<SharedArenas> {
+        let mut sizes: std::collections::HashMap<(Device, usize), u64> = Default::default();
+        for meta in metas {
+            let mut ordinal: std::collections::HashMap<Device, usize> = Default::default();
+            for i in 0..meta.num_memory_planned_buffers() {
+                let dev = meta.memory_planned_buffer_device(i)?;
+                let k = ordinal.entry(dev).or_insert(0);
+                let e = sizes.entry((dev, *k)).or_insert(0);
+                *e = (*e).max(meta.memory_planned_buffer_size(i)?);
+                *k += 1;
+            }
+        }
+        let total = sizes.values().fold(0u64, |a, &b| a.saturating_add(b));
+        if let Some(limit) = max_planned_bytes
+            && total > limit
+        {
+            return Err(Error::memory_allocation_failed(format!(
+                "the shared arenas need {total} bytes; the limit is {limit}"
+            )));
+        }
+        let mut buffers = std::collections::HashMap::new();
+        for ((dev, k), size) in sizes {
+            let size = usize::try_from(size).map_err(|_| {
+                Error::memory_allocation_failed(format!(
+                    "shared arena of {size} bytes is too large"
+                ))
+            })?;
+            buffers.insert((dev, k), Arc::new(Buffer::allocate(size, dev, registry)?));
+        }
+        Ok(SharedArenas { buffers })
+    }
+
+    /// The arena for the `ordinal`-th buffer on `device`, at least `size` bytes.
+    pub fn get(&self, device: Device, ordinal: usize, size: u64) -> Result<Arc<Buffer>> {
+        let b = self.buffers.get(&(device, ordinal)).ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "no shared arena for buffer {ordinal} on {device} (the arenas were planned for other methods)"
+            ))
+        })?;
+        if (b.len() as u64) < size {
+            return Err(Error::invalid_argument(format!(
+                "shared arena {ordinal} on {device} has {} bytes; the method needs {size}",
+                b.len()
+            )));
+        }
+        Ok(Arc::clone(b))
+    }
+
+    /// Number of shared arenas.
+    pub fn len(&self) -> usize {
+        self.buffers.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.buffers.is_empty()
     }
 }

@@ -56,6 +56,7 @@ pub struct MethodMeta {
     operators: Vec<String>,
     operator_counts: Vec<usize>,
     delegates: Vec<DelegateInfo>,
+    tensor_devices: Vec<(Device, usize)>,
 }
 
 fn io_info(values: &flatbuffers_values::Values<'_>, idx: i64) -> Result<IoInfo> {
@@ -246,7 +247,21 @@ impl MethodMeta {
                 });
             }
         }
+        let mut tensor_devices: Vec<(Device, usize)> = Vec::new();
+        for i in 0..values.len() {
+            if let Some(pte::KernelTypesRef::Tensor(t)) =
+                values.get(i)?.val().map_err(fb_err("value"))?
+            {
+                let dev = decode_tensor(&t)?.device;
+                match tensor_devices.iter_mut().find(|(d, _)| *d == dev) {
+                    Some((_, n)) => *n += 1,
+                    None => tensor_devices.push((dev, 1)),
+                }
+            }
+        }
+        tensor_devices.sort();
         Ok(MethodMeta {
+            tensor_devices,
             name,
             inputs,
             outputs,
@@ -336,6 +351,10 @@ impl MethodMeta {
     /// The method's delegates.
     pub fn delegates(&self) -> &[DelegateInfo] {
         &self.delegates
+    }
+    /// How many tensor values live on each device (from each tensor's serialized device).
+    pub fn tensor_devices(&self) -> &[(Device, usize)] {
+        &self.tensor_devices
     }
     /// True when some delegate uses backend `id`.
     pub fn uses_backend(&self, id: &str) -> bool {

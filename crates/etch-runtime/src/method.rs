@@ -2,7 +2,7 @@
 //! instructions.
 
 use crate::backend::{BackendInitContext, BackendRegistry, CompileSpec, Delegate};
-use crate::memory::{Buffer, copy_between};
+use crate::memory::{Buffer, SharedArenas, copy_between};
 use crate::meta::MethodMeta;
 use crate::parse::{DataPlacement, TensorDecl, decode_tensor, value_index};
 use etch_core::{
@@ -32,6 +32,13 @@ pub struct LoadConfig {
     /// Most bytes of planned memory a method may allocate (`None`: no limit). Loading a
     /// program that asks for more fails with `MemoryAllocationFailed` before allocating.
     pub max_planned_bytes: Option<u64>,
+    /// Planned arenas shared with other methods (see [`SharedArenas`]); `None`: the
+    /// method allocates its own.
+    pub shared_arenas: Option<Arc<SharedArenas>>,
+    /// How many programs deep this load is (0 for a top-level program; backends that load
+    /// nested programs add one and bound it, so a self-referencing file cannot recurse
+    /// forever).
+    pub nesting_depth: u32,
 }
 
 impl LoadConfig {
@@ -44,6 +51,8 @@ impl LoadConfig {
             named_data: None,
             target_device: None,
             max_planned_bytes: None,
+            shared_arenas: None,
+            nesting_depth: 0,
         }
     }
 }
@@ -114,7 +123,7 @@ pub struct Method {
     /// Most backward jumps one `execute` may take (guards against endless loops).
     jump_limit: Option<u64>,
     /// Planned buffers, in user index order.
-    arenas: Vec<Buffer>,
+    arenas: Vec<Arc<Buffer>>,
     /// Staging buffers for unplanned method inputs and outputs, and device copies of
     /// constants (host constants stay views into the program).
     _owned: Vec<Buffer>,
@@ -137,7 +146,7 @@ impl std::fmt::Debug for Method {
 }
 
 fn planned_ptr(
-    arenas: &mut [Buffer],
+    arenas: &[Arc<Buffer>],
     d: &TensorDecl,
     memory_id: u32,
     offset: u64,
@@ -148,7 +157,7 @@ fn planned_ptr(
             "tensor placed in planned buffer {memory_id}; the method has buffers 1..={n}"
         )));
     }
-    let arena = &mut arenas[memory_id as usize - 1];
+    let arena = &arenas[memory_id as usize - 1];
     // Beyond upstream: a planned tensor must live on its buffer's device.
     if arena.device() != d.device {
         return Err(Error::invalid_program(format!(
@@ -214,11 +223,18 @@ impl Method {
             )));
         }
         let mut arenas = Vec::with_capacity(meta.num_memory_planned_buffers());
+        let mut ordinals: std::collections::HashMap<Device, usize> = Default::default();
         for i in 0..meta.num_memory_planned_buffers() {
             let dev = config
                 .target_device
                 .unwrap_or(meta.memory_planned_buffer_device(i)?);
             let size = meta.memory_planned_buffer_size(i)?;
+            if let Some(shared) = &config.shared_arenas {
+                let k = ordinals.entry(dev).or_insert(0);
+                arenas.push(shared.get(dev, *k, size)?);
+                *k += 1;
+                continue;
+            }
             let size = usize::try_from(size).map_err(|_| {
                 Error::memory_allocation_failed(format!(
                     "planned buffer {i} of {size} bytes is too large"
@@ -226,7 +242,7 @@ impl Method {
             })?;
             let buf = Buffer::allocate(size, dev, &config.devices)
                 .map_err(|e| e.context(format!("planned buffer {i} ({size} bytes)")))?;
-            arenas.push(buf);
+            arenas.push(Arc::new(buf));
         }
 
         let raw_values = plan.values().map_err(fb_err("values"))?;
@@ -407,6 +423,7 @@ impl Method {
             jump_limit: None,
             host_access: arenas
                 .iter()
+                .map(|a| a.as_ref())
                 .chain(owned.iter())
                 .all(|b| b.allocator().is_none_or(|a| a.host_accessible())),
             arenas,
@@ -421,7 +438,7 @@ impl Method {
     fn load_value(
         program: &Program,
         named: &ProgramNamedData<'_>,
-        arenas: &mut [Buffer],
+        arenas: &[Arc<Buffer>],
         owned: &mut Vec<Buffer>,
         config: &LoadConfig,
         v: &pte::EValueRef<'_>,
@@ -509,7 +526,7 @@ impl Method {
                     if d.device.is_cpu() {
                         return Ok((bytes.as_ptr() as *mut u8, bytes.len()));
                     }
-                    let mut buf = Buffer::allocate(bytes.len(), d.device, &config.devices)?;
+                    let buf = Buffer::allocate(bytes.len(), d.device, &config.devices)?;
                     buf.write(0, bytes)?;
                     let p = buf.base();
                     owned.push(buf);
@@ -542,8 +559,7 @@ impl Method {
                             let init = program.mutable_data(*list, *idx, d.nbytes)?;
                             // `planned_ptr` checked that the range lies inside the arena; the
                             // write goes through the allocator for device arenas.
-                            let arena = &mut arenas[*memory_id as usize - 1];
-                            arena.write(*offset as usize, init)?;
+                            arenas[*memory_id as usize - 1].write(*offset as usize, init)?;
                         }
                         (ptr, d.nbytes)
                     }
@@ -557,7 +573,7 @@ impl Method {
                                 d.nbytes
                             )));
                         }
-                        let mut buf = Buffer::allocate(d.nbytes, d.device, &config.devices)?;
+                        let buf = Buffer::allocate(d.nbytes, d.device, &config.devices)?;
                         let p = buf.base();
                         owned.push(buf);
                         (p, d.nbytes)
@@ -694,9 +710,14 @@ impl Method {
         self.outputs.len()
     }
 
-    /// Sizes of the planned arenas this method allocated (user index order).
+    /// Sizes of the planned arenas this method uses (user index order).
     pub fn planned_bytes(&self) -> Vec<usize> {
         self.arenas.iter().map(|a| a.len()).collect()
+    }
+
+    /// The device of each planned arena (user index order), as allocated.
+    pub fn planned_buffer_devices(&self) -> Vec<Device> {
+        self.arenas.iter().map(|a| a.device()).collect()
     }
 
     /// Sets input `i`, copying the caller's data into the method's memory.
@@ -910,7 +931,7 @@ impl Method {
         if *host_access {
             // CPU kernels wrote host-accessible device memory (the simulated device): those
             // are legitimate device-side writes.
-            for b in arenas.iter_mut().chain(_owned.iter_mut()) {
+            for b in arenas.iter().map(|a| a.as_ref()).chain(_owned.iter()) {
                 if let Some(a) = b.allocator().cloned() {
                     a.mark_written(b.base(), b.len());
                 }
