@@ -271,7 +271,7 @@ impl Method {
                 let ev = Self::load_value(
                     program,
                     &named,
-                    &mut arenas,
+                    &arenas,
                     &mut owned,
                     config,
                     &v,
