@@ -12,6 +12,7 @@ USAGE:
     etch inspect MODEL.pte [--json]
     etch run MODEL.pte [--method NAME] [--input FILE.npy]... [--data FILE.ptd]...
                        [--output-dir DIR] [--iterations N] [--simulate-device cuda]
+    etch bench MODEL.pte [--iterations N] [--json] [run's --method/--input/--data/...]
     etch ops
     etch help
 
@@ -54,6 +55,7 @@ fn run_cli(args: &[String]) -> Result<()> {
     match cmd.as_str() {
         "inspect" => cmd_inspect(rest),
         "run" => cmd_run(rest),
+        "bench" => cmd_bench(rest),
         "ops" => cmd_ops(),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
@@ -475,32 +477,104 @@ fn value_to_npy(v: &Value) -> Result<Tensor> {
     }
 }
 
+/// A field of /proc/self/status in bytes (Linux), e.g. `VmHWM` (peak RSS) or `VmRSS`.
+fn proc_status_bytes(field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with(field))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn cmd_bench(args: &[String]) -> Result<()> {
+    let o = Opts::parse(args, &RUN_FLAGS, &["json"])?;
+    let n = iterations(&o, 20)?;
+    let baseline = proc_status_bytes("VmRSS");
+    let Prepared {
+        mut module,
+        method,
+        inputs,
+        load,
+        ..
+    } = prepare(&o)?;
+    let file_bytes = module.program().bytes().len() as u64;
+    let m = module.method(&method)?;
+    let planned: u64 = m.planned_bytes().iter().map(|&b| b as u64).sum();
+    let mut times = Vec::with_capacity(n + 1);
+    for _ in 0..=n {
+        m.set_inputs(&inputs)?;
+        let t = Instant::now();
+        m.execute()?;
+        times.push(t.elapsed());
+    }
+    let first = times[0];
+    let mut rest: Vec<Duration> = times[1..].to_vec();
+    rest.sort();
+    let median = rest[rest.len() / 2];
+    let (min, max) = (rest[0], rest[rest.len() - 1]);
+    let peak = proc_status_bytes("VmHWM");
+    let overhead = match (peak, baseline) {
+        (Some(p), Some(b)) => Some(p.saturating_sub(b + planned + file_bytes)),
+        _ => None,
+    };
+    if o.has("json") {
+        let j = json!({
+            "model": o.model()?,
+            "method": method,
+            "iterations": n,
+            "load_ms": load.as_secs_f64() * 1e3,
+            "first_run_ms": first.as_secs_f64() * 1e3,
+            "median_ms": median.as_secs_f64() * 1e3,
+            "min_ms": min.as_secs_f64() * 1e3,
+            "max_ms": max.as_secs_f64() * 1e3,
+            "peak_rss_bytes": peak,
+            "baseline_rss_bytes": baseline,
+            "planned_bytes": planned,
+            "file_bytes": file_bytes,
+            "overhead_bytes": overhead,
+        });
+        println!("{j}");
+        return Ok(());
+    }
+    println!("{} ({method}), {n} iterations after the first", o.model()?);
+    println!("load       {}", ms(load));
+    println!("first run  {}", ms(first));
+    println!(
+        "execute    median {}  min {}  max {}",
+        ms(median),
+        ms(min),
+        ms(max)
+    );
+    let mib = |b: u64| format!("{:.2} MiB", b as f64 / (1 << 20) as f64);
+    if let (Some(p), Some(b)) = (peak, baseline) {
+        println!(
+            "memory     peak RSS {} = baseline {} + planned arenas {} + mapped file {} + overhead {}",
+            mib(p),
+            mib(b),
+            mib(planned),
+            mib(file_bytes),
+            mib(overhead.unwrap_or(0))
+        );
+    }
+    Ok(())
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
-fn cmd_run(args: &[String]) -> Result<()> {
-    let o = Opts::parse(
-        args,
-        &[
-            "method",
-            "input",
-            "output-dir",
-            "iterations",
-            "data",
-            "simulate-device",
-        ],
-        &[],
-    )?;
+/// A loaded module, its chosen method and its inputs: what `run` and `bench` share.
+struct Prepared {
+    module: Module,
+    method: String,
+    inputs: Vec<Value>,
+    load: Duration,
+    simulated: Option<std::sync::Arc<etch::SimulatedAllocator>>,
+}
+
+const RUN_FLAGS: [&str; 5] = ["method", "input", "data", "simulate-device", "iterations"];
+
+fn prepare(o: &Opts) -> Result<Prepared> {
     let path = o.model()?;
-    let iterations: usize = match o.one("iterations") {
-        Some(s) => s.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
-            Error::invalid_argument(format!(
-                "--iterations must be a positive integer, got '{s}'"
-            ))
-        })?,
-        None => 1,
-    };
     let t0 = Instant::now();
     let mut module = Module::from_file(path)?;
     let mut simulated = None;
@@ -556,7 +630,38 @@ fn cmd_run(args: &[String]) -> Result<()> {
             .map(|(i, f)| adapt_input(i, npy::read(f)?, &meta.inputs()[i]))
             .collect::<Result<_>>()?
     };
+    Ok(Prepared {
+        module,
+        method,
+        inputs,
+        load,
+        simulated,
+    })
+}
 
+fn iterations(o: &Opts, default: usize) -> Result<usize> {
+    match o.one("iterations") {
+        Some(s) => s.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "--iterations must be a positive integer, got '{s}'"
+            ))
+        }),
+        None => Ok(default),
+    }
+}
+
+fn cmd_run(args: &[String]) -> Result<()> {
+    let mut flags = RUN_FLAGS.to_vec();
+    flags.push("output-dir");
+    let o = Opts::parse(args, &flags, &[])?;
+    let iterations = iterations(&o, 1)?;
+    let Prepared {
+        mut module,
+        method,
+        inputs,
+        load,
+        simulated,
+    } = prepare(&o)?;
     let m = module.method(&method)?;
     let mut times = Vec::with_capacity(iterations);
     for _ in 0..iterations {
