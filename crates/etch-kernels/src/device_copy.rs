@@ -31,6 +31,21 @@ fn check_pair(op: &str, src: &TensorRef<'_>, out: &TensorRef<'_>) -> Result<()> 
     Ok(())
 }
 
+/// The allocator of `dev`'s type, or `NotFound` naming the device type.
+fn allocator(
+    ctx: &KernelContext<'_>,
+    op: &str,
+    dev: etch_core::Device,
+) -> Result<std::sync::Arc<dyn etch_core::DeviceAllocator>> {
+    ctx.devices()?.get(dev.kind).ok_or_else(|| {
+        Error::not_found(format!(
+            "{op}: no device allocator registered for device_type={} ({})",
+            dev.kind as i8,
+            dev.kind.name()
+        ))
+    })
+}
+
 fn h2d_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "_h2d_copy";
     let src = ctx.tensor(0)?;
@@ -60,13 +75,7 @@ fn h2d_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         return Ok(());
     }
     let dev = out.device();
-    let alloc = ctx.devices()?.get(dev.kind).ok_or_else(|| {
-        Error::not_found(format!(
-            "{OP}: no device allocator registered for device_type={} ({})",
-            dev.kind as i8,
-            dev.kind.name()
-        ))
-    })?;
+    let alloc = allocator(ctx, OP, dev)?;
     alloc
         .copy_host_to_device(out.data_ptr(), bytes, dev.index)
         .map_err(|e| Error::internal(format!("{OP}: copy_host_to_device failed: {e}")))
@@ -101,13 +110,7 @@ fn d2h_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         return Ok(());
     }
     let dev = src.device();
-    let alloc = ctx.devices()?.get(dev.kind).ok_or_else(|| {
-        Error::not_found(format!(
-            "{OP}: no device allocator registered for device_type={} ({})",
-            dev.kind as i8,
-            dev.kind.name()
-        ))
-    })?;
+    let alloc = allocator(ctx, OP, dev)?;
     let dst = out.bytes_mut()?;
     alloc
         .copy_device_to_host(dst, src.data_ptr(), dev.index)

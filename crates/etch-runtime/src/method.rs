@@ -1,7 +1,7 @@
 //! `Method`: a loaded, executable method with its values, planned arenas and resolved
 //! instructions.
 
-use crate::backend::{BackendInitContext, BackendRegistry, CompileSpec, Delegate};
+use crate::backend::{BackendInitContext, BackendRegistry, Delegate};
 use crate::memory::{Buffer, SharedArenas, copy_between};
 use crate::meta::MethodMeta;
 use crate::parse::{DataPlacement, TensorDecl, decode_tensor, value_index};
@@ -337,31 +337,19 @@ impl Method {
                         Error::invalid_program(format!("delegate {di} has no processed data"))
                     })?;
                 let processed = program.delegate_data(&processed_ref)?;
-                let mut specs = Vec::new();
-                if let Some(cs) = d.compile_specs().map_err(fb_err("compile specs"))? {
-                    for c in cs.iter() {
-                        let c = c.map_err(fb_err("compile spec"))?;
-                        specs.push(CompileSpec {
-                            key: c
-                                .key()
-                                .map_err(fb_err("compile spec key"))?
-                                .unwrap_or("")
-                                .to_string(),
-                            value: c
-                                .value()
-                                .map_err(fb_err("compile spec value"))?
-                                .unwrap_or(&[])
-                                .to_vec(),
-                        });
-                    }
-                }
+                // Compile specs were decoded into the method's metadata.
+                let specs = meta
+                    .delegates()
+                    .get(di)
+                    .map(|info| info.compile_specs.as_slice())
+                    .unwrap_or(&[]);
                 let ctx = BackendInitContext {
                     method_name: &name,
                     named_data: Some(&named),
                     config,
                 };
                 let h = backend
-                    .init(&ctx, processed, &specs)
+                    .init(&ctx, processed, specs)
                     .map_err(|e| e.context(format!("initialising delegate {di} ({id})")))?;
                 delegates.push(h);
                 delegate_ids.push(id);
