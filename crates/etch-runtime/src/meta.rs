@@ -154,6 +154,15 @@ impl MethodMeta {
             for d in devs.iter() {
                 let d = d.map_err(fb_err("buffer device"))?;
                 let idx = d.buffer_idx().map_err(fb_err("buffer device index"))?;
+                let dev = Device::from_serialized(
+                    i8::from(d.device_type().map_err(fb_err("buffer device type"))?),
+                    d.device_index().map_err(fb_err("buffer device index"))?,
+                )?;
+                // A dense list may describe the reserved slot 0 as CPU:0 (upstream's
+                // serializer round-trips such lists); any other claim on slot 0 is an error.
+                if idx == 0 && dev == Device::CPU {
+                    continue;
+                }
                 if idx <= 0 || idx as usize > buffer_sizes.len() {
                     return Err(Error::invalid_program(format!(
                         "non_const_buffer_device names buffer {idx}; valid internal indices are 1..={}",
@@ -167,10 +176,7 @@ impl MethodMeta {
                     )));
                 }
                 seen[user] = true;
-                buffer_devices[user] = Device::from_serialized(
-                    i8::from(d.device_type().map_err(fb_err("buffer device type"))?),
-                    d.device_index().map_err(fb_err("buffer device index"))?,
-                )?;
+                buffer_devices[user] = dev;
             }
         }
         let mut operators = Vec::new();
