@@ -20,6 +20,8 @@
 //! `etch-kernels` (portable CPU kernels).
 #![warn(missing_docs)]
 
+use std::sync::{Arc, OnceLock};
+
 mod module;
 pub mod npy;
 
@@ -38,6 +40,65 @@ pub use etch_runtime::{
 
 pub use etch_backends::{ExecutorBackend, default_backends};
 pub use etch_devices::{SimStats, SimulatedAllocator};
+
+/// Why the default registry has no CUDA allocator (or `None` when it has one).
+#[derive(Debug, Clone)]
+pub struct DeviceStatus {
+    /// The CUDA allocator, when a driver and devices were found.
+    #[cfg(feature = "cuda")]
+    pub cuda: Option<Arc<etch_devices::cuda::CudaAllocator>>,
+    /// Why there is no CUDA device.
+    pub cuda_unavailable: Option<String>,
+}
+
+fn device_status() -> &'static DeviceStatus {
+    static STATUS: OnceLock<DeviceStatus> = OnceLock::new();
+    STATUS.get_or_init(|| {
+        #[cfg(feature = "cuda")]
+        {
+            match etch_devices::cuda::CudaAllocator::new() {
+                Ok(a) => {
+                    let a = Arc::new(a);
+                    match DeviceRegistry::global().register(a.clone()) {
+                        Ok(()) => DeviceStatus {
+                            cuda: Some(a),
+                            cuda_unavailable: None,
+                        },
+                        // Someone registered another CUDA allocator first (e.g. a simulated
+                        // one): keep theirs.
+                        Err(e) => DeviceStatus {
+                            cuda: None,
+                            cuda_unavailable: Some(e.message().to_string()),
+                        },
+                    }
+                }
+                Err(e) => DeviceStatus {
+                    cuda: None,
+                    cuda_unavailable: Some(e.message().to_string()),
+                },
+            }
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            DeviceStatus {
+                cuda_unavailable: Some("etch was built without the `cuda` feature".into()),
+            }
+        }
+    })
+}
+
+/// The process-wide device registry with the real devices registered: the CUDA allocator
+/// when a CUDA driver and GPU are present (registered on first call; no explicit init is
+/// needed). [`Module`] uses it unless given another registry.
+pub fn default_devices() -> Arc<DeviceRegistry> {
+    let _ = device_status();
+    DeviceRegistry::global()
+}
+
+/// Whether CUDA is available, and the allocator if so.
+pub fn devices_status() -> &'static DeviceStatus {
+    device_status()
+}
 
 /// A registry with every portable CPU kernel.
 pub fn default_kernels() -> KernelRegistry {

@@ -14,6 +14,7 @@ USAGE:
                        [--output-dir DIR] [--iterations N] [--simulate-device cuda]
     etch bench MODEL.pte [--iterations N] [--json] [run's --method/--input/--data/...]
     etch ops
+    etch devices
     etch help
 
 run:
@@ -57,6 +58,7 @@ fn run_cli(args: &[String]) -> Result<()> {
         "run" => cmd_run(rest),
         "bench" => cmd_bench(rest),
         "ops" => cmd_ops(),
+        "devices" => cmd_devices(),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())
@@ -296,6 +298,35 @@ fn cmd_inspect(args: &[String]) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+fn cmd_devices() -> Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("cpu: host, {cores} thread(s)");
+    let status = etch::devices_status();
+    #[cfg(feature = "cuda")]
+    if let Some(cuda) = &status.cuda {
+        for d in cuda.devices()? {
+            println!(
+                "cuda:{}: {}, {:.1} GiB total, {:.1} GiB free, compute capability {}.{}",
+                d.index,
+                d.name,
+                d.total_bytes as f64 / (1u64 << 30) as f64,
+                d.free_bytes as f64 / (1u64 << 30) as f64,
+                d.compute_capability.0,
+                d.compute_capability.1
+            );
+        }
+        return Ok(());
+    }
+    println!(
+        "cuda: none ({})",
+        status
+            .cuda_unavailable
+            .as_deref()
+            .unwrap_or("unknown reason")
+    );
     Ok(())
 }
 

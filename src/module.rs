@@ -73,13 +73,13 @@ impl Module {
     }
 
     /// Wraps an already loaded program, with the portable CPU kernels, the built-in
-    /// backends (`ExecutorBackend`) and the process-wide device registry.
+    /// backends (`ExecutorBackend`) and the default devices ([`crate::default_devices`]).
     pub fn from_program(program: Program) -> Module {
         Module {
             program,
             kernels: Arc::new(crate::default_kernels()),
             backends: Arc::new(etch_backends::default_backends()),
-            devices: DeviceRegistry::global(),
+            devices: crate::default_devices(),
             max_planned_bytes: None,
             share_arenas: false,
             shared_arenas: None,
@@ -126,7 +126,7 @@ impl Module {
         self
     }
 
-    /// Replaces the device allocator registry (default: [`DeviceRegistry::global`]).
+    /// Replaces the device allocator registry (default: [`crate::default_devices`]).
     pub fn with_devices(mut self, devices: Arc<DeviceRegistry>) -> Module {
         self.devices = devices;
         self.shared_arenas = None;

@@ -3,6 +3,8 @@
 //! trait, the [`DeviceRegistry`] and [`DeviceMemoryBuffer`]).
 #![warn(missing_docs)]
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 mod simulated;
 
 pub use etch_core::alloc::{

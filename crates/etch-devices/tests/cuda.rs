@@ -1,0 +1,182 @@
+//! The CUDA allocator on a real GPU. Without a CUDA driver (CI, this machine) every test
+//! prints that it was skipped and returns; `scripts/gpu-test.sh` builds these for the H200.
+
+#![cfg(feature = "cuda")]
+
+use etch_core::{DeviceAllocator, DeviceMemoryBuffer, DeviceRegistry, DeviceType, ErrorCode};
+use etch_devices::cuda::{CudaAllocator, driver_present};
+use std::sync::{Arc, OnceLock};
+
+fn cuda() -> Option<&'static CudaAllocator> {
+    static A: OnceLock<Option<CudaAllocator>> = OnceLock::new();
+    let a = A
+        .get_or_init(|| {
+            if !driver_present() {
+                return None;
+            }
+            CudaAllocator::new().ok()
+        })
+        .as_ref();
+    if a.is_none() {
+        eprintln!("skipped: no CUDA driver or device");
+    }
+    a
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+#[test]
+fn devices_are_listed() {
+    let Some(a) = cuda() else { return };
+    let d = a.devices().unwrap();
+    assert!(!d.is_empty());
+    for x in &d {
+        assert!(x.total_bytes > 0 && x.free_bytes <= x.total_bytes);
+        eprintln!("{x:?}");
+    }
+}
+
+#[test]
+fn copies_round_trip_bit_exactly_from_1_byte_to_1_gib() {
+    let Some(a) = cuda() else { return };
+    let mut sizes = vec![
+        1usize,
+        3,
+        7,
+        255,
+        4096,
+        4097,
+        65_537,
+        1 << 20,
+        (1 << 20) + 13,
+        16 << 20,
+    ];
+    sizes.push(1 << 30);
+    for &n in &sizes {
+        for offset in [0usize, 1, 13] {
+            if n == 1 << 30 && offset != 0 {
+                continue;
+            }
+            let p = a.allocate(n + offset, 0, 256).unwrap();
+            // SAFETY: `offset` lies inside the allocation of `n + offset` bytes.
+            let dst = unsafe { p.add(offset) };
+            let src = pattern(n, offset as u8);
+            a.copy_host_to_device(dst, &src, 0).unwrap();
+            let q = a.allocate(n, 0, 8).unwrap();
+            a.copy_device_to_device(q, 0, dst, 0, n).unwrap();
+            let mut back = vec![0u8; n];
+            a.copy_device_to_host(&mut back, q, 0).unwrap();
+            assert!(back == src, "size {n} offset {offset}: mismatch");
+            a.deallocate(p, 0).unwrap();
+            a.deallocate(q, 0).unwrap();
+        }
+    }
+}
+
+#[test]
+fn error_cases_are_errors() {
+    let Some(a) = cuda() else { return };
+    let n = a.num_devices() as i8;
+    assert_eq!(
+        a.allocate(64, 0, 3).unwrap_err().code(),
+        ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        a.allocate(64, 0, 512).unwrap_err().code(),
+        ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        a.allocate(64, -2, 8).unwrap_err().code(),
+        ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        a.allocate(64, n, 8).unwrap_err().code(),
+        ErrorCode::InvalidArgument
+    );
+    // -1 is the current device.
+    let p = a.allocate(64, -1, 8).unwrap();
+    a.deallocate(p, -1).unwrap();
+    // Null pointers are rejected before any zero-size shortcut.
+    assert_eq!(
+        a.copy_host_to_device(std::ptr::null_mut(), &[1, 2], 0)
+            .unwrap_err()
+            .code(),
+        ErrorCode::InvalidArgument
+    );
+    assert!(a.deallocate(std::ptr::null_mut(), 0).is_err());
+    // Out of memory: an error with the requested and free bytes, never an abort.
+    let e = a.allocate(1 << 50, 0, 8).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::MemoryAllocationFailed);
+    assert!(e.message().contains("free"), "{e}");
+    // A host pointer is not device memory.
+    let host = [0u8; 16];
+    let mut out = [0u8; 16];
+    assert!(a.copy_device_to_host(&mut out, host.as_ptr(), 0).is_err());
+}
+
+#[test]
+fn accounting_and_no_leaks() {
+    let Some(a) = cuda() else { return };
+    let (free0, _) = a.mem_info(0).unwrap();
+    let registry = DeviceRegistry::new();
+    // Register a second handle to the same allocator type in a private registry.
+    registry
+        .register(Arc::new(CudaAllocator::new().unwrap()))
+        .unwrap();
+    {
+        let bufs: Vec<_> = (0..16)
+            .map(|_| {
+                DeviceMemoryBuffer::create(&registry, 64 << 20, DeviceType::Cuda, 0, 256).unwrap()
+            })
+            .collect();
+        let (free1, _) = a.mem_info(0).unwrap();
+        assert!(free0 - free1 >= 16 * (64 << 20), "{free0} -> {free1}");
+        drop(bufs);
+    }
+    let (free2, _) = a.mem_info(0).unwrap();
+    // The driver may keep a little for itself; 16 × 64 MiB must be back.
+    assert!(free2 + (8 << 20) >= free0, "leaked: {free0} -> {free2}");
+}
+
+#[test]
+fn several_threads_use_the_allocator() {
+    let Some(a) = cuda() else { return };
+    std::thread::scope(|s| {
+        for t in 0..8u8 {
+            s.spawn(move || {
+                for i in 0..50usize {
+                    let n = 1000 + i * 37 + t as usize;
+                    let p = a.allocate(n, 0, 16).unwrap();
+                    let src = pattern(n, t);
+                    a.copy_host_to_device(p, &src, 0).unwrap();
+                    let mut back = vec![0u8; n];
+                    a.copy_device_to_host(&mut back, p, 0).unwrap();
+                    assert_eq!(back, src);
+                    a.deallocate(p, 0).unwrap();
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn pinned_memory_round_trips() {
+    let Some(a) = cuda() else { return };
+    let n = 8 << 20;
+    let h = a.alloc_pinned(n).unwrap();
+    // SAFETY: `h` is a fresh pinned allocation of `n` bytes.
+    let hs = unsafe { std::slice::from_raw_parts_mut(h, n) };
+    hs.copy_from_slice(&pattern(n, 9));
+    let d = a.allocate(n, 0, 256).unwrap();
+    a.copy_host_to_device(d, hs, 0).unwrap();
+    let mut back = vec![0u8; n];
+    a.copy_device_to_host(&mut back, d, 0).unwrap();
+    assert!(back == hs);
+    a.deallocate(d, 0).unwrap();
+    // SAFETY: allocated above, no longer used.
+    unsafe { a.free_pinned(h).unwrap() };
+}
