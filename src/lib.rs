@@ -38,7 +38,23 @@ pub use etch_runtime::{
     LoadConfig, Method, MethodMeta, TensorInfo,
 };
 
-pub use etch_backends::{ExecutorBackend, default_backends};
+pub use etch_backends::ExecutorBackend;
+
+/// The backends etch provides: `ExecutorBackend`, with the CUDA kernels for delegates on
+/// `cuda:N` when built with the `cuda` feature (the simulated device uses the portable CPU
+/// kernels).
+pub fn default_backends() -> BackendRegistry {
+    let backend = ExecutorBackend::new();
+    #[cfg(feature = "cuda")]
+    let backend = backend.with_device_kernels(
+        DeviceType::Cuda,
+        Arc::new(etch_kernels_cuda::cuda_registry()),
+    );
+    let mut r = BackendRegistry::new();
+    // A fresh registry has no entries, so registration cannot collide.
+    let _ = r.register(etch_backends::EXECUTOR_BACKEND_ID, Arc::new(backend));
+    r
+}
 pub use etch_devices::{SimStats, SimulatedAllocator};
 
 /// Why the default registry has no CUDA allocator (or `None` when it has one).

@@ -78,7 +78,7 @@ impl Module {
         Module {
             program,
             kernels: Arc::new(crate::default_kernels()),
-            backends: Arc::new(etch_backends::default_backends()),
+            backends: Arc::new(crate::default_backends()),
             devices: crate::default_devices(),
             max_planned_bytes: None,
             share_arenas: false,

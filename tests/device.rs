@@ -316,3 +316,59 @@ fn cpu_methods_share_arenas() {
     let dp = m.method("double_plus").unwrap().planned_bytes();
     assert_eq!(fwd, dp, "both methods use the same (largest) arena");
 }
+
+/// On a machine with a CUDA GPU (the H200 run of scripts/gpu-test.sh), the device fixtures
+/// run on real CUDA with the default devices and match PyTorch; elsewhere this is skipped.
+#[test]
+fn device_fixtures_on_real_cuda() {
+    let Some(cuda) = etch::devices_status().cuda.clone() else {
+        eprintln!("skipped: no CUDA device");
+        return;
+    };
+    // The first pass also compiles the kernels and creates cuBLAS handles (kept for the
+    // process); the second pass must give back every byte it takes.
+    let mut free0 = 0;
+    for pass in 0..2 {
+        if pass == 1 {
+            free0 = cuda.mem_info(0).unwrap().0;
+        }
+        for fx in manifest_in(&device_dir()) {
+            let in_devs = case_devices(&fx.name, "input_devices");
+            {
+                let mut module = Module::from_file(&fx.pte).unwrap();
+                for (ci, case) in fx.cases.iter().enumerate() {
+                    let inputs: Vec<Value> = case
+                        .inputs
+                        .iter()
+                        .zip(&case.input_dtypes)
+                        .zip(&in_devs[ci])
+                        .map(|((p, d), dev)| match load_input(p, d) {
+                            Value::Tensor(t) if dev != "cpu" => Value::Tensor(
+                                t.to_device(dev.parse().unwrap(), module.devices()).unwrap(),
+                            ),
+                            v => v,
+                        })
+                        .collect();
+                    let outputs = module
+                        .execute(&case.method, &inputs)
+                        .unwrap_or_else(|e| panic!("{} case {ci}: {e}", fx.name));
+                    for (oi, (got, exp)) in outputs.iter().zip(&case.expected).enumerate() {
+                        let host = Value::Tensor(got.as_tensor().unwrap().to_cpu().unwrap());
+                        check_output(
+                            &format!("cuda {} case {ci} output {oi}", fx.name),
+                            &host,
+                            exp,
+                            &case.output_dtypes[oi],
+                            case.rtol.max(1e-5),
+                            case.atol.max(1e-5),
+                        );
+                    }
+                }
+            }
+            eprintln!("cuda: {} ok", fx.name);
+        }
+    }
+    let (free1, _) = cuda.mem_info(0).unwrap();
+    assert_eq!(cuda.stats().live_allocations, 0, "{:?}", cuda.stats());
+    assert!(free1 + (2 << 20) >= free0, "leaked: {free0} -> {free1}");
+}

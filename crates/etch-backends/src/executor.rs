@@ -85,8 +85,10 @@ impl Backend for ExecutorBackend {
                 ))
             })?;
             match self.device_kernels.get(&device.kind) {
+                // Host-addressable device memory (the simulated device) runs the loader's
+                // CPU kernels; real device memory needs the device's kernels.
+                _ if alloc.host_accessible() => Arc::clone(&config.kernels),
                 Some(k) => Arc::clone(k),
-                None if alloc.host_accessible() => Arc::clone(&config.kernels),
                 None => {
                     return Err(Error::not_supported(format!(
                         "no kernels are registered for {device}"

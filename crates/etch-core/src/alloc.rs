@@ -81,6 +81,12 @@ pub trait DeviceAllocator: Send + Sync {
         Ok(())
     }
 
+    /// The allocator as `Any`, so device kernels can reach their allocator's concrete type
+    /// (its contexts and streams). The default is not downcastable.
+    fn as_any(&self) -> &dyn std::any::Any {
+        &()
+    }
+
     /// True when device memory is ordinary host memory (the simulated device), so CPU
     /// kernels may run on it directly. Real accelerators return `false`.
     fn host_accessible(&self) -> bool {

@@ -34,10 +34,29 @@ struct Gpu {
     stream: Arc<CudaStream>,
 }
 
+/// Live allocations and counters of a [`CudaAllocator`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CudaStats {
+    /// Allocations made.
+    pub allocations: u64,
+    /// Frees made.
+    pub frees: u64,
+    /// Allocations alive now.
+    pub live_allocations: u64,
+    /// Bytes alive now (as requested).
+    pub live_bytes: u64,
+}
+
 /// The CUDA device allocator (registers as [`DeviceType::Cuda`]).
 pub struct CudaAllocator {
     gpus: Vec<Gpu>,
+    /// Live allocations: (device ordinal, address) → size. Frees of anything else are
+    /// rejected instead of reaching the driver.
+    live: std::sync::Mutex<LiveAllocations>,
 }
+
+/// Sizes of live allocations by (device ordinal, address), and the counters.
+type LiveAllocations = (std::collections::HashMap<(usize, u64), usize>, CudaStats);
 
 impl std::fmt::Debug for CudaAllocator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -81,7 +100,15 @@ impl CudaAllocator {
                 .map_err(|e| cuda_err(&format!("stream for cuda:{i}"), e))?;
             gpus.push(Gpu { ctx, stream });
         }
-        Ok(CudaAllocator { gpus })
+        Ok(CudaAllocator {
+            gpus,
+            live: Default::default(),
+        })
+    }
+
+    /// Allocation counters (our own accounting, next to the driver's free memory).
+    pub fn stats(&self) -> CudaStats {
+        self.live.lock().map(|l| l.1).unwrap_or_default()
     }
 
     /// Number of devices.
@@ -149,6 +176,22 @@ impl CudaAllocator {
         Ok(i)
     }
 
+    /// The stream device `index`'s copies (and kernels) are ordered on; binds its context
+    /// to the calling thread.
+    pub fn stream(&self, index: i8) -> Result<Arc<CudaStream>> {
+        Ok(Arc::clone(&self.gpu(index)?.stream))
+    }
+
+    /// The context of device `index`, bound to the calling thread.
+    pub fn context(&self, index: i8) -> Result<Arc<CudaContext>> {
+        Ok(Arc::clone(&self.gpu(index)?.ctx))
+    }
+
+    /// The device ordinal an index means (−1: the current device).
+    pub fn ordinal(&self, index: i8) -> Result<usize> {
+        self.resolve(index)
+    }
+
     fn gpu(&self, index: i8) -> Result<&Gpu> {
         let i = self.resolve(index)?;
         let g = &self.gpus[i];
@@ -197,6 +240,10 @@ impl DeviceAllocator for CudaAllocator {
         DeviceType::Cuda
     }
 
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn allocate(&self, nbytes: usize, index: i8, alignment: usize) -> Result<*mut u8> {
         if !alignment.is_power_of_two() || alignment > MAX_CUDA_ALIGNMENT {
             return Err(Error::invalid_argument(format!(
@@ -207,7 +254,16 @@ impl DeviceAllocator for CudaAllocator {
         // cuMemAlloc rejects 0 bytes; every allocation gets a distinct address.
         // SAFETY: the context is bound; the memory is returned to the caller uninitialised.
         match unsafe { result::malloc_sync(nbytes.max(1)) } {
-            Ok(p) => Ok(p as usize as *mut u8),
+            Ok(p) => {
+                let ordinal = self.resolve(index)?;
+                if let Ok(mut l) = self.live.lock() {
+                    l.0.insert((ordinal, p), nbytes);
+                    l.1.allocations += 1;
+                    l.1.live_allocations += 1;
+                    l.1.live_bytes += nbytes as u64;
+                }
+                Ok(p as usize as *mut u8)
+            }
             Err(e) => {
                 let free = g.ctx.mem_get_info().map(|(f, _)| f).unwrap_or(0);
                 Err(Error::memory_allocation_failed(format!(
@@ -219,6 +275,21 @@ impl DeviceAllocator for CudaAllocator {
 
     fn deallocate(&self, ptr: *mut u8, index: i8) -> Result<()> {
         Self::check_ptr(ptr, "deallocate")?;
+        let ordinal = self.resolve(index)?;
+        {
+            let mut l = self
+                .live
+                .lock()
+                .map_err(|_| Error::internal("CUDA allocator lock poisoned"))?;
+            let Some(size) = l.0.remove(&(ordinal, ptr as usize as u64)) else {
+                return Err(Error::invalid_argument(format!(
+                    "freeing {ptr:?} on cuda:{index}, which this allocator did not allocate (or already freed)"
+                )));
+            };
+            l.1.frees += 1;
+            l.1.live_allocations -= 1;
+            l.1.live_bytes -= size as u64;
+        }
         let g = self.gpu(index)?;
         // Pending copies on the stream may still use the memory.
         g.stream

@@ -88,9 +88,7 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let w = ctx.tensor(1)?;
     let bias = ctx.opt_tensor(2)?;
     if ctx.bool(6)? {
-        return Err(Error::not_implemented(format!(
-            "{OP}: transposed convolution"
-        )));
+        return conv_transposed(ctx);
     }
     let one_d = x.dim() == 3;
     if x.dim() != w.dim() || !(x.dim() == 3 || x.dim() == 4) {
@@ -223,6 +221,163 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
                         for xo in 0..ow {
                             o[obase + y * ov.s[2] + xo * ov.s[3]] =
                                 T::from_f(acc[co * npix + y * ow + xo] + bias_v);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Transposed convolution (`convolution` with `transposed=True`): per batch item and group,
+/// `col = Wᵀ · x` with `gemm`, then `col` is scattered into the output (col2im). The
+/// weight is `[C_in, C_out / groups, kH, kW]`.
+fn conv_transposed(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::convolution.out";
+    let x = ctx.tensor(0)?;
+    let w = ctx.tensor(1)?;
+    let bias = ctx.opt_tensor(2)?;
+    let one_d = x.dim() == 3;
+    if x.dim() != w.dim() || !(x.dim() == 3 || x.dim() == 4) {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: input {:?} and weight {:?} must both be 3-D or 4-D",
+            x.sizes(),
+            w.sizes()
+        )));
+    }
+    let (sh, sw) = pair(OP, "stride", ctx.int_list(3)?, one_d, 1)?;
+    let (ph, pw) = pair(OP, "padding", ctx.int_list(4)?, one_d, 0)?;
+    let (dh, dw) = pair(OP, "dilation", ctx.int_list(5)?, one_d, 1)?;
+    let (oph, opw) = pair(OP, "output_padding", ctx.int_list(7)?, one_d, 0)?;
+    let groups = ctx.int(8)?;
+    let xv = view4(OP, &x, true)?;
+    let wv = view4(OP, &w, true)?;
+    if groups <= 0 || xv.c % groups as usize != 0 || wv.n != xv.c {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: groups={groups}, input channels {} and weight {:?} do not match",
+            xv.c,
+            w.sizes()
+        )));
+    }
+    if sh == 0 || sw == 0 || dh == 0 || dw == 0 || oph >= sh.max(dh) || opw >= sw.max(dw) {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: invalid stride/dilation/output_padding for a transposed convolution"
+        )));
+    }
+    let g = groups as usize;
+    let (cin_g, cout_g, kh, kw) = (xv.c / g, wv.c, wv.h, wv.w);
+    let cout = cout_g * g;
+    let full = |i: usize, s: usize, d: usize, k: usize, op: usize| {
+        (i.max(1) - 1) * s + d * (k.max(1) - 1) + op + 1
+    };
+    let (fh, fw) = (full(xv.h, sh, dh, kh, oph), full(xv.w, sw, dw, kw, opw));
+    if fh < 2 * ph + 1 || fw < 2 * pw + 1 {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: padding leaves an empty output"
+        )));
+    }
+    let (oh, ow) = (fh - 2 * ph, fw - 2 * pw);
+    if let Some(b) = &bias {
+        if b.numel() != cout {
+            return Err(Error::invalid_argument(format!(
+                "{OP}: bias has {} elements for {cout} output channels",
+                b.numel()
+            )));
+        }
+        same_dtype(OP, x.dtype(), b.dtype())?;
+    }
+    let mut osz = Shape::from_slice(&[xv.n, cout])?;
+    if !one_d {
+        osz.push(oh)?;
+    }
+    osz.push(ow)?;
+    let mut out = ctx.resize_out(9, &osz)?;
+    same_dtype(OP, x.dtype(), w.dtype())?;
+    same_dtype(OP, x.dtype(), out.dtype())?;
+    let ov = view4(OP, &out, true)?;
+    let m = cout_g * kh * kw;
+    let npix = xv.h * xv.w;
+    let opix = oh * ow;
+    dispatch_float!(x.dtype(), OP, "input", |T| {
+        type F = <T as FElem>::F;
+        let xs = x.data::<T>()?;
+        let ws = w.data::<T>()?;
+        let bs = match &bias {
+            Some(b) => Some(b.data::<T>()?),
+            None => None,
+        };
+        let o = out.data_mut::<T>()?;
+        // scratch: widened weights [C_in, m], one group's input [cin_g, npix], the product
+        // [m, npix] and the output accumulator [cout_g, opix].
+        let mut wf: Vec<F> = Vec::with_capacity(xv.c * m);
+        for ci in 0..xv.c {
+            for co in 0..cout_g {
+                for i in 0..kh {
+                    for j in 0..kw {
+                        wf.push(ws[ci * wv.s[0] + co * wv.s[1] + i * wv.s[2] + j * wv.s[3]].to_f());
+                    }
+                }
+            }
+        }
+        let mut xf: Vec<F> = vec![F::ZERO; cin_g * npix];
+        let mut col: Vec<F> = vec![F::ZERO; m * npix];
+        let mut acc: Vec<F> = vec![F::ZERO; cout_g * opix];
+        for n in 0..xv.n {
+            for gi in 0..g {
+                for ci in 0..cin_g {
+                    let cb = n * xv.s[0] + (gi * cin_g + ci) * xv.s[1];
+                    for y in 0..xv.h {
+                        for xi in 0..xv.w {
+                            xf[ci * npix + y * xv.w + xi] =
+                                xs[cb + y * xv.s[2] + xi * xv.s[3]].to_f();
+                        }
+                    }
+                }
+                let d = GemmDims {
+                    batch: 1,
+                    m,
+                    n: npix,
+                    k: cin_g,
+                };
+                let a = MatRef {
+                    data: &wf[gi * cin_g * m..(gi + 1) * cin_g * m],
+                    strides: [0, 1, m],
+                };
+                let b = MatRef {
+                    data: &xf,
+                    strides: [0, npix, 1],
+                };
+                gemm_batched(OP, d, a, b, &mut col, [0, npix, 1], F::ONE, false)?;
+                acc.iter_mut().for_each(|v| *v = F::ZERO);
+                for co in 0..cout_g {
+                    for i in 0..kh {
+                        for j in 0..kw {
+                            let row = &col[((co * kh + i) * kw + j) * npix..][..npix];
+                            for y in 0..xv.h {
+                                let oy = (y * sh + i * dh) as isize - ph as isize;
+                                if oy < 0 || oy as usize >= oh {
+                                    continue;
+                                }
+                                let abase = co * opix + oy as usize * ow;
+                                for xi in 0..xv.w {
+                                    let ox = (xi * sw + j * dw) as isize - pw as isize;
+                                    if ox >= 0 && (ox as usize) < ow {
+                                        acc[abase + ox as usize] += row[y * xv.w + xi];
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                for co in 0..cout_g {
+                    let c = gi * cout_g + co;
+                    let bias_v = bs.map_or(F::ZERO, |b| b[c].to_f());
+                    let obase = n * ov.s[0] + c * ov.s[1];
+                    for y in 0..oh {
+                        for xo in 0..ow {
+                            o[obase + y * ov.s[2] + xo * ov.s[3]] =
+                                T::from_f(acc[co * opix + y * ow + xo] + bias_v);
                         }
                     }
                 }

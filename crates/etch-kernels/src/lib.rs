@@ -17,6 +17,7 @@ pub mod prim;
 pub mod reduce;
 pub mod shape;
 pub mod unary;
+pub mod upsample;
 pub mod util;
 
 use etch_core::{KernelRegistry, Result};
@@ -25,6 +26,7 @@ use etch_core::{KernelRegistry, Result};
 pub fn register_portable(reg: &mut KernelRegistry) -> Result<()> {
     binary::register(reg)?;
     unary::register(reg)?;
+    upsample::register(reg)?;
     linalg::register(reg)?;
     shape::register(reg)?;
     norm::register(reg)?;

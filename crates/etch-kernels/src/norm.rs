@@ -251,11 +251,181 @@ fn batch_norm_no_training_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     })
 }
 
+/// `native_group_norm`: args [input, weight?, bias?, N, C, HxW, group, eps, out, mean,
+/// rstd]. `mean` and `rstd` have shape (N, group); statistics accumulate in `f64`.
+fn native_group_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::native_group_norm.out";
+    let x = ctx.tensor(0)?;
+    let w = ctx.opt_tensor(1)?;
+    let b = ctx.opt_tensor(2)?;
+    let (n, c, hw, group) = (ctx.int(3)?, ctx.int(4)?, ctx.int(5)?, ctx.int(6)?);
+    let eps = ctx.double(7)?;
+    if n < 0 || c < 0 || hw < 0 || group <= 0 || c % group != 0 {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: invalid N={n}, C={c}, HxW={hw}, group={group}"
+        )));
+    }
+    let (n, c, hw, group) = (n as usize, c as usize, hw as usize, group as usize);
+    if x.dim() < 2 || x.sizes()[0] != n || x.sizes()[1] != c || x.numel() != n * c * hw {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: input {:?} does not match N={n}, C={c}, HxW={hw}",
+            x.sizes()
+        )));
+    }
+    require_contiguous(OP, "input", &x)?;
+    check_param(OP, "weight", &w, c, x.dtype())?;
+    check_param(OP, "bias", &b, c, x.dtype())?;
+    let mut out = ctx.resize_out(8, x.sizes())?;
+    let mut mean_t = ctx.resize_out(9, &[n, group])?;
+    let mut rstd_t = ctx.resize_out(10, &[n, group])?;
+    for t in [&out, &mean_t, &rstd_t] {
+        same_dtype(OP, x.dtype(), t.dtype())?;
+        require_contiguous(OP, "out", t)?;
+    }
+    let cg = c / group;
+    let len = cg * hw;
+    dispatch_float!(x.dtype(), OP, "input", |T| {
+        type F = <T as FElem>::F;
+        let xs = x.data::<T>()?;
+        let ws = match &w {
+            Some(t) => Some(t.data::<T>()?),
+            None => None,
+        };
+        let bs = match &b {
+            Some(t) => Some(t.data::<T>()?),
+            None => None,
+        };
+        let o = out.data_mut::<T>()?;
+        let mo = mean_t.data_mut::<T>()?;
+        let ro = rstd_t.data_mut::<T>()?;
+        for r in 0..n * group {
+            let base = r * len;
+            let row = &xs[base..base + len];
+            let mut sum = 0f64;
+            for &v in row {
+                sum += v.to_f().to_f64();
+            }
+            let mean = if len > 0 { sum / len as f64 } else { 0.0 };
+            let mut var = 0f64;
+            for &v in row {
+                let d = v.to_f().to_f64() - mean;
+                var += d * d;
+            }
+            let var = if len > 0 { var / len as f64 } else { 0.0 };
+            let rstd = 1.0 / (var + eps).sqrt();
+            mo[r] = T::from_f(<F as Compute>::from_f64(mean));
+            ro[r] = T::from_f(<F as Compute>::from_f64(rstd));
+            for ci in 0..cg {
+                let ch = (r % group) * cg + ci;
+                let scale = ws.map_or(1.0, |w| w[ch].to_f().to_f64()) * rstd;
+                let shift = bs.map_or(0.0, |b| b[ch].to_f().to_f64()) - mean * scale;
+                let (sc, sh) = (
+                    <F as Compute>::from_f64(scale),
+                    <F as Compute>::from_f64(shift),
+                );
+                let at = base + ci * hw;
+                for i in at..at + hw {
+                    o[i] = T::from_f(xs[i].to_f() * sc + sh);
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `_native_batch_norm_legit.no_stats`: args [input, weight?, bias?, training, momentum,
+/// eps, out, save_mean, save_invstd]. Normalises every channel (dim 1) with the statistics
+/// of the input itself (biased variance, as `InstanceNorm` exports); the statistics
+/// accumulate in `f64`.
+fn batch_norm_no_stats_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::_native_batch_norm_legit.no_stats_out";
+    let x = ctx.tensor(0)?;
+    let w = ctx.opt_tensor(1)?;
+    let b = ctx.opt_tensor(2)?;
+    let eps = ctx.double(5)?;
+    if x.dim() < 2 {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: input must have at least 2 dims, got {:?}",
+            x.sizes()
+        )));
+    }
+    let c = x.sizes()[1];
+    check_param(OP, "weight", &w, c, x.dtype())?;
+    check_param(OP, "bias", &b, c, x.dtype())?;
+    let mut out = ctx.resize_out(6, x.sizes())?;
+    let mut mean_t = ctx.resize_out(7, &[c])?;
+    let mut rstd_t = ctx.resize_out(8, &[c])?;
+    for t in [&out, &mean_t, &rstd_t] {
+        same_dtype(OP, x.dtype(), t.dtype())?;
+    }
+    let count = x.numel() / c.max(1);
+    let rows = rows_of(x.sizes(), 1)?;
+    let (sx, so) = (
+        Shape::from_slice(x.strides())?,
+        Shape::from_slice(out.strides())?,
+    );
+    let (cx, co) = (sx[1], so[1]);
+    dispatch_float!(x.dtype(), OP, "input", |T| {
+        type F = <T as FElem>::F;
+        let xs = x.data::<T>()?;
+        let ws = match &w {
+            Some(t) => Some(t.data::<T>()?),
+            None => None,
+        };
+        let bs = match &b {
+            Some(t) => Some(t.data::<T>()?),
+            None => None,
+        };
+        let o = out.data_mut::<T>()?;
+        let mo = mean_t.data_mut::<T>()?;
+        let ro = rstd_t.data_mut::<T>()?;
+        for ch in 0..c {
+            let bx = ch * cx;
+            let mut sum = 0f64;
+            walk(&rows, [&sx[..]], |[ox], len, [xx]| {
+                for i in 0..len {
+                    sum += xs[bx + ox + i * xx].to_f().to_f64();
+                }
+            });
+            let mean = if count > 0 { sum / count as f64 } else { 0.0 };
+            let mut var = 0f64;
+            walk(&rows, [&sx[..]], |[ox], len, [xx]| {
+                for i in 0..len {
+                    let d = xs[bx + ox + i * xx].to_f().to_f64() - mean;
+                    var += d * d;
+                }
+            });
+            let var = if count > 0 { var / count as f64 } else { 0.0 };
+            let rstd = 1.0 / (var + eps).sqrt();
+            mo[ch] = T::from_f(<F as Compute>::from_f64(mean));
+            ro[ch] = T::from_f(<F as Compute>::from_f64(rstd));
+            let scale = ws.map_or(1.0, |w| w[ch].to_f().to_f64()) * rstd;
+            let shift = bs.map_or(0.0, |b| b[ch].to_f().to_f64()) - mean * scale;
+            let (sc, sh) = (
+                <F as Compute>::from_f64(scale),
+                <F as Compute>::from_f64(shift),
+            );
+            let bo = ch * co;
+            walk(&rows, [&sx, &so], |[ox, oo], len, [xx, xo]| {
+                for i in 0..len {
+                    o[bo + oo + i * xo] = T::from_f(xs[bx + ox + i * xx].to_f() * sc + sh);
+                }
+            });
+        }
+        Ok(())
+    })
+}
+
 /// Registers this module's kernels.
 pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     reg.register("aten::_softmax.out", softmax_out)?;
     reg.register("aten::_log_softmax.out", log_softmax_out)?;
     reg.register("aten::native_layer_norm.out", native_layer_norm_out)?;
+    reg.register("aten::native_group_norm.out", native_group_norm_out)?;
+    reg.register(
+        "aten::_native_batch_norm_legit.no_stats_out",
+        batch_norm_no_stats_out,
+    )?;
     reg.register(
         "aten::_native_batch_norm_legit_no_training.out",
         batch_norm_no_training_out,

@@ -459,6 +459,60 @@ fn topk_values(ctx: &mut KernelContext<'_>) -> Result<()> {
     })
 }
 
+/// `cumsum`: args [self, dim, dtype?, out]. Integer and bool inputs sum into int64 unless
+/// `dtype` says otherwise; floats accumulate in `f64` (PyTorch's CPU accumulate type).
+fn cumsum_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::cumsum.out";
+    let a = ctx.tensor(0)?;
+    let dim = wrap(OP, ctx.int(1)?, a.dim())?;
+    let dtype = opt_dtype(ctx, 2)?;
+    let mut out = ctx.resize_out(3, a.sizes())?;
+    let want = dtype.unwrap_or(if a.dtype().is_floating() {
+        a.dtype()
+    } else {
+        ScalarType::Long
+    });
+    same_dtype(OP, want, out.dtype())?;
+    if a.numel() == 0 {
+        return Ok(());
+    }
+    let (n, ssa, sso) = if a.dim() == 0 {
+        (1, 0, 0)
+    } else {
+        (a.sizes()[dim], a.strides()[dim], out.strides()[dim])
+    };
+    let mut rows = Shape::from_slice(a.sizes())?;
+    if !rows.is_empty() {
+        rows[dim] = 1;
+    }
+    let (sa, so) = (
+        Shape::from_slice(a.strides())?,
+        Shape::from_slice(out.strides())?,
+    );
+    let x = AnySlice::of(OP, &a)?;
+    let mut o = AnySliceMut::of(OP, &mut out)?;
+    let float = want.is_floating();
+    walk(&rows, [&sa, &so], |[oa, oo], len, [xa, xo]| {
+        for r in 0..len {
+            let (ba, bo) = (oa + r * xa, oo + r * xo);
+            if float {
+                let mut acc = 0f64;
+                for i in 0..n {
+                    acc += x.get::<f64>(ba + i * ssa);
+                    o.set(bo + i * sso, acc);
+                }
+            } else {
+                let mut acc = 0i64;
+                for i in 0..n {
+                    acc = acc.wrapping_add(x.get::<i64>(ba + i * ssa));
+                    o.set(bo + i * sso, acc);
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
 /// Registers this module's kernels.
 pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     let list: &[(&str, etch_core::KernelFn)] = &[
@@ -474,6 +528,7 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
         ("aten::all.out", all_out),
         ("aten::all.all_out", all_all_out),
         ("aten::topk.values", topk_values),
+        ("aten::cumsum.out", cumsum_out),
     ];
     for &(n, f) in list {
         reg.register(n, f)?;

@@ -872,6 +872,271 @@ fn arange_start_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     arange_impl(ctx, "aten::arange.start_out", s, e, st, 3)
 }
 
+/// `as_strided_copy`: args [self, size, stride, storage_offset?, out]. Reads `self`'s
+/// memory (in its memory order) through the given strides; every element read must lie
+/// inside `self`.
+fn as_strided_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::as_strided_copy.out";
+    let a = ctx.tensor(0)?;
+    let sizes = to_sizes(OP, ctx.int_list(1)?)?;
+    let strides = to_sizes(OP, ctx.int_list(2)?)?;
+    let offset = ctx.opt_int(3)?.unwrap_or(0);
+    if strides.len() != sizes.len() || offset < 0 {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: size {sizes:?}, stride {strides:?} and offset {offset} do not match"
+        )));
+    }
+    let offset = offset as usize;
+    if !sizes.contains(&0) {
+        let last = sizes
+            .iter()
+            .zip(strides.iter())
+            .try_fold(offset, |acc, (&n, &st)| {
+                (n - 1).checked_mul(st).and_then(|v| v.checked_add(acc))
+            });
+        if last.is_none_or(|l| l >= a.numel()) {
+            return Err(Error::invalid_argument(format!(
+                "{OP}: size {sizes:?}, stride {strides:?} and offset {offset} reach past the \
+                 {} elements of the input",
+                a.numel()
+            )));
+        }
+    }
+    let mut out = ctx.resize_out(4, &sizes)?;
+    same_dtype(OP, a.dtype(), out.dtype())?;
+    let dv = Strided::of(&out)?;
+    copy_strided(OP, &a, &Strided { offset, strides }, &sizes, &mut out, &dv)
+}
+
+/// `flip`: args [self, dims, out]. Reverses the order of elements along each of `dims`.
+fn flip_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::flip.out";
+    let a = ctx.tensor(0)?;
+    let dims = ctx.dims(1)?;
+    let nd = a.dim();
+    let mut flipped = [false; etch_core::MAX_DIMS];
+    for &d in dims.iter() {
+        let d = wrap(OP, d, nd)?;
+        if nd > 0 {
+            if flipped[d] {
+                return Err(Error::invalid_argument(format!(
+                    "{OP}: dim {d} appears twice"
+                )));
+            }
+            flipped[d] = true;
+        }
+    }
+    let mut out = ctx.resize_out(2, a.sizes())?;
+    same_dtype(OP, a.dtype(), out.dtype())?;
+    if a.numel() == 0 {
+        return Ok(());
+    }
+    let sizes = Shape::from_slice(a.sizes())?;
+    let (sa, so) = (
+        Shape::from_slice(a.strides())?,
+        Shape::from_slice(out.strides())?,
+    );
+    // Start at the far end of every flipped dim and step backwards through it.
+    let mut start = 0usize;
+    for d in 0..nd {
+        if flipped[d] {
+            start += (sizes[d] - 1) * sa[d];
+        }
+    }
+    dispatch_all!(a.dtype(), OP, "input", |T| {
+        let x = a.data::<T>()?;
+        let o = out.data_mut::<T>()?;
+        let mut idx = [0usize; etch_core::MAX_DIMS];
+        let (mut src, mut dst) = (start, 0usize);
+        for _ in 0..a.numel() {
+            o[dst] = x[src];
+            let mut d = nd;
+            while d > 0 {
+                d -= 1;
+                idx[d] += 1;
+                dst += so[d];
+                if flipped[d] {
+                    src = src.wrapping_sub(sa[d]);
+                } else {
+                    src += sa[d];
+                }
+                if idx[d] < sizes[d] {
+                    break;
+                }
+                idx[d] = 0;
+                dst -= so[d] * sizes[d];
+                if flipped[d] {
+                    src = src.wrapping_add(sa[d] * sizes[d]);
+                } else {
+                    src -= sa[d] * sizes[d];
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `constant_pad_nd`: args [self, pad, value, out]. `pad` holds (before, after) pairs from
+/// the last dim backwards; negative entries crop.
+fn constant_pad_nd_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::constant_pad_nd.out";
+    let a = ctx.tensor(0)?;
+    let pad = ctx.dims(1)?;
+    let value = ctx.scalar(2)?;
+    let nd = a.dim();
+    if pad.len() % 2 != 0 || pad.len() / 2 > nd {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: padding {pad:?} does not fit a {nd}-D input"
+        )));
+    }
+    let mut out_sizes = Shape::from_slice(a.sizes())?;
+    let mut copy_sizes = out_sizes;
+    let mut src_off = 0usize;
+    let mut dst_start = [0usize; etch_core::MAX_DIMS];
+    for (k, pr) in pad.chunks(2).enumerate() {
+        let d = nd - 1 - k;
+        let (before, after) = (pr[0], pr[1]);
+        let n = a.sizes()[d] as i64;
+        let o = n + before + after;
+        let c = n - (-before).max(0) - (-after).max(0);
+        if o < 0 {
+            return Err(Error::invalid_argument(format!(
+                "{OP}: padding {pad:?} gives a negative size for dim {d} of {:?}",
+                a.sizes()
+            )));
+        }
+        out_sizes[d] = o as usize;
+        copy_sizes[d] = c.max(0) as usize;
+        src_off += (-before).max(0) as usize * a.strides()[d];
+        dst_start[d] = before.max(0) as usize;
+    }
+    let mut out = ctx.resize_out(3, &out_sizes)?;
+    same_dtype(OP, a.dtype(), out.dtype())?;
+    fill(OP, &mut out, value)?;
+    if copy_sizes.contains(&0) {
+        return Ok(());
+    }
+    let dst_off = (0..nd).map(|d| dst_start[d] * out.strides()[d]).sum();
+    let dv = Strided {
+        offset: dst_off,
+        strides: Shape::from_slice(out.strides())?,
+    };
+    let sv = Strided {
+        offset: src_off,
+        strides: Shape::from_slice(a.strides())?,
+    };
+    copy_strided(OP, &a, &sv, &copy_sizes, &mut out, &dv)
+}
+
+/// `slice_scatter`: args [self, src, dim, start?, end?, step, out]. `out` is `self` with
+/// the slice `[start:end:step]` along `dim` replaced by `src`.
+fn slice_scatter_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::slice_scatter.out";
+    let a = ctx.tensor(0)?;
+    let src = ctx.tensor(1)?;
+    if a.dim() == 0 {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: cannot slice a 0-d tensor"
+        )));
+    }
+    let dim = wrap(OP, ctx.int(2)?, a.dim())?;
+    let (start, end) = slice_bounds(ctx.opt_int(3)?, ctx.opt_int(4)?, a.sizes()[dim]);
+    let step = ctx.int(5)?;
+    if step <= 0 {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: step must be positive, got {step}"
+        )));
+    }
+    let step = step as usize;
+    let len = (end - start).div_ceil(step);
+    let mut want = Shape::from_slice(a.sizes())?;
+    want[dim] = len;
+    if src.sizes() != &want[..] {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: src has shape {:?}, the slice has {want:?}",
+            src.sizes()
+        )));
+    }
+    let mut out = ctx.resize_out(6, a.sizes())?;
+    same_dtype(OP, a.dtype(), out.dtype())?;
+    same_dtype(OP, a.dtype(), src.dtype())?;
+    copy_all(OP, &a, &mut out)?;
+    if len == 0 {
+        return Ok(());
+    }
+    let mut strides = Shape::from_slice(out.strides())?;
+    let offset = start * strides[dim];
+    strides[dim] *= step;
+    let sv = Strided::of(&src)?;
+    copy_strided(OP, &src, &sv, &want, &mut out, &Strided { offset, strides })
+}
+
+/// `repeat`: args [self, repeats, out]. `self` is tiled `repeats[i]` times along each dim
+/// (leading dims of size 1 are added when `repeats` is longer than `self`'s rank).
+fn repeat_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::repeat.out";
+    let a = ctx.tensor(0)?;
+    let reps = to_sizes(OP, ctx.int_list(1)?)?;
+    let nd = reps.len();
+    if nd < a.dim() {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: {nd} repeats for a {}-D input",
+            a.dim()
+        )));
+    }
+    let lead = nd - a.dim();
+    let mut in_sizes = Shape::filled(nd, 1)?;
+    let mut in_strides = Shape::filled(nd, 0)?;
+    let mut out_sizes = Shape::filled(nd, 0)?;
+    for d in 0..nd {
+        if d >= lead {
+            in_sizes[d] = a.sizes()[d - lead];
+            in_strides[d] = a.strides()[d - lead];
+        }
+        out_sizes[d] = in_sizes[d]
+            .checked_mul(reps[d])
+            .ok_or_else(|| Error::invalid_argument(format!("{OP}: repeated size overflows")))?;
+    }
+    let mut out = ctx.resize_out(2, &out_sizes)?;
+    same_dtype(OP, a.dtype(), out.dtype())?;
+    if out.numel() == 0 {
+        return Ok(());
+    }
+    let ostr = Shape::from_slice(out.strides())?;
+    let sv = Strided {
+        offset: 0,
+        strides: in_strides,
+    };
+    // One copy of `self` per tile, tiles visited as an odometer over `reps`.
+    let mut tile = [0usize; etch_core::MAX_DIMS];
+    loop {
+        let offset = (0..nd).map(|d| tile[d] * in_sizes[d] * ostr[d]).sum();
+        copy_strided(
+            OP,
+            &a,
+            &sv,
+            &in_sizes,
+            &mut out,
+            &Strided {
+                offset,
+                strides: ostr,
+            },
+        )?;
+        let mut d = nd;
+        loop {
+            if d == 0 {
+                return Ok(());
+            }
+            d -= 1;
+            tile[d] += 1;
+            if tile[d] < reps[d] {
+                break;
+            }
+            tile[d] = 0;
+        }
+    }
+}
+
 /// Registers this module's kernels.
 pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     let list: &[(&str, etch_core::KernelFn)] = &[
@@ -911,6 +1176,11 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
         ("aten::scalar_tensor.out", scalar_tensor_out),
         ("aten::arange.out", arange_out),
         ("aten::arange.start_out", arange_start_out),
+        ("aten::as_strided_copy.out", as_strided_copy_out),
+        ("aten::flip.out", flip_out),
+        ("aten::constant_pad_nd.out", constant_pad_nd_out),
+        ("aten::slice_scatter.out", slice_scatter_out),
+        ("aten::repeat.out", repeat_out),
     ];
     for &(n, f) in list {
         reg.register(n, f)?;

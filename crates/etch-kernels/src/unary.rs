@@ -92,6 +92,69 @@ GeluTanh, |x| {
     k::<F>(0.5) * x * (F::ONE + inner.tanh())
 });
 
+float_op!(
+    /// `tan`.
+    Tan, |x| x.tan());
+float_op!(
+    /// `asin`.
+    Asin, |x| x.asin());
+float_op!(
+    /// `acos`.
+    Acos, |x| x.acos());
+float_op!(
+    /// `atan`.
+    Atan, |x| x.atan());
+float_op!(
+    /// `sinh`.
+    Sinh, |x| x.sinh());
+float_op!(
+    /// `cosh`.
+    Cosh, |x| x.cosh());
+float_op!(
+    /// `asinh`.
+    Asinh, |x| x.asinh());
+float_op!(
+    /// `log2`.
+    Log2, |x| x.log2());
+float_op!(
+    /// `log10`.
+    Log10, |x| x.log10());
+float_op!(
+    /// `ln(1 + x)`.
+    Log1p, |x| x.ln_1p());
+float_op!(
+    /// `e^x - 1`.
+    Expm1, |x| x.exp_m1());
+
+/// `x > 0 ? x : slope * x` (NaN stays NaN).
+#[derive(Clone, Copy)]
+pub struct LeakyRelu(pub f64);
+impl FloatOp for LeakyRelu {
+    #[inline(always)]
+    fn apply<F: Float>(&self, x: F) -> F {
+        if x > F::ZERO {
+            x
+        } else {
+            x * F::from_f64(self.0)
+        }
+    }
+}
+
+/// ELU with PyTorch's parameters `(alpha, scale, input_scale)`:
+/// `x > 0 ? scale * x : alpha * scale * (e^(x * input_scale) - 1)`.
+#[derive(Clone, Copy)]
+pub struct Elu(pub f64, pub f64, pub f64);
+impl FloatOp for Elu {
+    #[inline(always)]
+    fn apply<F: Float>(&self, x: F) -> F {
+        if x > F::ZERO || x.is_nan() {
+            x * F::from_f64(self.1)
+        } else {
+            (x * F::from_f64(self.2)).exp_m1() * F::from_f64(self.0 * self.1)
+        }
+    }
+}
+
 macro_rules! unary_op {
     ($(#[$m:meta])* $name:ident $(($($ft:ty),*))?, |$s:ident, $x:ident| $e:expr) => {
         $(#[$m])*
@@ -268,7 +331,75 @@ float_kernels!(
     erf_out, "aten::erf.out", Erf;
     sin_out, "aten::sin.out", Sin;
     cos_out, "aten::cos.out", Cos;
+    log1p_out, "aten::log1p.out", Log1p;
+    expm1_out, "aten::expm1.out", Expm1;
+    tan_out, "aten::tan.out", Tan;
+    asin_out, "aten::asin.out", Asin;
+    acos_out, "aten::acos.out", Acos;
+    atan_out, "aten::atan.out", Atan;
+    sinh_out, "aten::sinh.out", Sinh;
+    cosh_out, "aten::cosh.out", Cosh;
+    asinh_out, "aten::asinh.out", Asinh;
+    log2_out, "aten::log2.out", Log2;
+    log10_out, "aten::log10.out", Log10;
 );
+
+fn leaky_relu_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::leaky_relu.out";
+    let slope = ctx.scalar(1)?.to_f64();
+    let dt = ctx.tensor(0)?.dtype();
+    if !dt.is_floating() {
+        return Err(bad_dtype(NAME, "input", dt));
+    }
+    unary_float(ctx, NAME, LeakyRelu(slope), 2)
+}
+
+fn elu_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::elu.out";
+    let (alpha, scale, input_scale) = (
+        ctx.scalar(1)?.to_f64(),
+        ctx.scalar(2)?.to_f64(),
+        ctx.scalar(3)?.to_f64(),
+    );
+    let dt = ctx.tensor(0)?.dtype();
+    if !dt.is_floating() {
+        return Err(bad_dtype(NAME, "input", dt));
+    }
+    unary_float(ctx, NAME, Elu(alpha, scale, input_scale), 4)
+}
+
+/// `bitwise_not`: `!x` for integers, logical not for bools; floats are an error.
+fn bitwise_not_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::bitwise_not.out";
+    let a = ctx.tensor(0)?;
+    let mut out = ctx.resize_out(1, a.sizes())?;
+    same_dtype(NAME, a.dtype(), out.dtype())?;
+    let shape = Shape::from_slice(out.sizes())?;
+    let (sa, so) = (
+        Shape::from_slice(a.strides())?,
+        Shape::from_slice(out.strides())?,
+    );
+    macro_rules! int_not {
+        ($($dt:ident => $t:ty),*) => {
+            match a.dtype() {
+                ScalarType::Bool => {
+                    let x = a.data::<Bool>()?;
+                    let o = out.data_mut::<Bool>()?;
+                    map1(&shape, x, &sa, o, &so, |p: Bool| Bool::new(!p.get()));
+                    Ok(())
+                }
+                $(ScalarType::$dt => {
+                    let x = a.data::<$t>()?;
+                    let o = out.data_mut::<$t>()?;
+                    map1(&shape, x, &sa, o, &so, |p: $t| !p);
+                    Ok(())
+                })*
+                other => Err(bad_dtype(NAME, "input", other)),
+            }
+        };
+    }
+    int_not!(Byte => u8, Char => i8, Short => i16, Int => i32, Long => i64)
+}
 
 macro_rules! rounding_kernels {
     ($($f:ident, $n:literal, $op:expr);* $(;)?) => {$(
@@ -393,6 +524,20 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
         ("aten::erf.out", erf_out),
         ("aten::sin.out", sin_out),
         ("aten::cos.out", cos_out),
+        ("aten::log1p.out", log1p_out),
+        ("aten::expm1.out", expm1_out),
+        ("aten::tan.out", tan_out),
+        ("aten::asin.out", asin_out),
+        ("aten::acos.out", acos_out),
+        ("aten::atan.out", atan_out),
+        ("aten::sinh.out", sinh_out),
+        ("aten::cosh.out", cosh_out),
+        ("aten::asinh.out", asinh_out),
+        ("aten::log2.out", log2_out),
+        ("aten::log10.out", log10_out),
+        ("aten::leaky_relu.out", leaky_relu_out),
+        ("aten::elu.out", elu_out),
+        ("aten::bitwise_not.out", bitwise_not_out),
         ("aten::floor.out", floor_out),
         ("aten::ceil.out", ceil_out),
         ("aten::round.out", round_out),

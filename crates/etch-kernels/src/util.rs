@@ -379,6 +379,28 @@ pub trait Float:
     fn round_even(self) -> Self;
     /// Truncate toward zero.
     fn trunc(self) -> Self;
+    /// `ln(1 + x)`, accurate near zero.
+    fn ln_1p(self) -> Self;
+    /// `e^x - 1`, accurate near zero.
+    fn exp_m1(self) -> Self;
+    /// `tan`.
+    fn tan(self) -> Self;
+    /// `asin`.
+    fn asin(self) -> Self;
+    /// `acos`.
+    fn acos(self) -> Self;
+    /// `atan`.
+    fn atan(self) -> Self;
+    /// `sinh`.
+    fn sinh(self) -> Self;
+    /// `cosh`.
+    fn cosh(self) -> Self;
+    /// `asinh`.
+    fn asinh(self) -> Self;
+    /// `log2`.
+    fn log2(self) -> Self;
+    /// `log10`.
+    fn log10(self) -> Self;
 }
 
 macro_rules! float_impl {
@@ -429,6 +451,50 @@ macro_rules! float_impl {
             #[inline(always)]
             fn trunc(self) -> Self {
                 $t::trunc(self)
+            }
+            #[inline(always)]
+            fn ln_1p(self) -> Self {
+                $t::ln_1p(self)
+            }
+            #[inline(always)]
+            fn exp_m1(self) -> Self {
+                $t::exp_m1(self)
+            }
+            #[inline(always)]
+            fn tan(self) -> Self {
+                $t::tan(self)
+            }
+            #[inline(always)]
+            fn asin(self) -> Self {
+                $t::asin(self)
+            }
+            #[inline(always)]
+            fn acos(self) -> Self {
+                $t::acos(self)
+            }
+            #[inline(always)]
+            fn atan(self) -> Self {
+                $t::atan(self)
+            }
+            #[inline(always)]
+            fn sinh(self) -> Self {
+                $t::sinh(self)
+            }
+            #[inline(always)]
+            fn cosh(self) -> Self {
+                $t::cosh(self)
+            }
+            #[inline(always)]
+            fn asinh(self) -> Self {
+                $t::asinh(self)
+            }
+            #[inline(always)]
+            fn log2(self) -> Self {
+                $t::log2(self)
+            }
+            #[inline(always)]
+            fn log10(self) -> Self {
+                $t::log10(self)
             }
         }
     };

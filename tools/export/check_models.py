@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Runs every model of a manifest written by `export_models.py` through `etch run` and
+compares the outputs with the PyTorch eager outputs (floats within rtol/atol from the
+manifest, default rtol 1e-3 / atol 1e-4; integers and bools exactly). Prints one line per
+model: `ok` with the largest absolute difference, or `FAIL` with the error or the diff.
+
+    /work/venv/bin/python tools/export/check_models.py [--models target/models] [--only a,b]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def check(etch, base, entry, work):
+    case = entry["cases"][0]
+    out_dir = os.path.join(work, entry["name"])
+    os.makedirs(out_dir, exist_ok=True)
+    for f in os.listdir(out_dir):
+        os.remove(os.path.join(out_dir, f))
+    cmd = [etch, "run", os.path.join(base, entry["pte"]), "--method", case["method"], "--output-dir", out_dir]
+    for p in case["inputs"]:
+        cmd += ["--input", os.path.join(base, p)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return False, "timeout"
+    if r.returncode != 0:
+        msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
+        return False, " | ".join(msg)[:2000]
+    rtol, atol = case.get("rtol", 1e-3), case.get("atol", 1e-4)
+    worst = 0.0
+    for i, p in enumerate(case["expected"]):
+        e = np.load(os.path.join(base, p))
+        got_path = os.path.join(out_dir, f"output_{i}.npy")
+        if not os.path.exists(got_path):
+            return False, f"output {i} missing"
+        got = np.load(got_path)
+        if got.shape != e.shape:
+            return False, f"output {i} shape {got.shape} vs expected {e.shape}"
+        if e.dtype.kind in "iub":
+            if not (got == e).all():
+                return False, f"output {i}: {int((got != e).sum())} integer mismatch(es)"
+            continue
+        diff = np.abs(got.astype(np.float64) - e.astype(np.float64))
+        if np.isnan(got).any() != np.isnan(e).any():
+            return False, f"output {i}: NaN mismatch"
+        diff = np.nan_to_num(diff, nan=0.0)
+        worst = max(worst, float(diff.max(initial=0)))
+        bad = diff > atol + rtol * np.abs(e)
+        if bad.any():
+            return False, f"output {i}: max diff {worst:.3e}, {int(bad.sum())}/{bad.size} out of tolerance"
+    return True, f"max diff {worst:.2e}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--etch", default=os.path.join(ROOT, "target", "release", "etch"))
+    ap.add_argument("--models", default=os.path.join(ROOT, "target", "models"))
+    ap.add_argument("--only", help="comma-separated model names")
+    ap.add_argument("--work", help="directory for etch outputs (default: a temporary one)")
+    args = ap.parse_args()
+    with open(os.path.join(args.models, "manifest.json")) as f:
+        manifest = json.load(f)
+    only = set(args.only.split(",")) if args.only else None
+    work = args.work or tempfile.mkdtemp(prefix="etch-models-")
+    failures = 0
+    for entry in manifest:
+        if only and entry["name"] not in only:
+            continue
+        ok, msg = check(args.etch, args.models, entry, work)
+        print(f"{'ok  ' if ok else 'FAIL'} {entry['name']:<20} {msg}", flush=True)
+        failures += 0 if ok else 1
+    print(f"{failures} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
