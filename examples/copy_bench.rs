@@ -89,6 +89,7 @@ mod bench {
             let pinned_s = unsafe { std::slice::from_raw_parts_mut(pinned, n) };
             pinned_s.fill(2);
             let h2d_pageable = time(reps, || cuda.copy_host_to_device(dev, &pageable, 0))?;
+            let h2d_staged = time(reps, || cuda.copy_host_to_device_staged(dev, &pageable, 0))?;
             let h2d_pinned = time(reps, || cuda.copy_host_to_device(dev, pinned_s, 0))?;
             let raw_h2d = time(reps, || {
                 // SAFETY: `dev` holds `n` bytes; the context is current after the calls above.
@@ -136,9 +137,10 @@ mod bench {
                     .map_err(|e| etch::Error::internal(e.to_string()))
             })?;
             println!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 human(n),
                 gbps(n, h2d_pageable),
+                gbps(n, h2d_staged),
                 gbps(n, h2d_pinned),
                 gbps(n, op),
                 gbps(n, raw_h2d),
@@ -147,8 +149,7 @@ mod bench {
                 gbps(n, raw_d2h)
             );
             cuda.deallocate(dev, 0)?;
-            // SAFETY: allocated above, no longer used.
-            unsafe { cuda.free_pinned(pinned)? };
+            cuda.free_pinned(pinned)?;
         }
         println!();
         println!("(GB/s, median of repeated copies)");

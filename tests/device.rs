@@ -335,7 +335,17 @@ fn device_fixtures_on_real_cuda() {
         for fx in manifest_in(&device_dir()) {
             let in_devs = case_devices(&fx.name, "input_devices");
             {
+                let pinned_before = cuda.pinned_bytes();
                 let mut module = Module::from_file(&fx.pte).unwrap();
+                module.load_method(fx.cases[0].method.as_str()).unwrap();
+                // Host planned buffers of a device program are page-locked.
+                if fx.name != "skip_flags" {
+                    assert!(
+                        cuda.pinned_bytes() > pinned_before,
+                        "{}: no pinned arena",
+                        fx.name
+                    );
+                }
                 for (ci, case) in fx.cases.iter().enumerate() {
                     let inputs: Vec<Value> = case
                         .inputs

@@ -81,6 +81,22 @@ pub trait DeviceAllocator: Send + Sync {
         Ok(())
     }
 
+    /// Allocates page-locked host memory that copies to and from this device move at full
+    /// speed (`Ok(None)` when the device has no such memory). Free it with
+    /// [`DeviceAllocator::free_pinned_host`]. The memory is not initialised.
+    fn allocate_pinned_host(&self, nbytes: usize) -> Result<Option<*mut u8>> {
+        let _ = nbytes;
+        Ok(None)
+    }
+
+    /// Frees memory from [`DeviceAllocator::allocate_pinned_host`].
+    fn free_pinned_host(&self, ptr: *mut u8) -> Result<()> {
+        let _ = ptr;
+        Err(Error::not_supported(
+            "this device has no pinned host memory",
+        ))
+    }
+
     /// The allocator as `Any`, so device kernels can reach their allocator's concrete type
     /// (its contexts and streams). The default is not downcastable.
     fn as_any(&self) -> &dyn std::any::Any {

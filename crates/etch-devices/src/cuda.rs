@@ -32,7 +32,22 @@ pub struct CudaDeviceInfo {
 struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// Two pinned buffers for staging pageable host→device copies, made on first use.
+    staging: std::sync::Mutex<Option<Staging>>,
 }
+
+/// Double-buffered pinned staging: while the DMA engine reads one buffer, the host fills
+/// the other.
+struct Staging {
+    bufs: [*mut u8; 2],
+    done: [cudarc::driver::CudaEvent; 2],
+}
+
+// SAFETY: the staging buffers are plain pinned host memory used under the Gpu's mutex.
+unsafe impl Send for Staging {}
+
+/// Chunk size of the staged copy.
+pub const STAGING_CHUNK: usize = 8 << 20;
 
 /// Live allocations and counters of a [`CudaAllocator`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -53,7 +68,15 @@ pub struct CudaAllocator {
     /// Live allocations: (device ordinal, address) → size. Frees of anything else are
     /// rejected instead of reaching the driver.
     live: std::sync::Mutex<LiveAllocations>,
+    /// Pinned host allocations (address → size): copies from them skip staging.
+    pinned: std::sync::Mutex<std::collections::BTreeMap<usize, usize>>,
+    /// Pageable host→device copies of at least this many bytes go through pinned staging.
+    staging_threshold: std::sync::atomic::AtomicUsize,
 }
+
+/// Default size from which pageable host→device copies are staged through pinned memory
+/// (from the H200 measurements in BENCHMARKS.md).
+pub const DEFAULT_STAGING_THRESHOLD: usize = usize::MAX;
 
 /// Sizes of live allocations by (device ordinal, address), and the counters.
 type LiveAllocations = (std::collections::HashMap<(usize, u64), usize>, CudaStats);
@@ -98,11 +121,17 @@ impl CudaAllocator {
             let stream = ctx
                 .new_stream()
                 .map_err(|e| cuda_err(&format!("stream for cuda:{i}"), e))?;
-            gpus.push(Gpu { ctx, stream });
+            gpus.push(Gpu {
+                ctx,
+                stream,
+                staging: std::sync::Mutex::new(None),
+            });
         }
         Ok(CudaAllocator {
             gpus,
             live: Default::default(),
+            pinned: Default::default(),
+            staging_threshold: std::sync::atomic::AtomicUsize::new(DEFAULT_STAGING_THRESHOLD),
         })
     }
 
@@ -213,25 +242,118 @@ impl CudaAllocator {
     /// Allocates page-locked host memory (fast, asynchronous copies), freed with
     /// [`CudaAllocator::free_pinned`].
     pub fn alloc_pinned(&self, nbytes: usize) -> Result<*mut u8> {
-        let g = self.gpu(0)?;
-        let _ = g;
+        self.gpu(0)?;
         // SAFETY: plain cuMemHostAlloc; the result is owned by the caller.
         let p = unsafe { result::malloc_host(nbytes.max(1), 0) }.map_err(|e| {
             Error::memory_allocation_failed(format!(
                 "pinned host allocation of {nbytes} bytes: {e}"
             ))
-        })?;
-        Ok(p as *mut u8)
+        })? as *mut u8;
+        if let Ok(mut m) = self.pinned.lock() {
+            m.insert(p as usize, nbytes.max(1));
+        }
+        Ok(p)
     }
 
-    /// Frees memory from [`CudaAllocator::alloc_pinned`].
-    ///
-    /// # Safety
-    /// `ptr` must come from `alloc_pinned` of this allocator and not be used afterwards.
-    pub unsafe fn free_pinned(&self, ptr: *mut u8) -> Result<()> {
-        // SAFETY: caller's contract.
+    /// Frees memory from [`CudaAllocator::alloc_pinned`]. A pointer this allocator did
+    /// not pin (or already freed) is rejected.
+    pub fn free_pinned(&self, ptr: *mut u8) -> Result<()> {
+        let known = self
+            .pinned
+            .lock()
+            .map_err(|_| Error::internal("pinned-memory lock poisoned"))?
+            .remove(&(ptr as usize))
+            .is_some();
+        if !known {
+            return Err(Error::invalid_argument(format!(
+                "{ptr:?} is not pinned memory of this allocator"
+            )));
+        }
+        // SAFETY: `ptr` came from cuMemHostAlloc in `alloc_pinned` and was live until the
+        // removal above, so it is freed exactly once.
         unsafe { result::free_host(ptr as *mut std::ffi::c_void) }
             .map_err(|e| cuda_err("free pinned", e))
+    }
+
+    /// Bytes of pinned host memory alive (made by [`CudaAllocator::alloc_pinned`]).
+    pub fn pinned_bytes(&self) -> usize {
+        self.pinned.lock().map(|m| m.values().sum()).unwrap_or(0)
+    }
+
+    /// True when `[p, p + n)` lies in pinned memory this allocator made.
+    fn is_pinned(&self, p: *const u8, n: usize) -> bool {
+        let Ok(m) = self.pinned.lock() else {
+            return false;
+        };
+        let p = p as usize;
+        m.range(..=p)
+            .next_back()
+            .is_some_and(|(&b, &len)| p + n <= b + len)
+    }
+
+    /// Sets the size from which pageable host→device copies are staged through pinned
+    /// memory (`usize::MAX` turns staging off).
+    pub fn set_staging_threshold(&self, bytes: usize) {
+        self.staging_threshold
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Host→device copy of pageable memory through two pinned buffers: the host copies chunk
+    /// i+1 into one buffer while the DMA engine reads chunk i from the other. Waits for the
+    /// copy to finish.
+    pub fn copy_host_to_device_staged(&self, dst: *mut u8, src: &[u8], index: i8) -> Result<()> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        Self::check_ptr(dst, "copy_host_to_device")?;
+        let g = self.gpu(index)?;
+        let mut guard = g
+            .staging
+            .lock()
+            .map_err(|_| Error::internal("staging lock poisoned"))?;
+        if guard.is_none() {
+            let mut bufs = [std::ptr::null_mut(); 2];
+            for b in bufs.iter_mut() {
+                // SAFETY: plain cuMemHostAlloc, owned by the staging state for the process.
+                *b = unsafe { result::malloc_host(STAGING_CHUNK, 0) }.map_err(|e| {
+                    Error::memory_allocation_failed(format!("pinned staging buffer: {e}"))
+                })? as *mut u8;
+            }
+            let ev = || g.ctx.new_event(None).map_err(|e| cuda_err("event", e));
+            *guard = Some(Staging {
+                bufs,
+                done: [ev()?, ev()?],
+            });
+        }
+        let st = guard
+            .as_mut()
+            .ok_or_else(|| Error::internal("staging buffers vanished"))?;
+        for (i, chunk) in src.chunks(STAGING_CHUNK).enumerate() {
+            let k = i % 2;
+            // Wait until the DMA that last read this buffer is done, then refill it.
+            st.done[k]
+                .synchronize()
+                .map_err(|e| cuda_err("staging wait", e))?;
+            // SAFETY: the staging buffer holds STAGING_CHUNK bytes and no copy reads it now.
+            let buf = unsafe { std::slice::from_raw_parts_mut(st.bufs[k], chunk.len()) };
+            buf.copy_from_slice(chunk);
+            // SAFETY: `dst + i*CHUNK` stays inside the destination (the driver checks);
+            // the staging buffer lives until the events say the copy is done.
+            unsafe {
+                result::memcpy_htod_async(
+                    (dst as usize + i * STAGING_CHUNK) as sys::CUdeviceptr,
+                    &*buf,
+                    g.stream.cu_stream(),
+                )
+            }
+            .map_err(|e| cuda_err("staged host-to-device copy", e))?;
+            st.done[k]
+                .record(&g.stream)
+                .map_err(|e| cuda_err("staging record", e))?;
+        }
+        g.stream
+            .synchronize()
+            .map_err(|e| cuda_err("synchronize", e))
     }
 }
 
@@ -301,8 +423,23 @@ impl DeviceAllocator for CudaAllocator {
     }
 
     fn copy_host_to_device(&self, dst: *mut u8, src: &[u8], index: i8) -> Result<()> {
+        let threshold = self
+            .staging_threshold
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if src.len() >= threshold && !self.is_pinned(src.as_ptr(), src.len()) {
+            return self.copy_host_to_device_staged(dst, src, index);
+        }
+        // The caller may reuse `src` as soon as this returns, so wait for the copy.
         self.copy_host_to_device_async(dst, src, index, StreamId(0))?;
         self.synchronize(index, StreamId(0))
+    }
+
+    fn allocate_pinned_host(&self, nbytes: usize) -> Result<Option<*mut u8>> {
+        self.alloc_pinned(nbytes).map(Some)
+    }
+
+    fn free_pinned_host(&self, ptr: *mut u8) -> Result<()> {
+        self.free_pinned(ptr)
     }
 
     fn copy_device_to_host(&self, dst: &mut [u8], src: *const u8, index: i8) -> Result<()> {
@@ -327,8 +464,11 @@ impl DeviceAllocator for CudaAllocator {
         let si = self.resolve(src_index)?;
         let g = self.gpu(dst_index)?;
         if di == si {
+            // Ordered on the device's stream with the kernels and copies around it; the
+            // host does not wait: it reads device memory only through a device-to-host
+            // copy, which synchronises, and frees synchronise first.
             // SAFETY: both pointers are device memory of this context (checked by the driver).
-            unsafe {
+            return unsafe {
                 result::memcpy_dtod_async(
                     dst as usize as sys::CUdeviceptr,
                     src as usize as sys::CUdeviceptr,
@@ -336,7 +476,7 @@ impl DeviceAllocator for CudaAllocator {
                     g.stream.cu_stream(),
                 )
             }
-            .map_err(|e| cuda_err("device-to-device copy", e))?;
+            .map_err(|e| cuda_err("device-to-device copy", e));
         } else {
             let s = &self.gpus[si];
             // Order after pending work on the source device, then copy peer to peer.

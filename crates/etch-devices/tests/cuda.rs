@@ -177,6 +177,5 @@ fn pinned_memory_round_trips() {
     a.copy_device_to_host(&mut back, d, 0).unwrap();
     assert!(back == hs);
     a.deallocate(d, 0).unwrap();
-    // SAFETY: allocated above, no longer used.
-    unsafe { a.free_pinned(h).unwrap() };
+    a.free_pinned(h).unwrap();
 }

@@ -8,10 +8,31 @@ use etch_core::{
 };
 use std::sync::Arc;
 
+/// Page-locked host memory from a device allocator, freed through it on drop.
+pub struct PinnedHost {
+    ptr: *mut u8,
+    len: usize,
+    alloc: Arc<dyn DeviceAllocator>,
+}
+
+// SAFETY: `PinnedHost` uniquely owns its allocation, like `AlignedBuf`.
+unsafe impl Send for PinnedHost {}
+// SAFETY: shared access hands out only the address.
+unsafe impl Sync for PinnedHost {}
+
+impl Drop for PinnedHost {
+    fn drop(&mut self) {
+        // A failed free cannot be reported from Drop.
+        let _ = self.alloc.free_pinned_host(self.ptr);
+    }
+}
+
 /// A block of memory on one device.
 pub enum Buffer {
     /// Host memory.
     Host(AlignedBuf),
+    /// Page-locked host memory, for host buffers that feed or receive device copies.
+    Pinned(PinnedHost),
     /// Device memory, freed through its allocator on drop.
     Device {
         /// The allocation.
@@ -36,10 +57,28 @@ impl Buffer {
         Ok(Buffer::Device { buf, device })
     }
 
+    /// Allocates `size` zeroed bytes of page-locked host memory through `alloc`, or plain
+    /// host memory when the device has none.
+    pub fn allocate_pinned(size: usize, alloc: &Arc<dyn DeviceAllocator>) -> Result<Buffer> {
+        match alloc.allocate_pinned_host(size)? {
+            Some(ptr) => {
+                // SAFETY: a fresh allocation of at least `size` bytes.
+                unsafe { std::ptr::write_bytes(ptr, 0, size) };
+                Ok(Buffer::Pinned(PinnedHost {
+                    ptr,
+                    len: size,
+                    alloc: Arc::clone(alloc),
+                }))
+            }
+            None => Ok(Buffer::Host(AlignedBuf::zeroed(size)?)),
+        }
+    }
+
     /// Base address (a device address for device buffers). Kernels write through it.
     pub fn base(&self) -> *mut u8 {
         match self {
             Buffer::Host(b) => b.raw_ptr(),
+            Buffer::Pinned(p) => p.ptr,
             Buffer::Device { buf, .. } => buf.data(),
         }
     }
@@ -48,6 +87,7 @@ impl Buffer {
     pub fn len(&self) -> usize {
         match self {
             Buffer::Host(b) => b.len(),
+            Buffer::Pinned(p) => p.len,
             Buffer::Device { buf, .. } => buf.size(),
         }
     }
@@ -60,7 +100,7 @@ impl Buffer {
     /// The device it lives on.
     pub fn device(&self) -> Device {
         match self {
-            Buffer::Host(_) => Device::CPU,
+            Buffer::Host(_) | Buffer::Pinned(_) => Device::CPU,
             Buffer::Device { device, .. } => *device,
         }
     }
@@ -68,7 +108,7 @@ impl Buffer {
     /// The allocator of a device buffer.
     pub fn allocator(&self) -> Option<&Arc<dyn DeviceAllocator>> {
         match self {
-            Buffer::Host(_) => None,
+            Buffer::Host(_) | Buffer::Pinned(_) => None,
             Buffer::Device { buf, .. } => buf.allocator(),
         }
     }
@@ -87,13 +127,13 @@ impl Buffer {
                 ))
             })?;
         match self {
-            Buffer::Host(b) => {
+            Buffer::Host(_) | Buffer::Pinned(_) => {
                 // SAFETY: `offset..end` lies inside the buffer (checked above); `bytes` is
                 // program or caller memory, never this buffer.
                 unsafe {
                     std::ptr::copy_nonoverlapping(
                         bytes.as_ptr(),
-                        b.raw_ptr().add(offset),
+                        self.base().add(offset),
                         bytes.len(),
                     )
                 };

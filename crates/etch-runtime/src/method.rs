@@ -222,6 +222,11 @@ impl Method {
                 "the method plans {total} bytes; the limit is {limit}"
             )));
         }
+        let accel = (0..meta.num_memory_planned_buffers())
+            .filter_map(|i| meta.memory_planned_buffer_device(i).ok())
+            .find(|d| !d.is_cpu());
+        let pinning = accel.and_then(|d| config.devices.get(d.kind));
+        let pinning_allocator = pinning.as_ref();
         let mut arenas = Vec::with_capacity(meta.num_memory_planned_buffers());
         let mut ordinals: std::collections::HashMap<Device, usize> = Default::default();
         for i in 0..meta.num_memory_planned_buffers() {
@@ -240,8 +245,13 @@ impl Method {
                     "planned buffer {i} of {size} bytes is too large"
                 ))
             })?;
-            let buf = Buffer::allocate(size, dev, &config.devices)
-                .map_err(|e| e.context(format!("planned buffer {i} ({size} bytes)")))?;
+            // Host buffers of a device program feed or receive device copies: page-locked
+            // memory moves at full bus speed.
+            let buf = match pinning_allocator {
+                Some(a) if dev.is_cpu() && size > 0 => Buffer::allocate_pinned(size, a),
+                _ => Buffer::allocate(size, dev, &config.devices),
+            }
+            .map_err(|e| e.context(format!("planned buffer {i} ({size} bytes)")))?;
             arenas.push(Arc::new(buf));
         }
 
