@@ -62,9 +62,9 @@ mod bench {
         println!("device: {} (cuda:0), {}", info[0].name, chrono_free_date());
         println!();
         println!(
-            "| size | H2D pageable (etch) | H2D pinned (etch) | H2D pinned (et_copy op) | H2D pinned (raw cudarc) | D2H pageable (etch) | D2H pinned (etch) | D2H pinned (raw cudarc) |"
+            "| size | H2D pageable (etch) | H2D pageable via pinned staging (etch) | H2D pinned (etch) | H2D pinned (et_copy op) | H2D pinned (raw cudarc) | D2H pageable (etch) | D2H pinned (etch) | D2H pinned (raw cudarc) |"
         );
-        println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+        println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
         let sizes = [
             4usize << 10,
             64 << 10,

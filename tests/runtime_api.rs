@@ -157,3 +157,14 @@ fn unknown_backend_is_a_load_error_that_names_it() {
     assert_eq!(e.code(), ErrorCode::NotFound);
     assert!(e.message().contains("XnnpackBackend"), "{e}");
 }
+
+#[test]
+fn kernel_outputs_overlapping_inputs_are_rejected() {
+    // Found by the fuzzer (fuzz/load_and_run): a mutated transformer whose `mul` output is
+    // planned over its input. Running it would alias a kernel's input and output.
+    let path = fixtures_dir().join("misc/fuzz_out_overlaps_input.pte");
+    let mut m = Module::from_file(path).unwrap();
+    let e = m.load_method("forward").unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidProgram);
+    assert!(e.message().contains("overlaps"), "{e}");
+}

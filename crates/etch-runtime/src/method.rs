@@ -388,8 +388,11 @@ impl Method {
                             &runtime_ints,
                         )
                         .map_err(|e| e.context(format!("instruction {pc}")))?;
-                        if let Instr::Kernel { op, .. } = &i {
+                        if let Instr::Kernel { op, args, .. } = &i {
                             used_ops.insert(*op);
+                            check_out_aliasing(&values, args).map_err(|e| {
+                                e.context(format!("instruction {pc} ({})", op_names[*op as usize]))
+                            })?;
                         }
                         out.push(i);
                     }
@@ -966,6 +969,66 @@ impl Method {
             .map(|i| self.output_value(i))
             .collect()
     }
+}
+
+/// Byte range of a tensor's memory, if it has any.
+fn tensor_range(v: &EValue) -> Option<std::ops::Range<usize>> {
+    match v {
+        EValue::Tensor(t) if !t.data_ptr().is_null() && t.capacity() > 0 => {
+            let start = t.data_ptr() as usize;
+            Some(start..start.saturating_add(t.capacity()))
+        }
+        _ => None,
+    }
+}
+
+/// Rejects a kernel call whose output memory overlaps another tensor argument's: kernels
+/// read inputs while writing outputs, so such a program (malformed, or a hostile file)
+/// would be undefined behaviour. Outputs follow ExecuTorch's convention: an `out` argument
+/// appears again as the return value (or inside the returned tensor list).
+fn check_out_aliasing(values: &[EValue], args: &[u32]) -> Result<()> {
+    let mut outs: Vec<u32> = Vec::new();
+    for (k, &a) in args.iter().enumerate() {
+        if args[..k].contains(&a) && !outs.contains(&a) {
+            outs.push(a);
+        }
+    }
+    if let Some(EValue::TensorList(items)) = args.last().map(|&a| &values[a as usize]) {
+        for &it in items.iter() {
+            if args.contains(&it) && !outs.contains(&it) {
+                outs.push(it);
+            }
+        }
+    }
+    for &o in &outs {
+        let Some(ro) = tensor_range(&values[o as usize]) else {
+            continue;
+        };
+        for &a in args {
+            if a == o {
+                continue;
+            }
+            let items: Vec<u32> = match &values[a as usize] {
+                EValue::TensorList(l) => l.to_vec(),
+                EValue::OptionalTensorList(l) => l.iter().flatten().copied().collect(),
+                _ => vec![a],
+            };
+            for x in items {
+                if x == o {
+                    continue;
+                }
+                if let Some(rx) = tensor_range(&values[x as usize])
+                    && rx.start < ro.end
+                    && ro.start < rx.end
+                {
+                    return Err(Error::invalid_program(format!(
+                        "output value {o} overlaps the memory of argument value {x}"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn index_list(
