@@ -39,7 +39,8 @@ pub struct Module {
     program: Program,
     kernels: Arc<KernelRegistry>,
     backends: Arc<BackendRegistry>,
-    devices: Arc<DeviceRegistry>,
+    /// The registry given by `with_devices`; `None` means the default devices.
+    devices: Option<Arc<DeviceRegistry>>,
     max_planned_bytes: Option<u64>,
     share_arenas: bool,
     shared_arenas: Option<Arc<etch_runtime::SharedArenas>>,
@@ -79,7 +80,7 @@ impl Module {
             program,
             kernels: Arc::new(crate::default_kernels()),
             backends: Arc::new(crate::default_backends()),
-            devices: crate::default_devices(),
+            devices: None,
             max_planned_bytes: None,
             share_arenas: false,
             shared_arenas: None,
@@ -128,7 +129,7 @@ impl Module {
 
     /// Replaces the device allocator registry (default: [`crate::default_devices`]).
     pub fn with_devices(mut self, devices: Arc<DeviceRegistry>) -> Module {
-        self.devices = devices;
+        self.devices = Some(devices);
         self.shared_arenas = None;
         self.methods.clear();
         self
@@ -152,9 +153,34 @@ impl Module {
         self
     }
 
-    /// The device allocator registry methods load with.
-    pub fn devices(&self) -> &Arc<DeviceRegistry> {
-        &self.devices
+    /// The device allocator registry methods load with (the default devices, detected on
+    /// first use, unless [`Module::with_devices`] gave another).
+    pub fn devices(&self) -> Arc<DeviceRegistry> {
+        match &self.devices {
+            Some(d) => Arc::clone(d),
+            None => crate::default_devices(),
+        }
+    }
+
+    /// The registry for loading `metas`: CPU-only programs never touch a device driver.
+    fn registry_for(&self, metas: &[MethodMeta]) -> Arc<DeviceRegistry> {
+        if let Some(d) = &self.devices {
+            return Arc::clone(d);
+        }
+        let needs_device = metas.iter().any(|m| {
+            (0..m.num_memory_planned_buffers())
+                .any(|i| m.memory_planned_buffer_device(i).is_ok_and(|d| !d.is_cpu()))
+                || m.tensor_devices().iter().any(|(d, _)| !d.is_cpu())
+                || m.delegates().iter().any(|d| {
+                    etch_backends::parse_target_device(&d.compile_specs)
+                        .map_or(true, |dev| !dev.is_cpu())
+                })
+        });
+        if needs_device {
+            crate::default_devices()
+        } else {
+            DeviceRegistry::global()
+        }
     }
 
     /// The program.
@@ -172,27 +198,33 @@ impl Module {
         MethodMeta::new(&self.program, name)
     }
 
-    fn load_config(&mut self) -> Result<LoadConfig> {
-        if self.share_arenas && self.shared_arenas.is_none() {
+    fn load_config(&mut self, method: &str) -> Result<LoadConfig> {
+        let devices = if self.share_arenas {
             let metas = self
                 .method_names()
                 .iter()
                 .map(|n| self.method_meta(n))
                 .collect::<Result<Vec<_>>>()?;
-            self.shared_arenas = Some(Arc::new(etch_runtime::SharedArenas::new(
-                &metas,
-                &self.devices,
-                self.max_planned_bytes,
-            )?));
-        }
-        Ok(self.load_config_inner())
+            let devices = self.registry_for(&metas);
+            if self.shared_arenas.is_none() {
+                self.shared_arenas = Some(Arc::new(etch_runtime::SharedArenas::new(
+                    &metas,
+                    &devices,
+                    self.max_planned_bytes,
+                )?));
+            }
+            devices
+        } else {
+            self.registry_for(&[self.method_meta(method)?])
+        };
+        Ok(self.load_config_inner(devices))
     }
 
-    fn load_config_inner(&self) -> LoadConfig {
+    fn load_config_inner(&self, devices: Arc<DeviceRegistry>) -> LoadConfig {
         LoadConfig {
             kernels: Arc::clone(&self.kernels),
             backends: Arc::clone(&self.backends),
-            devices: Arc::clone(&self.devices),
+            devices,
             named_data: self.named_data.clone(),
             target_device: None,
             max_planned_bytes: self.max_planned_bytes,
@@ -204,7 +236,7 @@ impl Module {
     /// Loads a method (once; later calls are no-ops).
     pub fn load_method(&mut self, name: &str) -> Result<()> {
         if !self.methods.contains_key(name) {
-            let config = self.load_config()?;
+            let config = self.load_config(name)?;
             let m = Method::load(&self.program, name, &config)?;
             self.methods.insert(name.to_string(), m);
         }

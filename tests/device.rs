@@ -354,7 +354,8 @@ fn device_fixtures_on_real_cuda() {
                         .zip(&in_devs[ci])
                         .map(|((p, d), dev)| match load_input(p, d) {
                             Value::Tensor(t) if dev != "cpu" => Value::Tensor(
-                                t.to_device(dev.parse().unwrap(), module.devices()).unwrap(),
+                                t.to_device(dev.parse().unwrap(), &module.devices())
+                                    .unwrap(),
                             ),
                             v => v,
                         })
