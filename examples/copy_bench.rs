@@ -153,6 +153,23 @@ mod bench {
         }
         println!();
         println!("(GB/s, median of repeated copies)");
+        if cuda.num_devices() >= 2 {
+            println!();
+            println!("| size | cuda:0 → cuda:1 (etch) | cuda:1 → cuda:0 (etch) |");
+            println!("| --- | --- | --- |");
+            for &n in &[1usize << 20, 16 << 20, 256 << 20, 1 << 30] {
+                let reps = if n >= 256 << 20 { 5 } else { 20 };
+                let a = cuda.allocate(n, 0, 256)?;
+                let b = cuda.allocate(n, 1, 256)?;
+                let fwd = time(reps, || cuda.copy_device_to_device(b, 1, a, 0, n))?;
+                let back = time(reps, || cuda.copy_device_to_device(a, 0, b, 1, n))?;
+                println!("| {} | {} | {} |", human(n), gbps(n, fwd), gbps(n, back));
+                cuda.deallocate(a, 0)?;
+                cuda.deallocate(b, 1)?;
+            }
+            println!();
+            println!("(GB/s, peer copies through the driver, median)");
+        }
         // Per-copy overhead of a 4-byte tensor.
         let dev = cuda.allocate(4, 0, 8)?;
         let x = [0u8; 4];

@@ -27,9 +27,16 @@ cd "\$(dirname "\$0")/.."
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:\${LD_LIBRARY_PATH:-}
 status=0
 echo "== \$(date -u '+%Y-%m-%d %H:%M UTC') on \$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+# No NCCL or symmetric memory is used; keep NVLink multicast off all the same.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 echo "== etch devices"; .gpu/etch devices || status=1
-echo "== CUDA allocator tests"; .gpu/cuda-allocator-tests --test-threads=1 --nocapture || status=1
-echo "== CUDA kernels vs CPU kernels"; .gpu/cuda-kernel-tests --test-threads=1 --nocapture || status=1
+ngpu=\$(nvidia-smi -L 2>/dev/null | wc -l)
+for i in \$(seq 0 \$((ngpu - 1))); do
+  echo "== CUDA allocator tests on cuda:\$i"
+  ETCH_CUDA_DEVICE=\$i .gpu/cuda-allocator-tests --test-threads=1 --nocapture || status=1
+  echo "== CUDA kernels vs CPU kernels on cuda:\$i"
+  ETCH_CUDA_DEVICE=\$i .gpu/cuda-kernel-tests --test-threads=1 --nocapture || status=1
+done
 echo "== device fixtures (simulated and real CUDA)"; .gpu/device-tests --test-threads=1 --nocapture || status=1
 echo "== etch run on the device fixtures, real CUDA"
 for f in tests/fixtures/device/*/model.pte; do

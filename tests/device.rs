@@ -146,6 +146,12 @@ fn two_methods_with_different_device_config() {
 }
 
 #[test]
+fn delegates_on_two_gpus() {
+    // cuda:0 and cuda:1 on the simulated device (two devices).
+    run_device_fixture("two_gpus", false);
+}
+
+#[test]
 fn golden_add_with_device() {
     run_device_fixture("add_with_device", false);
     // The layout upstream's tests assert for ModuleAddWithDevice.pte.
@@ -333,6 +339,18 @@ fn device_fixtures_on_real_cuda() {
             free0 = cuda.mem_info(0).unwrap().0;
         }
         for fx in manifest_in(&device_dir()) {
+            let meta = Module::from_file(&fx.pte)
+                .unwrap()
+                .method_meta(&fx.cases[0].method)
+                .unwrap();
+            let needs = (0..meta.num_memory_planned_buffers())
+                .map(|i| meta.memory_planned_buffer_device(i).unwrap().index as usize + 1)
+                .max()
+                .unwrap_or(1);
+            if needs > cuda.num_devices() {
+                eprintln!("cuda: {} skipped (needs {needs} GPUs)", fx.name);
+                continue;
+            }
             let in_devs = case_devices(&fx.name, "input_devices");
             {
                 let pinned_before = cuda.pinned_bytes();

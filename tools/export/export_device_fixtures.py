@@ -124,14 +124,21 @@ class DeviceOpPartitioner(Partitioner):
         ops: Iterable[Any],
         target_device: str = TARGET_DEVICE,
         per_op: bool = False,
+        devices: Optional[Sequence[str]] = None,
     ) -> None:
         super().__init__()
         self.ops = frozenset(ops)
         self.per_op = per_op
         self.op_support = _OpSetSupport(self.ops)
-        self.delegation_spec = DelegationSpec(
+        # devices: the k-th delegate goes to devices[k] (the last one repeats), like
+        # upstream's PerAddDeviceDelegatePartitioner; default: all on target_device.
+        self.devices = list(devices) if devices else [target_device]
+
+    def spec(self, k: int) -> DelegationSpec:
+        dev = self.devices[min(k, len(self.devices) - 1)]
+        return DelegationSpec(
             ExecutorBackend.__name__,
-            [CompileSpec(TARGET_DEVICE_COMPILE_SPEC_KEY, target_device.encode("utf-8"))],
+            [CompileSpec(TARGET_DEVICE_COMPILE_SPEC_KEY, dev.encode("utf-8"))],
         )
 
     def partition(self, exported_program) -> PartitionResult:
@@ -152,7 +159,7 @@ class DeviceOpPartitioner(Partitioner):
             tag = f"device_tag{k}"
             for node in group:
                 node.meta["delegation_tag"] = tag
-            partition_tags[tag] = self.delegation_spec
+            partition_tags[tag] = self.spec(k)
         tag_constant_data(exported_program)
         return PartitionResult(
             tagged_exported_program=exported_program, partition_tags=partition_tags
@@ -215,6 +222,21 @@ class LinearAdd(nn.Module):
 class Add(nn.Module):
     def forward(self, a, b):
         return torch.add(a, b)
+
+
+class TwoGpuChain(nn.Module):
+    """a = x * w on cuda:0, b = a + c on cuda:1, out = b * x on cuda:1: a moves from
+    cuda:0 to cuda:1, x is uploaded to both GPUs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 6))
+        self.c = nn.Parameter(torch.randn(4, 6))
+
+    def forward(self, x):
+        a = x * self.w
+        b = a + self.c
+        return b * x
 
 
 # ----------------------------------------------------------------------------
@@ -292,10 +314,12 @@ def lower(
     ops: Iterable[Any],
     config: ExecutorchBackendConfig,
     per_op: bool = False,
+    devices: Optional[Sequence[str]] = None,
 ):
     eps = {m: torch.export.export(model.eval(), args[m]) for m, model in models.items()}
     arg = eps if len(eps) > 1 or "forward" not in eps else eps["forward"]
-    edge = to_edge_transform_and_lower(arg, partitioner=[DeviceOpPartitioner(ops, per_op=per_op)])
+    part = DeviceOpPartitioner(ops, per_op=per_op, devices=devices)
+    edge = to_edge_transform_and_lower(arg, partitioner=[part])
     return edge.to_executorch(config)
 
 
@@ -440,6 +464,32 @@ def build_two_methods_config() -> DeviceFixture:
     fx.add_case("forward", [x2], ef.eager(fwd, x2))
     dx2, dy2 = torch.randn(4, 8), torch.randn(4, 16)
     fx.add_case("decode", [dx2, dy2], ef.eager(dec, dx2, dy2))
+    return fx
+
+
+def build_two_gpus() -> DeviceFixture:
+    torch.manual_seed(106)
+    m = TwoGpuChain().eval()
+    x = torch.randn(4, 6)
+    fx = DeviceFixture(
+        "two_gpus",
+        "forward(x[4,6]) = ((x * w) + c) * x, one delegate per op: mul on cuda:0, add and "
+        "the second mul on cuda:1; a crosses from cuda:0 to cuda:1 through a d2h/h2d pair "
+        "(the exporter keeps cross-device round trips)",
+    )
+    fx.write_program(
+        lower(
+            {"forward": copy.deepcopy(m)},
+            {"forward": (x,)},
+            MUL_OPS | ADD_OPS,
+            default_config(),
+            per_op=True,
+            devices=["cuda:0", "cuda:1"],
+        )
+    )
+    fx.add_case("forward", [x], ef.eager(m, x))
+    x2 = torch.randn(4, 6)
+    fx.add_case("forward", [x2], ef.eager(m, x2))
     return fx
 
 
@@ -825,6 +875,7 @@ def main() -> int:
         build_skip_flags(),
         build_two_methods_config(),
         build_add_with_device(),
+        build_two_gpus(),
     ]
 
     with open(os.path.join(DEVICE_FIXTURES, "manifest.json"), "w") as f:

@@ -23,6 +23,14 @@ fn cuda() -> Option<&'static CudaAllocator> {
     a
 }
 
+/// The device under test: `ETCH_CUDA_DEVICE` (default 0), so the suite runs on every GPU.
+fn ix() -> i8 {
+    std::env::var("ETCH_CUDA_DEVICE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
@@ -61,18 +69,18 @@ fn copies_round_trip_bit_exactly_from_1_byte_to_1_gib() {
             if n == 1 << 30 && offset != 0 {
                 continue;
             }
-            let p = a.allocate(n + offset, 0, 256).unwrap();
+            let p = a.allocate(n + offset, ix(), 256).unwrap();
             // SAFETY: `offset` lies inside the allocation of `n + offset` bytes.
             let dst = unsafe { p.add(offset) };
             let src = pattern(n, offset as u8);
-            a.copy_host_to_device(dst, &src, 0).unwrap();
-            let q = a.allocate(n, 0, 8).unwrap();
-            a.copy_device_to_device(q, 0, dst, 0, n).unwrap();
+            a.copy_host_to_device(dst, &src, ix()).unwrap();
+            let q = a.allocate(n, ix(), 8).unwrap();
+            a.copy_device_to_device(q, ix(), dst, ix(), n).unwrap();
             let mut back = vec![0u8; n];
-            a.copy_device_to_host(&mut back, q, 0).unwrap();
+            a.copy_device_to_host(&mut back, q, ix()).unwrap();
             assert!(back == src, "size {n} offset {offset}: mismatch");
-            a.deallocate(p, 0).unwrap();
-            a.deallocate(q, 0).unwrap();
+            a.deallocate(p, ix()).unwrap();
+            a.deallocate(q, ix()).unwrap();
         }
     }
 }
@@ -82,11 +90,11 @@ fn error_cases_are_errors() {
     let Some(a) = cuda() else { return };
     let n = a.num_devices() as i8;
     assert_eq!(
-        a.allocate(64, 0, 3).unwrap_err().code(),
+        a.allocate(64, ix(), 3).unwrap_err().code(),
         ErrorCode::InvalidArgument
     );
     assert_eq!(
-        a.allocate(64, 0, 512).unwrap_err().code(),
+        a.allocate(64, ix(), 512).unwrap_err().code(),
         ErrorCode::InvalidArgument
     );
     assert_eq!(
@@ -107,21 +115,24 @@ fn error_cases_are_errors() {
             .code(),
         ErrorCode::InvalidArgument
     );
-    assert!(a.deallocate(std::ptr::null_mut(), 0).is_err());
+    assert!(a.deallocate(std::ptr::null_mut(), ix()).is_err());
     // Out of memory: an error with the requested and free bytes, never an abort.
-    let e = a.allocate(1 << 50, 0, 8).unwrap_err();
+    let e = a.allocate(1 << 50, ix(), 8).unwrap_err();
     assert_eq!(e.code(), ErrorCode::MemoryAllocationFailed);
     assert!(e.message().contains("free"), "{e}");
     // A host pointer is not device memory.
     let host = [0u8; 16];
     let mut out = [0u8; 16];
-    assert!(a.copy_device_to_host(&mut out, host.as_ptr(), 0).is_err());
+    assert!(
+        a.copy_device_to_host(&mut out, host.as_ptr(), ix())
+            .is_err()
+    );
 }
 
 #[test]
 fn accounting_and_no_leaks() {
     let Some(a) = cuda() else { return };
-    let (free0, _) = a.mem_info(0).unwrap();
+    let (free0, _) = a.mem_info(ix()).unwrap();
     let registry = DeviceRegistry::new();
     // Register a second handle to the same allocator type in a private registry.
     registry
@@ -130,14 +141,15 @@ fn accounting_and_no_leaks() {
     {
         let bufs: Vec<_> = (0..16)
             .map(|_| {
-                DeviceMemoryBuffer::create(&registry, 64 << 20, DeviceType::Cuda, 0, 256).unwrap()
+                DeviceMemoryBuffer::create(&registry, 64 << 20, DeviceType::Cuda, ix(), 256)
+                    .unwrap()
             })
             .collect();
-        let (free1, _) = a.mem_info(0).unwrap();
+        let (free1, _) = a.mem_info(ix()).unwrap();
         assert!(free0 - free1 >= 16 * (64 << 20), "{free0} -> {free1}");
         drop(bufs);
     }
-    let (free2, _) = a.mem_info(0).unwrap();
+    let (free2, _) = a.mem_info(ix()).unwrap();
     // The driver may keep a little for itself; 16 × 64 MiB must be back.
     assert!(free2 + (8 << 20) >= free0, "leaked: {free0} -> {free2}");
 }
@@ -150,13 +162,13 @@ fn several_threads_use_the_allocator() {
             s.spawn(move || {
                 for i in 0..50usize {
                     let n = 1000 + i * 37 + t as usize;
-                    let p = a.allocate(n, 0, 16).unwrap();
+                    let p = a.allocate(n, ix(), 16).unwrap();
                     let src = pattern(n, t);
-                    a.copy_host_to_device(p, &src, 0).unwrap();
+                    a.copy_host_to_device(p, &src, ix()).unwrap();
                     let mut back = vec![0u8; n];
-                    a.copy_device_to_host(&mut back, p, 0).unwrap();
+                    a.copy_device_to_host(&mut back, p, ix()).unwrap();
                     assert_eq!(back, src);
-                    a.deallocate(p, 0).unwrap();
+                    a.deallocate(p, ix()).unwrap();
                 }
             });
         }
@@ -171,11 +183,11 @@ fn pinned_memory_round_trips() {
     // SAFETY: `h` is a fresh pinned allocation of `n` bytes.
     let hs = unsafe { std::slice::from_raw_parts_mut(h, n) };
     hs.copy_from_slice(&pattern(n, 9));
-    let d = a.allocate(n, 0, 256).unwrap();
-    a.copy_host_to_device(d, hs, 0).unwrap();
+    let d = a.allocate(n, ix(), 256).unwrap();
+    a.copy_host_to_device(d, hs, ix()).unwrap();
     let mut back = vec![0u8; n];
-    a.copy_device_to_host(&mut back, d, 0).unwrap();
+    a.copy_device_to_host(&mut back, d, ix()).unwrap();
     assert!(back == hs);
-    a.deallocate(d, 0).unwrap();
+    a.deallocate(d, ix()).unwrap();
     a.free_pinned(h).unwrap();
 }

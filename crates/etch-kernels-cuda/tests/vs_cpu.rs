@@ -28,6 +28,14 @@ fn registry() -> Option<&'static Arc<DeviceRegistry>> {
     r
 }
 
+/// The device under test: `ETCH_CUDA_DEVICE` (default 0).
+fn ix() -> i8 {
+    std::env::var("ETCH_CUDA_DEVICE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
 struct Rng(u64);
 impl Rng {
     fn f(&mut self) -> f32 {
@@ -133,7 +141,13 @@ fn run(
             } else {
                 let alloc = devs.get(device.kind).unwrap();
                 alloc
-                    .copy_device_to_device(owned.view().data_ptr(), 0, t.data_ptr(), 0, t.nbytes())
+                    .copy_device_to_device(
+                        owned.view().data_ptr(),
+                        device.index,
+                        t.data_ptr(),
+                        device.index,
+                        t.nbytes(),
+                    )
                     .unwrap();
                 owned.to_cpu().unwrap()
             }
@@ -279,7 +293,7 @@ fn cuda_kernels_match_cpu_kernels() {
         ];
         for (op, args) in &cases {
             let c = run(&cpu, op, args, dtype, Device::CPU, devs);
-            let g = run(&gpu, op, args, dtype, Device::cuda(0), devs);
+            let g = run(&gpu, op, args, dtype, Device::cuda(ix()), devs);
             compare(op, dtype, &c, &g);
             eprintln!("{op} {dtype}: ok");
         }
@@ -293,9 +307,9 @@ fn unsupported_cases_are_errors() {
     // An int64 add has no CUDA kernel yet: an error, not a crash.
     let a = Tensor::from_slice(&[1i64, 2, 3], &[3])
         .unwrap()
-        .to_device(Device::cuda(0), devs)
+        .to_device(Device::cuda(ix()), devs)
         .unwrap();
-    let o = Tensor::empty_on(ScalarType::Long, &[3], Device::cuda(0), devs).unwrap();
+    let o = Tensor::empty_on(ScalarType::Long, &[3], Device::cuda(ix()), devs).unwrap();
     let mut values = vec![
         EValue::Tensor(a.view()),
         EValue::Tensor(a.view()),
