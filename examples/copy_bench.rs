@@ -168,7 +168,11 @@ mod bench {
                 cuda.deallocate(b, 1)?;
             }
             println!();
-            println!("(GB/s, peer copies through the driver, median)");
+            println!(
+                "(GB/s, median; peer access cuda:0→cuda:1 {}, cuda:1→cuda:0 {})",
+                cuda.peer_access(0, 1),
+                cuda.peer_access(1, 0)
+            );
         }
         // Per-copy overhead of a 4-byte tensor.
         let dev = cuda.allocate(4, 0, 8)?;

@@ -68,6 +68,9 @@ pub struct CudaAllocator {
     /// Live allocations: (device ordinal, address) → size. Frees of anything else are
     /// rejected instead of reaching the driver.
     live: std::sync::Mutex<LiveAllocations>,
+    /// `peer[i][j]`: device i's context can read device j's memory directly (NVLink/PCIe
+    /// peer access, enabled at start where the hardware allows it).
+    peer: Vec<Vec<bool>>,
     /// Pinned host allocations (address → size): copies from them skip staging.
     pinned: std::sync::Mutex<std::collections::BTreeMap<usize, usize>>,
     /// Pageable host→device copies of at least this many bytes go through pinned staging.
@@ -100,7 +103,51 @@ pub fn driver_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
+/// Enables peer access between every pair of devices that supports it, so device-to-device
+/// copies across GPUs go over NVLink/PCIe directly instead of through the host.
+fn enable_peer_access(gpus: &[Gpu]) -> Vec<Vec<bool>> {
+    let n = gpus.len();
+    let mut peer = vec![vec![false; n]; n];
+    for i in 0..n {
+        for j in 0..n {
+            if i == j {
+                continue;
+            }
+            let mut can = 0i32;
+            // SAFETY: plain queries on valid device handles; `can` outlives the call.
+            let ok = unsafe {
+                sys::cuDeviceCanAccessPeer(
+                    &mut can,
+                    gpus[i].ctx.cu_device(),
+                    gpus[j].ctx.cu_device(),
+                )
+            };
+            if ok != sys::cudaError_enum::CUDA_SUCCESS || can == 0 {
+                continue;
+            }
+            if gpus[i].ctx.bind_to_thread().is_err() {
+                continue;
+            }
+            // SAFETY: enables access from the current context (device i) to device j's
+            // primary context; "already enabled" is fine.
+            let r = unsafe { sys::cuCtxEnablePeerAccess(gpus[j].ctx.cu_ctx(), 0) };
+            peer[i][j] = r == sys::cudaError_enum::CUDA_SUCCESS
+                || r == sys::cudaError_enum::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+        }
+    }
+    peer
+}
+
 impl CudaAllocator {
+    /// True when device `from` can read device `to`'s memory directly.
+    pub fn peer_access(&self, from: usize, to: usize) -> bool {
+        self.peer
+            .get(from)
+            .and_then(|r| r.get(to))
+            .copied()
+            .unwrap_or(false)
+    }
+
     /// Opens every CUDA device: `NotFound` when there is no driver or no device.
     pub fn new() -> Result<CudaAllocator> {
         if !driver_present() {
@@ -128,7 +175,9 @@ impl CudaAllocator {
                 staging: std::sync::Mutex::new(None),
             });
         }
+        let peer = enable_peer_access(&gpus);
         Ok(CudaAllocator {
+            peer,
             gpus,
             live: Default::default(),
             pinned: Default::default(),
