@@ -107,6 +107,9 @@ binop!(
     /// NaN-propagating minimum.
     Minimum, |s, a, b| a.min_nan(b));
 binop!(
+    /// `atan2(a, b)`, always floating point.
+    Atan2, |s, a, b| C::from_f64(a.to_f64().atan2(b.to_f64())), float_only = true);
+binop!(
     /// Bitwise and.
     BitAnd, |s, a, b| a.bitand(b), check = integral_only);
 binop!(
@@ -634,6 +637,7 @@ tt!(
 );
 tt!(fmod_tensor_out, "aten::fmod.Tensor_out", Fmod, 2);
 tt!(pow_tensor_tensor_out, "aten::pow.Tensor_Tensor_out", Pow, 2);
+tt!(atan2_out, "aten::atan2.out", Atan2, 2);
 tt!(maximum_out, "aten::maximum.out", Maximum, 2);
 tt!(minimum_out, "aten::minimum.out", Minimum, 2);
 tt!(
@@ -742,6 +746,7 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
         ("aten::pow.Tensor_Tensor_out", pow_tensor_tensor_out),
         ("aten::pow.Tensor_Scalar_out", pow_tensor_scalar_out),
         ("aten::maximum.out", maximum_out),
+        ("aten::atan2.out", atan2_out),
         ("aten::minimum.out", minimum_out),
         ("aten::bitwise_and.Tensor_out", bitwise_and_tensor_out),
         ("aten::bitwise_and.Scalar_out", bitwise_and_scalar_out),

@@ -81,7 +81,7 @@ fn index_select_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         ss[dim] = 0;
     }
     for i in 0..n {
-        let j = check_index(OP, idx.get(i), size)?;
+        let j = check_plain_index(OP, idx.get(i), size)?;
         let sv = Strided {
             offset: j * sd,
             strides: ss,
@@ -123,7 +123,7 @@ fn gather_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let idx = Indices::of(OP, &ix)?;
     let size = if a.dim() == 0 { 1 } else { a.sizes()[dim] };
     for i in 0..ix.numel() {
-        check_index(OP, idx.get(i), size)?;
+        check_plain_index(OP, idx.get(i), size)?;
     }
     let shape = Shape::from_slice(ix.sizes())?;
     let mut sa = Shape::from_slice(a.strides())?;
@@ -146,8 +146,7 @@ fn gather_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             [&sa, &si, &so],
             |[oa, oi, oo], len, [xa, xi, xo]| {
                 for k in 0..len {
-                    let j = idx.get(oi + k * xi);
-                    let j = if j < 0 { j + size as i64 } else { j } as usize;
+                    let j = idx.get(oi + k * xi) as usize;
                     o[oo + k * xo] = x[oa + k * xa + j * sd];
                 }
             },
@@ -156,122 +155,289 @@ fn gather_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     })
 }
 
-/// `index.Tensor`: args [self, indices (optional tensor list), out]. Integer index tensors
-/// broadcast together; when the indexed dims are not adjacent the indexed result dims come
-/// first, as in PyTorch. Boolean masks are not supported.
+/// `gather`/`scatter` indices: PyTorch rejects negative ones (no wrapping).
+fn check_plain_index(op: &str, idx: i64, n: usize) -> Result<usize> {
+    if idx < 0 {
+        return Err(Error::invalid_argument(format!(
+            "{op}: index {idx} is out of bounds for a dimension of size {n}"
+        )));
+    }
+    check_index(op, idx, n)
+}
+
+/// Where a dim of an indexing result comes from.
+#[derive(Clone, Copy)]
+enum Src {
+    SelfDim(usize),
+    Bcast(usize),
+}
+
+/// The plan of `self[indices]` (PyTorch advanced indexing with integer index tensors).
+struct IndexPlan<'a> {
+    /// The result's shape.
+    osz: Shape,
+    srcs: [Src; MAX_DIMS],
+    readers: [Option<(Indices<'a>, Shape)>; MAX_DIMS],
+    nl: usize,
+}
+
+impl<'a> IndexPlan<'a> {
+    /// Plans indexing a tensor of `sizes` with the optional tensor list at arg `list_i`.
+    /// Integer index tensors broadcast together; when the indexed dims are not adjacent the
+    /// indexed result dims come first, as in PyTorch. Boolean masks are not supported.
+    fn new(op: &str, ctx: &KernelContext<'a>, list_i: usize, sizes: &[usize]) -> Result<Self> {
+        let nl = ctx.tensor_list_len(list_i)?;
+        let nd = sizes.len();
+        if nl > nd {
+            return Err(Error::invalid_argument(format!(
+                "{op}: {nl} indices for a {nd}-d tensor"
+            )));
+        }
+        let mut idx: [Option<TensorRef<'a>>; MAX_DIMS] = [None; MAX_DIMS];
+        let mut bshape = Shape::new();
+        let (mut first, mut last, mut count) = (usize::MAX, 0usize, 0usize);
+        for (d, slot) in idx.iter_mut().enumerate().take(nl) {
+            if let Some(t) = ctx.opt_tensor_list_item(list_i, d)? {
+                if t.dtype() == etch_core::ScalarType::Bool
+                    || t.dtype() == etch_core::ScalarType::Byte
+                {
+                    return Err(Error::not_supported(format!("{op}: boolean mask indices")));
+                }
+                Indices::of(op, &t)?;
+                bshape = if count == 0 {
+                    Shape::from_slice(t.sizes())?
+                } else {
+                    broadcast_shape(op, &bshape, t.sizes())?
+                };
+                first = first.min(d);
+                last = d;
+                count += 1;
+                *slot = Some(t);
+            }
+        }
+        if count == 0 {
+            return Err(Error::invalid_argument(format!(
+                "{op}: at least one index tensor is required"
+            )));
+        }
+        let adjacent = last + 1 - first == count;
+        let mut srcs = [Src::Bcast(0); MAX_DIMS];
+        let mut osz = Shape::new();
+        let insert_at = if adjacent { first } else { 0 };
+        let mut push = |s: Src, n: usize, osz: &mut Shape| -> Result<()> {
+            if osz.len() >= MAX_DIMS {
+                return Err(Error::invalid_argument(format!(
+                    "{op}: result has too many dims"
+                )));
+            }
+            srcs[osz.len()] = s;
+            osz.push(n)
+        };
+        for d in 0..nd {
+            if d == insert_at {
+                for (k, &b) in bshape.iter().enumerate() {
+                    push(Src::Bcast(k), b, &mut osz)?;
+                }
+            }
+            if idx.get(d).is_some_and(|t| t.is_some()) {
+                continue;
+            }
+            push(Src::SelfDim(d), sizes[d], &mut osz)?;
+        }
+        let mut readers: [Option<(Indices<'a>, Shape)>; MAX_DIMS] = Default::default();
+        for d in 0..nl {
+            if let Some(t) = &idx[d] {
+                readers[d] = Some((Indices::of(op, t)?, bstrides(t, &bshape)));
+            }
+        }
+        Ok(IndexPlan {
+            osz,
+            srcs,
+            readers,
+            nl,
+        })
+    }
+
+    /// Calls `f(position, offset)` for every result element in row-major order, where
+    /// `offset` is the indexed element's offset in a tensor of `sizes` and `strides`.
+    /// Every index is checked first.
+    fn visit(
+        &self,
+        op: &str,
+        sizes: &[usize],
+        strides: &[usize],
+        mut f: impl FnMut(&[usize], usize),
+    ) -> Result<()> {
+        let total: usize = self.osz.iter().product();
+        let on = self.osz.len();
+        let mut pos = [0usize; MAX_DIMS];
+        let mut offs = Vec::with_capacity(total);
+        for pass in 0..2 {
+            for t in 0..total {
+                if pass == 0 {
+                    let mut src = 0usize;
+                    for k in 0..on {
+                        if let Src::SelfDim(d) = self.srcs[k] {
+                            src += pos[k] * strides[d];
+                        }
+                    }
+                    for d in 0..self.nl {
+                        if let Some((r, bs)) = &self.readers[d] {
+                            let mut off = 0usize;
+                            for k in 0..on {
+                                if let Src::Bcast(b) = self.srcs[k] {
+                                    off += pos[k] * bs[b];
+                                }
+                            }
+                            src += check_index(op, r.get(off), sizes[d])? * strides[d];
+                        }
+                    }
+                    offs.push(src);
+                } else {
+                    f(&pos[..on], offs[t]);
+                }
+                for k in (0..on).rev() {
+                    pos[k] += 1;
+                    if pos[k] < self.osz[k] {
+                        break;
+                    }
+                    pos[k] = 0;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `index.Tensor`: args [self, indices (optional tensor list), out].
 fn index_tensor_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::index.Tensor_out";
     let a = ctx.tensor(0)?;
-    let nl = ctx.tensor_list_len(1)?;
-    let nd = a.dim();
-    if nl > nd {
-        return Err(Error::invalid_argument(format!(
-            "{OP}: {nl} indices for a {nd}-d tensor"
-        )));
-    }
-    let mut idx: [Option<TensorRef<'_>>; MAX_DIMS] = [None; MAX_DIMS];
-    let mut bshape = Shape::new();
-    let (mut first, mut last, mut count) = (usize::MAX, 0usize, 0usize);
-    for (d, slot) in idx.iter_mut().enumerate().take(nl) {
-        if let Some(t) = ctx.opt_tensor_list_item(1, d)? {
-            if t.dtype() == etch_core::ScalarType::Bool || t.dtype() == etch_core::ScalarType::Byte
-            {
-                return Err(Error::not_supported(format!("{OP}: boolean mask indices")));
-            }
-            Indices::of(OP, &t)?;
-            bshape = if count == 0 {
-                Shape::from_slice(t.sizes())?
-            } else {
-                broadcast_shape(OP, &bshape, t.sizes())?
-            };
-            first = first.min(d);
-            last = d;
-            count += 1;
-            *slot = Some(t);
-        }
-    }
-    if count == 0 {
-        return Err(Error::invalid_argument(format!(
-            "{OP}: at least one index tensor is required"
-        )));
-    }
-    let adjacent = last + 1 - first == count;
-    // Out dims: for each, where it comes from (a self dim, or a broadcast-index dim).
-    #[derive(Clone, Copy)]
-    enum Src {
-        SelfDim(usize),
-        Bcast(usize),
-    }
-    let mut srcs = [Src::Bcast(0); MAX_DIMS];
-    let mut osz = Shape::new();
-    let insert_at = if adjacent { first } else { 0 };
-    let mut push = |s: Src, n: usize, osz: &mut Shape| -> Result<()> {
-        if osz.len() >= MAX_DIMS {
-            return Err(Error::invalid_argument(format!(
-                "{OP}: result has too many dims"
-            )));
-        }
-        srcs[osz.len()] = s;
-        osz.push(n)
-    };
-    for d in 0..nd {
-        if d == insert_at {
-            for (k, &b) in bshape.iter().enumerate() {
-                push(Src::Bcast(k), b, &mut osz)?;
-            }
-        }
-        if idx.get(d).is_some_and(|t| t.is_some()) {
-            continue;
-        }
-        push(Src::SelfDim(d), a.sizes()[d], &mut osz)?;
-    }
-    let mut out = ctx.resize_out(2, &osz)?;
+    let plan = IndexPlan::new(OP, ctx, 1, a.sizes())?;
+    let mut out = ctx.resize_out(2, &plan.osz)?;
     same_dtype(OP, a.dtype(), out.dtype())?;
-    // Per-index readers with strides broadcast to the index shape.
-    let mut readers: [Option<(Indices<'_>, Shape)>; MAX_DIMS] = Default::default();
-    for d in 0..nl {
-        if let Some(t) = &idx[d] {
-            readers[d] = Some((Indices::of(OP, t)?, bstrides(t, &bshape)));
-        }
-    }
-    let (sa, so) = (
-        Shape::from_slice(a.strides())?,
-        Shape::from_slice(out.strides())?,
-    );
-    let total = out.numel();
-    let on = osz.len();
+    let so = Shape::from_slice(out.strides())?;
     dispatch_all!(a.dtype(), OP, "self", |T| {
         let x = a.data::<T>()?;
         let o = out.data_mut::<T>()?;
-        let mut pos = [0usize; MAX_DIMS];
-        for _ in 0..total {
-            let (mut src, mut dst) = (0usize, 0usize);
-            for k in 0..on {
-                dst += pos[k] * so[k];
-                if let Src::SelfDim(d) = srcs[k] {
-                    src += pos[k] * sa[d];
-                }
-            }
-            for d in 0..nl {
-                if let Some((r, bs)) = &readers[d] {
-                    let mut off = 0usize;
-                    for k in 0..on {
-                        if let Src::Bcast(b) = srcs[k] {
-                            off += pos[k] * bs[b];
-                        }
-                    }
-                    src += check_index(OP, r.get(off), a.sizes()[d])? * sa[d];
-                }
-            }
+        plan.visit(OP, a.sizes(), a.strides(), |pos, src| {
+            let dst: usize = pos.iter().zip(so.iter()).map(|(p, s)| p * s).sum();
             o[dst] = x[src];
-            for k in (0..on).rev() {
-                pos[k] += 1;
-                if pos[k] < osz[k] {
-                    break;
-                }
-                pos[k] = 0;
-            }
+        })
+    })
+}
+
+/// `index_put`: args [self, indices, values, accumulate, out]. `out` is `self` with
+/// `out[indices] = values` (`+=` when accumulating); `values` broadcasts to the indexed
+/// shape.
+fn index_put_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::index_put.out";
+    let a = ctx.tensor(0)?;
+    let v = ctx.tensor(2)?;
+    let accumulate = ctx.bool(3)?;
+    let plan = IndexPlan::new(OP, ctx, 1, a.sizes())?;
+    same_dtype(OP, a.dtype(), v.dtype())?;
+    let vsz = broadcast_shape(OP, &plan.osz, v.sizes())?;
+    if vsz.as_ref() as &[usize] != plan.osz.as_ref() as &[usize] {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: values {:?} do not broadcast to the indexed shape {:?}",
+            v.sizes(),
+            &plan.osz[..]
+        )));
+    }
+    let mut out = ctx.resize_out(4, a.sizes())?;
+    same_dtype(OP, a.dtype(), out.dtype())?;
+    let sizes = Shape::from_slice(a.sizes())?;
+    let dv = Strided::of(&out)?;
+    copy_strided(OP, &a, &Strided::of(&a)?, &sizes, &mut out, &dv)?;
+    let sv = bstrides(&v, &plan.osz);
+    let so = Shape::from_slice(out.strides())?;
+    dispatch_all!(a.dtype(), OP, "self", |T| {
+        let y = v.data::<T>()?;
+        let o = out.data_mut::<T>()?;
+        plan.visit(OP, &sizes, &so, |pos, dst| {
+            let src: usize = pos.iter().zip(sv.iter()).map(|(p, s)| p * s).sum();
+            o[dst] = if accumulate {
+                T::from_c(o[dst].to_c().add(y[src].to_c()))
+            } else {
+                y[src]
+            };
+        })
+    })
+}
+
+/// `scatter.src_out`: args [self, dim, index, src, out]. `out` is `self` with
+/// `out[..., index[i], ...] = src[i]` along `dim`.
+fn scatter_src_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::scatter.src_out";
+    let a = ctx.tensor(0)?;
+    let dim = wrap(OP, ctx.int(1)?, a.dim())?;
+    let ix = ctx.tensor(2)?;
+    let src = ctx.tensor(3)?;
+    same_dtype(OP, a.dtype(), src.dtype())?;
+    let nd = a.dim().max(1);
+    if ix.numel() > 0 && (ix.dim().max(1) != nd || src.dim().max(1) != nd) {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: index {:?} and src {:?} must have as many dims as self {:?}",
+            ix.sizes(),
+            src.sizes(),
+            a.sizes()
+        )));
+    }
+    for d in 0..ix.dim() {
+        let s = src.sizes().get(d).copied().unwrap_or(1);
+        let n = a.sizes().get(d).copied().unwrap_or(1);
+        if ix.sizes()[d] > s || (d != dim && ix.sizes()[d] > n) {
+            return Err(Error::invalid_argument(format!(
+                "{OP}: index {:?} is larger than src {:?} or self {:?}",
+                ix.sizes(),
+                src.sizes(),
+                a.sizes()
+            )));
         }
+    }
+    let idx = Indices::of(OP, &ix)?;
+    let size = if a.dim() == 0 { 1 } else { a.sizes()[dim] };
+    for i in 0..ix.numel() {
+        check_plain_index(OP, idx.get(i), size)?;
+    }
+    let mut out = ctx.resize_out(4, a.sizes())?;
+    same_dtype(OP, a.dtype(), out.dtype())?;
+    let sizes = Shape::from_slice(a.sizes())?;
+    let dv = Strided::of(&out)?;
+    copy_strided(OP, &a, &Strided::of(&a)?, &sizes, &mut out, &dv)?;
+    if ix.numel() == 0 {
+        return Ok(());
+    }
+    let shape = Shape::from_slice(ix.sizes())?;
+    let mut so = Shape::from_slice(out.strides())?;
+    let sd = if a.dim() == 0 { 0 } else { so[dim] };
+    if a.dim() > 0 {
+        so[dim] = 0;
+    } else {
+        so = Shape::filled(shape.len(), 0)?;
+    }
+    let (si, ss) = (
+        Shape::from_slice(ix.strides())?,
+        if src.dim() == 0 {
+            Shape::filled(shape.len(), 0)?
+        } else {
+            Shape::from_slice(src.strides())?
+        },
+    );
+    dispatch_all!(a.dtype(), OP, "self", |T| {
+        let y = src.data::<T>()?;
+        let o = out.data_mut::<T>()?;
+        walk(
+            &shape,
+            [&so, &si, &ss],
+            |[oo, oi, os], len, [xo, xi, xs]| {
+                for k in 0..len {
+                    let j = idx.get(oi + k * xi) as usize;
+                    o[oo + k * xo + j * sd] = y[os + k * xs];
+                }
+            },
+        );
         Ok(())
     })
 }
@@ -282,5 +448,7 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     reg.register("aten::index_select.out", index_select_out)?;
     reg.register("aten::gather.out", gather_out)?;
     reg.register("aten::index.Tensor_out", index_tensor_out)?;
+    reg.register("aten::index_put.out", index_put_out)?;
+    reg.register("aten::scatter.src_out", scatter_src_out)?;
     Ok(())
 }

@@ -513,6 +513,240 @@ fn cumsum_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     Ok(())
 }
 
+/// `var.correction_out` / `std.correction_out`: args [self, dim?, correction?, keepdim,
+/// out]. Divides by `max(0, N - correction)` (default correction 1), as PyTorch does.
+fn var_std(ctx: &mut KernelContext<'_>, op: &str, std: bool) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let dims = opt_dims(ctx, 1)?;
+    let correction = ctx.opt_scalar(2)?.map_or(1.0, |s| s.to_f64());
+    let keepdim = ctx.bool(3)?;
+    if !a.dtype().is_floating() {
+        return Err(bad_dtype(op, "input", a.dtype()));
+    }
+    let p = plan(op, &a, dims.as_deref(), keepdim)?;
+    let mut out = ctx.resize_out(4, &p.out_shape)?;
+    same_dtype(op, a.dtype(), out.dtype())?;
+    let so = kept_out_strides(&p, &out, keepdim, &a, dims.as_deref())?;
+    let x = AnySlice::of(op, &a)?;
+    let mut o = AnySliceMut::of(op, &mut out)?;
+    let n = p.count as f64;
+    let denom = (n - correction).max(0.0);
+    for_each_output(&p, &so, |oo, inner| {
+        let mut sum = 0f64;
+        inner(&mut |i| sum += x.get::<f64>(i));
+        let mean = sum / n;
+        let mut sq = 0f64;
+        inner(&mut |i| {
+            let d = x.get::<f64>(i) - mean;
+            sq += d * d;
+        });
+        let v = sq / denom;
+        o.set(oo, if std { v.sqrt() } else { v });
+    });
+    Ok(())
+}
+fn var_correction_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    var_std(ctx, "aten::var.correction_out", false)
+}
+fn std_correction_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    var_std(ctx, "aten::std.correction_out", true)
+}
+
+/// Shared body of `prod.int_out` and `prod.out`: integer and bool inputs multiply into
+/// int64 unless `dtype` says otherwise.
+fn prod(
+    ctx: &mut KernelContext<'_>,
+    op: &str,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    dtype_i: usize,
+    out_i: usize,
+) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let dtype = opt_dtype(ctx, dtype_i)?;
+    let p = plan(op, &a, dims, keepdim)?;
+    let mut out = ctx.resize_out(out_i, &p.out_shape)?;
+    let want = dtype.unwrap_or(if a.dtype().is_floating() {
+        a.dtype()
+    } else {
+        ScalarType::Long
+    });
+    same_dtype(op, want, out.dtype())?;
+    let so = kept_out_strides(&p, &out, keepdim, &a, dims)?;
+    let x = AnySlice::of(op, &a)?;
+    let mut o = AnySliceMut::of(op, &mut out)?;
+    if want.is_floating() {
+        for_each_output(&p, &so, |oo, inner| {
+            let mut acc = 1f64;
+            inner(&mut |i| acc *= x.get::<f64>(i));
+            o.set(oo, acc);
+        });
+    } else {
+        for_each_output(&p, &so, |oo, inner| {
+            let mut acc = 1i64;
+            inner(&mut |i| acc = acc.wrapping_mul(x.get::<i64>(i)));
+            o.set(oo, acc);
+        });
+    }
+    Ok(())
+}
+fn prod_int_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let d = [ctx.int(1)?];
+    let k = ctx.bool(2)?;
+    prod(ctx, "aten::prod.int_out", Some(&d), k, 3, 4)
+}
+fn prod_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    prod(ctx, "aten::prod.out", None, false, 1, 2)
+}
+
+/// `max.dim_max` / `min.dim_min`: args [self, dim, keepdim, values, indices]. NaN wins
+/// (its first occurrence); ties keep the first index.
+fn dim_extreme(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let dims = [ctx.int(1)?];
+    let keepdim = ctx.bool(2)?;
+    let p = plan(op, &a, Some(&dims), keepdim)?;
+    if p.count == 0 {
+        return Err(Error::invalid_argument(format!(
+            "{op}: cannot reduce over an empty dimension"
+        )));
+    }
+    let mut vals = ctx.resize_out(3, &p.out_shape)?;
+    let mut idxs = ctx.resize_out(4, &p.out_shape)?;
+    same_dtype(op, a.dtype(), vals.dtype())?;
+    if idxs.dtype() != ScalarType::Long {
+        return Err(Error::invalid_argument(format!(
+            "{op}: indices must be int64, got {}",
+            idxs.dtype()
+        )));
+    }
+    let sv = kept_out_strides(&p, &vals, keepdim, &a, Some(&dims))?;
+    let si = kept_out_strides(&p, &idxs, keepdim, &a, Some(&dims))?;
+    // Map each value offset to its index offset through the kept position.
+    let io = idxs.data_mut::<i64>()?;
+    dispatch_all!(a.dtype(), op, "input", |T| {
+        let x = a.data::<T>()?;
+        let vo = vals.data_mut::<T>()?;
+        let mut pos_i = Vec::with_capacity(io.len());
+        // Walk the kept dims twice in the same order: once for index offsets.
+        let kept = p.kept;
+        walk(&kept, [&si[..]], |[oi], len, [xi]| {
+            for r in 0..len {
+                pos_i.push(oi + r * xi);
+            }
+        });
+        let mut n = 0usize;
+        for_each_output(&p, &sv, |oo, inner| {
+            let mut best: Option<<T as Elem>::C> = None;
+            let (mut bi, mut k) = (0i64, 0i64);
+            let mut bv = None;
+            inner(&mut |i| {
+                let v = x[i].to_c();
+                let better = match best {
+                    None => true,
+                    Some(b) => !b.is_nan() && (v.is_nan() || if max { v > b } else { v < b }),
+                };
+                if better {
+                    best = Some(v);
+                    bv = Some(x[i]);
+                    bi = k;
+                }
+                k += 1;
+            });
+            if let Some(v) = bv {
+                vo[oo] = v;
+            }
+            if let Some(&pi) = pos_i.get(n) {
+                io[pi] = bi;
+            }
+            n += 1;
+        });
+        Ok(())
+    })
+}
+fn max_dim_max(ctx: &mut KernelContext<'_>) -> Result<()> {
+    dim_extreme(ctx, "aten::max.dim_max", true)
+}
+fn min_dim_min(ctx: &mut KernelContext<'_>) -> Result<()> {
+    dim_extreme(ctx, "aten::min.dim_min", false)
+}
+
+/// Shared body of `sort.values` and `sort.values_stable`: a stable sort along `dim`; NaN
+/// sorts as the largest value (last ascending, first descending), as in PyTorch.
+fn sort(
+    ctx: &mut KernelContext<'_>,
+    op: &str,
+    dim_i: usize,
+    desc_i: usize,
+    out_i: usize,
+) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let dim = wrap(op, ctx.int(dim_i)?, a.dim())?;
+    let descending = ctx.bool(desc_i)?;
+    let mut vals = ctx.resize_out(out_i, a.sizes())?;
+    let mut idxs = ctx.resize_out(out_i + 1, a.sizes())?;
+    same_dtype(op, a.dtype(), vals.dtype())?;
+    if idxs.dtype() != ScalarType::Long {
+        return Err(Error::invalid_argument(format!(
+            "{op}: indices must be int64, got {}",
+            idxs.dtype()
+        )));
+    }
+    if a.numel() == 0 {
+        return Ok(());
+    }
+    let n = if a.dim() == 0 { 1 } else { a.sizes()[dim] };
+    let mut rows = Shape::from_slice(a.sizes())?;
+    if a.dim() > 0 {
+        rows[dim] = 1;
+    }
+    let (sa, sv, si) = (
+        Shape::from_slice(a.strides())?,
+        Shape::from_slice(vals.strides())?,
+        Shape::from_slice(idxs.strides())?,
+    );
+    let (da, dv, di) = if a.dim() == 0 {
+        (0, 0, 0)
+    } else {
+        (sa[dim], sv[dim], si[dim])
+    };
+    let io = idxs.data_mut::<i64>()?;
+    let mut order: Vec<usize> = Vec::with_capacity(n);
+    dispatch_all!(a.dtype(), op, "input", |T| {
+        let x = a.data::<T>()?;
+        let vo = vals.data_mut::<T>()?;
+        walk(&rows, [&sa, &sv, &si], |[oa, ov, oi], len, [xa, xv, xi]| {
+            for r in 0..len {
+                let (ba, bv, bi) = (oa + r * xa, ov + r * xv, oi + r * xi);
+                let key = |j: usize| x[ba + j * da].to_c();
+                order.clear();
+                order.extend(0..n);
+                order.sort_by(|&p, &q| {
+                    let (u, v) = (key(p), key(q));
+                    let ord = match (u.is_nan(), v.is_nan()) {
+                        (true, true) => std::cmp::Ordering::Equal,
+                        (true, false) => std::cmp::Ordering::Greater,
+                        (false, true) => std::cmp::Ordering::Less,
+                        _ => u.partial_cmp(&v).unwrap_or(std::cmp::Ordering::Equal),
+                    };
+                    if descending { ord.reverse() } else { ord }
+                });
+                for (j, &src) in order.iter().enumerate() {
+                    vo[bv + j * dv] = x[ba + src * da];
+                    io[bi + j * di] = src as i64;
+                }
+            }
+        });
+        Ok(())
+    })
+}
+fn sort_values(ctx: &mut KernelContext<'_>) -> Result<()> {
+    sort(ctx, "aten::sort.values", 1, 2, 3)
+}
+fn sort_values_stable(ctx: &mut KernelContext<'_>) -> Result<()> {
+    sort(ctx, "aten::sort.values_stable", 2, 3, 4)
+}
+
 /// Registers this module's kernels.
 pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     let list: &[(&str, etch_core::KernelFn)] = &[
@@ -529,6 +763,14 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
         ("aten::all.all_out", all_all_out),
         ("aten::topk.values", topk_values),
         ("aten::cumsum.out", cumsum_out),
+        ("aten::var.correction_out", var_correction_out),
+        ("aten::std.correction_out", std_correction_out),
+        ("aten::prod.int_out", prod_int_out),
+        ("aten::prod.out", prod_out),
+        ("aten::max.dim_max", max_dim_max),
+        ("aten::min.dim_min", min_dim_min),
+        ("aten::sort.values", sort_values),
+        ("aten::sort.values_stable", sort_values_stable),
     ];
     for &(n, f) in list {
         reg.register(n, f)?;

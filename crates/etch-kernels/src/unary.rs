@@ -405,6 +405,9 @@ macro_rules! rounding_kernels {
     ($($f:ident, $n:literal, $op:expr);* $(;)?) => {$(
         fn $f(ctx: &mut KernelContext<'_>) -> Result<()> {
             let dt = ctx.tensor(0)?.dtype();
+            if dt == ScalarType::Bool {
+                return Err(bad_dtype($n, "input", dt));
+            }
             if dt.is_floating() {
                 unary_float(ctx, $n, $op, 1)
             } else {
@@ -445,6 +448,9 @@ fn neg_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 
 fn abs_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let dt = ctx.tensor(0)?.dtype();
+    if dt == ScalarType::Bool {
+        return Err(bad_dtype("aten::abs.out", "input", dt));
+    }
     unary_any(ctx, "aten::abs.out", Abs, dt, 1)
 }
 
@@ -510,6 +516,52 @@ fn logical_not_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     Ok(())
 }
 
+unary_op!(
+    /// `sign(x)`: -1, 0 or 1 (NaN gives 0, as in PyTorch).
+    Sign, |s, x| if x > C::ZERO { C::ONE } else if x < C::ZERO { C::ONE.neg() } else { C::ZERO });
+
+fn sign_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::sign.out";
+    let dt = ctx.tensor(0)?.dtype();
+    if dt == ScalarType::Bool {
+        // The sign of a bool is the bool itself.
+        return unary_any(ctx, NAME, Clamp(None, None), dt, 1);
+    }
+    unary_any(ctx, NAME, Sign, dt, 1)
+}
+
+/// `isnan` / `isinf`: a bool per element (always false for integers).
+fn float_test(ctx: &mut KernelContext<'_>, name: &str, inf: bool) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let mut out = ctx.resize_out(1, a.sizes())?;
+    if out.dtype() != ScalarType::Bool {
+        return Err(Error::invalid_argument(format!(
+            "{name}: out must be bool, got {}",
+            out.dtype()
+        )));
+    }
+    let shape = Shape::from_slice(out.sizes())?;
+    let (sa, so) = (
+        Shape::from_slice(a.strides())?,
+        Shape::from_slice(out.strides())?,
+    );
+    dispatch_all!(a.dtype(), name, "input", |T| {
+        let x = a.data::<T>()?;
+        let o = out.data_mut::<Bool>()?;
+        map1(&shape, x, &sa, o, &so, |p: T| {
+            let v = p.to_c().to_f64();
+            Bool::new(if inf { v.is_infinite() } else { v.is_nan() })
+        });
+        Ok(())
+    })
+}
+fn isnan_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    float_test(ctx, "aten::isnan.out", false)
+}
+fn isinf_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    float_test(ctx, "aten::isinf.out", true)
+}
+
 /// Registers this module's kernels.
 pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     let list: &[(&str, etch_core::KernelFn)] = &[
@@ -549,6 +601,9 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
         ("aten::clamp.out", clamp_out),
         ("aten::hardtanh.out", hardtanh_out),
         ("aten::logical_not.out", logical_not_out),
+        ("aten::sign.out", sign_out),
+        ("aten::isnan.out", isnan_out),
+        ("aten::isinf.out", isinf_out),
     ];
     for &(n, f) in list {
         reg.register(n, f)?;

@@ -24,8 +24,13 @@ fn dtype(name: &str) -> ScalarType {
     }
 }
 
+/// A number of the table: `null` is NaN, `"inf"`/`"-inf"` are the infinities.
 fn num(v: &Json) -> f64 {
-    v.as_f64().unwrap_or(f64::NAN)
+    match v.as_str() {
+        Some("inf") => f64::INFINITY,
+        Some("-inf") => f64::NEG_INFINITY,
+        _ => v.as_f64().unwrap_or(f64::NAN),
+    }
 }
 
 fn encode(dt: ScalarType, vals: &[f64]) -> Vec<u8> {
@@ -65,11 +70,46 @@ fn decode(t: &TensorRef<'_>) -> Vec<f64> {
         .collect()
 }
 
+fn decode_vals(dt: ScalarType, b: &[u8]) -> Vec<f64> {
+    match dt {
+        ScalarType::Float => b
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+        ScalarType::Half => b
+            .chunks(2)
+            .map(|c| f16::from_le_bytes(c.try_into().unwrap()).to_f64())
+            .collect(),
+        ScalarType::BFloat16 => b
+            .chunks(2)
+            .map(|c| bf16::from_le_bytes(c.try_into().unwrap()).to_f64())
+            .collect(),
+        ScalarType::Double => b
+            .chunks(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect(),
+        // Integers and bools are stored exactly.
+        _ => {
+            let es = dt.element_size();
+            b.chunks(es)
+                .map(|c| match es {
+                    8 => i64::from_le_bytes(c.try_into().unwrap()) as f64,
+                    4 => i32::from_le_bytes(c.try_into().unwrap()) as f64,
+                    2 => i16::from_le_bytes(c.try_into().unwrap()) as f64,
+                    _ if dt == ScalarType::Char => c[0] as i8 as f64,
+                    _ => c[0] as f64,
+                })
+                .collect()
+        }
+    }
+}
+
 /// Values of one case, with the buffers they point into.
 struct Built {
     values: Vec<EValue>,
     args: Vec<u32>,
     outs: Vec<usize>,
+    rets: Vec<usize>,
     _bufs: Vec<AlignedBuf>,
 }
 
@@ -87,7 +127,9 @@ fn tensor_value(bufs: &mut Vec<AlignedBuf>, t: &Json, dynamic: bool) -> EValue {
     let n: usize = sizes.iter().product();
     let bytes = match t["data"].as_array() {
         Some(d) => encode(dt, &d.iter().map(num).collect::<Vec<_>>()),
-        None => vec![0; n * dt.element_size()],
+        // Outs of error cases may carry a larger capacity, so that only a real argument
+        // check (not the out's size) can reject the call.
+        None => vec![0; n.max(t["capacity"].as_u64().unwrap_or(0) as usize) * dt.element_size()],
     };
     let mut buf = AlignedBuf::from_bytes(&bytes).unwrap();
     let ptr = buf.as_mut_ptr();
@@ -114,6 +156,8 @@ fn build(args: &[Json]) -> Built {
     let mut values = Vec::new();
     let mut bufs = Vec::new();
     let mut outs = Vec::new();
+    let mut rets = Vec::new();
+    let mut ret_outs = Vec::new();
     // Arguments first, so argument i is value i; list items are appended after them.
     let mut extra: Vec<(usize, Json)> = Vec::new();
     for (i, a) in args.iter().enumerate() {
@@ -121,23 +165,43 @@ fn build(args: &[Json]) -> Built {
             tensor_value(&mut bufs, t, false)
         } else if let Some(o) = a.get("out") {
             outs.push(i);
+            ret_outs.push(i);
             tensor_value(&mut bufs, o, true)
+        } else if a.get("ret").is_some() {
+            // A scalar return slot (prim ops): the kernel writes it.
+            rets.push(i);
+            EValue::None
         } else if let Some(s) = a.get("scalar") {
-            match s.as_i64() {
-                Some(x) => EValue::Int(x),
-                None => EValue::Double(s.as_f64().unwrap()),
+            match (s.as_i64(), s.as_bool()) {
+                (Some(x), _) => EValue::Int(x),
+                (_, Some(b)) => EValue::Bool(b),
+                _ => EValue::Double(num(s)),
             }
         } else if let Some(x) = a.get("int") {
             EValue::Int(x.as_i64().unwrap())
         } else if let Some(x) = a.get("double") {
-            EValue::Double(x.as_f64().unwrap())
+            EValue::Double(num(x))
         } else if let Some(x) = a.get("bool") {
             EValue::Bool(x.as_bool().unwrap())
         } else if let Some(x) = a.get("string") {
             EValue::String(x.as_str().unwrap().into())
         } else if a.get("none").is_some() {
             EValue::None
-        } else if a.get("int_list").is_some() || a.get("tensor_list").is_some() {
+        } else if let Some(l) = a.get("double_list") {
+            EValue::DoubleList(l.as_array().unwrap().iter().map(num).collect())
+        } else if let Some(l) = a.get("bool_list") {
+            EValue::BoolList(
+                l.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_bool().unwrap())
+                    .collect(),
+            )
+        } else if a.get("int_list").is_some()
+            || a.get("tensor_list").is_some()
+            || a.get("opt_tensor_list").is_some()
+            || a.get("out_list").is_some()
+        {
             extra.push((i, a.clone()));
             EValue::None
         } else {
@@ -171,15 +235,38 @@ fn build(args: &[Json]) -> Built {
                 values.push(v);
             }
             values[i] = EValue::TensorList(items.into());
+        } else if let Some(l) = a.get("opt_tensor_list") {
+            let mut items = Vec::new();
+            for t in l.as_array().unwrap() {
+                if t.get("none").is_some() {
+                    items.push(None);
+                    continue;
+                }
+                items.push(Some(values.len() as u32));
+                let v = tensor_value(&mut bufs, &t["tensor"], false);
+                values.push(v);
+            }
+            values[i] = EValue::OptionalTensorList(items.into());
+        } else if let Some(l) = a.get("out_list") {
+            // `Tensor(a!)[] out`: every item is an output; the op returns nothing.
+            let mut items = Vec::new();
+            for t in l.as_array().unwrap() {
+                items.push(values.len() as u32);
+                outs.push(values.len());
+                let v = tensor_value(&mut bufs, &t["out"], true);
+                values.push(v);
+            }
+            values[i] = EValue::TensorList(items.into());
         }
     }
     // ExecuTorch's convention: the return values follow the arguments (the same values).
     let mut arg_idx: Vec<u32> = (0..args.len() as u32).collect();
-    arg_idx.extend(outs.iter().map(|&o| o as u32));
+    arg_idx.extend(ret_outs.iter().map(|&o| o as u32));
     Built {
         values,
         args: arg_idx,
         outs,
+        rets,
         _bufs: bufs,
     }
 }
@@ -215,6 +302,27 @@ fn kernels_match_pytorch_op_table() {
             failures.push(format!("case {ci}: {op} failed: {e}"));
             continue;
         }
+        if let Some(want) = c.get("expected_scalars") {
+            for (k, w) in want.as_array().unwrap().iter().enumerate() {
+                let got = &b.values[b.rets[k]];
+                let ok = match (got, w.get("int"), w.get("double"), w.get("bool")) {
+                    (EValue::Int(g), Some(x), _, _) => Some(*g) == x.as_i64(),
+                    (EValue::Double(g), _, Some(x), _) => {
+                        let x = num(x);
+                        (g.is_nan() && x.is_nan()) || *g == x || (g - x).abs() <= 1e-12 * x.abs()
+                    }
+                    (EValue::Bool(g), _, _, Some(x)) => Some(*g) == x.as_bool(),
+                    _ => false,
+                };
+                compared += 1;
+                if !ok {
+                    failures.push(format!(
+                        "case {ci}: {op} return {k}: got {got:?}, expected {w}"
+                    ));
+                }
+            }
+            continue;
+        }
         let (rtol, atol) = (c["rtol"].as_f64().unwrap(), c["atol"].as_f64().unwrap());
         for (k, exp) in c["expected"].as_array().unwrap().iter().enumerate() {
             let t = b.values[b.outs[k]].as_tensor().unwrap();
@@ -242,7 +350,10 @@ fn kernels_match_pytorch_op_table() {
                 continue;
             }
             let got = decode(&t);
+            // The table stores float32/16 values as their shortest float32 decimals: round
+            // them back to the out dtype before comparing.
             let want: Vec<f64> = exp["data"].as_array().unwrap().iter().map(num).collect();
+            let want = decode_vals(t.dtype(), &encode(t.dtype(), &want));
             assert_eq!(got.len(), want.len(), "case {ci}: element count");
             compared += got.len();
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
