@@ -160,7 +160,8 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         let o = out.data_mut::<T>()?;
         // scratch: widened weights [cout, kk], the im2col matrix [kk, npix] and the
         // product [cout_g, npix] of one group.
-        let mut wf: Vec<F> = Vec::with_capacity(cout * kk);
+        let mut wf = crate::scratch::take::<F>(0, F::ZERO);
+        wf.reserve(cout * kk);
         for co in 0..cout {
             for ci in 0..cin_g {
                 for i in 0..kh {
@@ -170,8 +171,8 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
                 }
             }
         }
-        let mut col: Vec<F> = vec![F::ZERO; kk * npix];
-        let mut acc: Vec<F> = vec![F::ZERO; cout_g * npix];
+        let mut col = crate::scratch::take(kk * npix, F::ZERO);
+        let mut acc = crate::scratch::take(cout_g * npix, F::ZERO);
         for n in 0..xv.n {
             for gi in 0..g {
                 for ci in 0..cin_g {
@@ -310,7 +311,8 @@ fn conv_transposed(ctx: &mut KernelContext<'_>) -> Result<()> {
         let o = out.data_mut::<T>()?;
         // scratch: widened weights [C_in, m], one group's input [cin_g, npix], the product
         // [m, npix] and the output accumulator [cout_g, opix].
-        let mut wf: Vec<F> = Vec::with_capacity(xv.c * m);
+        let mut wf = crate::scratch::take::<F>(0, F::ZERO);
+        wf.reserve(xv.c * m);
         for ci in 0..xv.c {
             for co in 0..cout_g {
                 for i in 0..kh {
@@ -320,9 +322,9 @@ fn conv_transposed(ctx: &mut KernelContext<'_>) -> Result<()> {
                 }
             }
         }
-        let mut xf: Vec<F> = vec![F::ZERO; cin_g * npix];
-        let mut col: Vec<F> = vec![F::ZERO; m * npix];
-        let mut acc: Vec<F> = vec![F::ZERO; cout_g * opix];
+        let mut xf = crate::scratch::take(cin_g * npix, F::ZERO);
+        let mut col = crate::scratch::take(m * npix, F::ZERO);
+        let mut acc = crate::scratch::take(cout_g * opix, F::ZERO);
         for n in 0..xv.n {
             for gi in 0..g {
                 for ci in 0..cin_g {

@@ -271,7 +271,8 @@ impl<'a> IndexPlan<'a> {
         let total: usize = self.osz.iter().product();
         let on = self.osz.len();
         let mut pos = [0usize; MAX_DIMS];
-        let mut offs = Vec::with_capacity(total);
+        let mut offs = crate::scratch::take(0, 0usize);
+        offs.reserve(total);
         for pass in 0..2 {
             for t in 0..total {
                 if pass == 0 {

@@ -15,6 +15,7 @@ pub mod linalg;
 pub mod norm;
 pub mod prim;
 pub mod reduce;
+pub mod scratch;
 pub mod shape;
 pub mod unary;
 pub mod upsample;

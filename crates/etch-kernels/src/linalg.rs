@@ -117,9 +117,15 @@ fn rayon_threads() -> usize {
 }
 
 /// Copies a strided batch of matrices into a contiguous `f32` buffer.
-fn widen<T: FElem<F = f32>>(src: MatRef<'_, T>, batch: usize, r: usize, c: usize) -> Vec<f32> {
-    // scratch: widened copy of a half-precision operand.
-    let mut v = Vec::with_capacity(batch * r * c);
+fn widen<T: FElem<F = f32>>(
+    src: MatRef<'_, T>,
+    batch: usize,
+    r: usize,
+    c: usize,
+) -> crate::scratch::Scratch<f32> {
+    // scratch: widened copy of a half-precision operand (pooled, reused across calls).
+    let mut v = crate::scratch::take(0, 0f32);
+    v.reserve(batch * r * c);
     for bi in 0..batch {
         for i in 0..r {
             for j in 0..c {
@@ -224,7 +230,7 @@ pub fn matmul(
         let aw = widen(a, d.batch, d.m, d.k);
         let bw = widen(b, d.batch, d.k, d.n);
         // scratch: f32 accumulator for the product.
-        let mut acc = vec![0f32; d.batch * d.m * d.n];
+        let mut acc = crate::scratch::take(d.batch * d.m * d.n, 0f32);
         let sacc = [d.m * d.n, d.n, 1];
         if let Some(bias) = &bias {
             let src = bias.t.data::<T>()?;

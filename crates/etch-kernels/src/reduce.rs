@@ -421,7 +421,8 @@ fn topk_values(ctx: &mut KernelContext<'_>) -> Result<()> {
     };
     let io = idxs.data_mut::<i64>()?;
     // scratch: candidate indices of one row.
-    let mut order: Vec<usize> = Vec::with_capacity(n);
+    let mut order = crate::scratch::take(0, 0usize);
+    order.reserve(n);
     dispatch_all!(a.dtype(), OP, "input", |T| {
         let x = a.data::<T>()?;
         let vo = vals.data_mut::<T>()?;
@@ -627,7 +628,8 @@ fn dim_extreme(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
     dispatch_all!(a.dtype(), op, "input", |T| {
         let x = a.data::<T>()?;
         let vo = vals.data_mut::<T>()?;
-        let mut pos_i = Vec::with_capacity(io.len());
+        let mut pos_i = crate::scratch::take(0, 0usize);
+        pos_i.reserve(io.len());
         // Walk the kept dims twice in the same order: once for index offsets.
         let kept = p.kept;
         walk(&kept, [&si[..]], |[oi], len, [xi]| {
@@ -711,7 +713,8 @@ fn sort(
         (sa[dim], sv[dim], si[dim])
     };
     let io = idxs.data_mut::<i64>()?;
-    let mut order: Vec<usize> = Vec::with_capacity(n);
+    let mut order = crate::scratch::take(0, 0usize);
+    order.reserve(n);
     dispatch_all!(a.dtype(), op, "input", |T| {
         let x = a.data::<T>()?;
         let vo = vals.data_mut::<T>()?;

@@ -636,7 +636,8 @@ fn split_into(
 fn split_with_sizes_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::split_with_sizes_copy.out";
     let a = ctx.tensor(0)?;
-    let sizes = ctx.int_list(1)?.to_vec(); // scratch: small list of split sizes.
+    let mut sizes = crate::scratch::take(0, 0i64); // scratch: the split sizes (pooled).
+    sizes.extend_from_slice(ctx.int_list(1)?);
     let dim = wrap(OP, ctx.int(2)?, a.dim())?;
     if sizes.iter().any(|&s| s < 0) || sizes.len() != ctx.tensor_list_len(3)? {
         return Err(Error::invalid_argument(format!(

@@ -94,25 +94,23 @@ fn upsample_nearest2d_vec_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     }
     let (_, so) = nchw(OP, &out)?;
     let f64_idx = x.dtype() == etch_core::ScalarType::Double;
-    // scratch: one source index per output row and column.
-    let hi: Vec<usize> = (0..oh)
-        .map(|o| {
-            if f64_idx {
-                nearest_idx::<f64>(o, z[2], oh, sc[0])
-            } else {
-                nearest_idx::<f32>(o, z[2], oh, sc[0])
-            }
-        })
-        .collect();
-    let wi: Vec<usize> = (0..ow)
-        .map(|o| {
-            if f64_idx {
-                nearest_idx::<f64>(o, z[3], ow, sc[1])
-            } else {
-                nearest_idx::<f32>(o, z[3], ow, sc[1])
-            }
-        })
-        .collect();
+    // scratch: one source index per output row and column (pooled, reused across calls).
+    let mut hi = crate::scratch::take(0, 0usize);
+    hi.extend((0..oh).map(|o| {
+        if f64_idx {
+            nearest_idx::<f64>(o, z[2], oh, sc[0])
+        } else {
+            nearest_idx::<f32>(o, z[2], oh, sc[0])
+        }
+    }));
+    let mut wi = crate::scratch::take(0, 0usize);
+    wi.extend((0..ow).map(|o| {
+        if f64_idx {
+            nearest_idx::<f64>(o, z[3], ow, sc[1])
+        } else {
+            nearest_idx::<f32>(o, z[3], ow, sc[1])
+        }
+    }));
     dispatch_all!(x.dtype(), OP, "input", |T| {
         let xs = x.data::<T>()?;
         let o = out.data_mut::<T>()?;

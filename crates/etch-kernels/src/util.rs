@@ -515,7 +515,7 @@ pub trait Elem: Element {
 /// A floating-point tensor element type (`f32`, `f64`, `f16`, `bf16`).
 pub trait FElem: Elem {
     /// The float compute type (`f32` for the half types).
-    type F: Float;
+    type F: Float + crate::scratch::ScratchElem;
     /// Widens to the float compute type.
     fn to_f(self) -> Self::F;
     /// Rounds from the float compute type.
