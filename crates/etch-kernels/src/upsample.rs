@@ -131,12 +131,12 @@ fn upsample_nearest2d_vec_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 
 /// Source indices and weights of linear interpolation along one dim (PyTorch's
 /// `compute_source_index_and_lambda`).
-fn linear_taps<F: Float>(
+fn linear_taps<F: Float + crate::scratch::ScratchElem>(
     i: usize,
     out: usize,
     align_corners: bool,
     scale: Option<f64>,
-) -> Vec<(usize, usize, F, F)> {
+) -> Taps<F> {
     let ratio: F = if align_corners {
         if out > 1 {
             F::from_f64((i - 1) as f64).div(F::from_f64((out - 1) as f64))
@@ -146,30 +146,54 @@ fn linear_taps<F: Float>(
     } else {
         scales_value(scale, i, out)
     };
-    // scratch: one tap per output index.
-    (0..out)
-        .map(|o| {
-            if out == i {
-                return (o, o, F::ONE, F::ZERO);
-            }
-            let of = F::from_f64(o as f64);
-            let real = if align_corners {
-                ratio * of
-            } else {
-                let r = ratio * (of + F::from_f64(0.5)) + F::from_f64(-0.5);
-                if r < F::ZERO { F::ZERO } else { r }
-            };
-            let i0 = (real.floor().to_f64().max(0.0) as usize).min(i - 1);
-            let mut l1 = real.sub(F::from_f64(i0 as f64));
-            if l1 < F::ZERO {
-                l1 = F::ZERO;
-            } else if l1 > F::ONE {
-                l1 = F::ONE;
-            }
-            let i1 = if i0 < i - 1 { i0 + 1 } else { i0 };
-            (i0, i1, F::ONE.sub(l1), l1)
-        })
-        .collect()
+    // scratch: one tap per output index (pooled, reused across calls).
+    let mut taps = Taps {
+        i0: crate::scratch::take(0, 0usize),
+        i1: crate::scratch::take(0, 0usize),
+        w0: crate::scratch::take(0, F::ZERO),
+        w1: crate::scratch::take(0, F::ZERO),
+    };
+    for (i0, i1, w0, w1) in (0..out).map(|o| {
+        if out == i {
+            return (o, o, F::ONE, F::ZERO);
+        }
+        let of = F::from_f64(o as f64);
+        let real = if align_corners {
+            ratio * of
+        } else {
+            let r = ratio * (of + F::from_f64(0.5)) + F::from_f64(-0.5);
+            if r < F::ZERO { F::ZERO } else { r }
+        };
+        let i0 = (real.floor().to_f64().max(0.0) as usize).min(i - 1);
+        let mut l1 = real.sub(F::from_f64(i0 as f64));
+        if l1 < F::ZERO {
+            l1 = F::ZERO;
+        } else if l1 > F::ONE {
+            l1 = F::ONE;
+        }
+        let i1 = if i0 < i - 1 { i0 + 1 } else { i0 };
+        (i0, i1, F::ONE.sub(l1), l1)
+    }) {
+        taps.i0.push(i0);
+        taps.i1.push(i1);
+        taps.w0.push(w0);
+        taps.w1.push(w1);
+    }
+    taps
+}
+
+/// Interpolation taps of one axis: source indices and weights per output index.
+struct Taps<F: crate::scratch::ScratchElem> {
+    i0: crate::scratch::Scratch<usize>,
+    i1: crate::scratch::Scratch<usize>,
+    w0: crate::scratch::Scratch<F>,
+    w1: crate::scratch::Scratch<F>,
+}
+
+impl<F: crate::scratch::ScratchElem> Taps<F> {
+    fn iter(&self) -> impl Iterator<Item = (usize, usize, F, F)> + '_ {
+        (0..self.i0.len()).map(|k| (self.i0[k], self.i1[k], self.w0[k], self.w1[k]))
+    }
 }
 
 /// `upsample_bilinear2d.vec`: args [input, output_size?, align_corners, scale_factors?,
@@ -195,9 +219,9 @@ fn upsample_bilinear2d_vec_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         for n in 0..z[0] {
             for c in 0..z[1] {
                 let (bx, bo) = (n * sx[0] + c * sx[1], n * so[0] + c * so[1]);
-                for (y, &(h0, h1, hl0, hl1)) in ht.iter().enumerate() {
+                for (y, (h0, h1, hl0, hl1)) in ht.iter().enumerate() {
                     let (r0, r1, ro) = (bx + h0 * sx[2], bx + h1 * sx[2], bo + y * so[2]);
-                    for (xo, &(w0, w1, wl0, wl1)) in wt.iter().enumerate() {
+                    for (xo, (w0, w1, wl0, wl1)) in wt.iter().enumerate() {
                         let (a0, a1) = (w0 * sx[3], w1 * sx[3]);
                         let top = wl0 * xs[r0 + a0].to_f() + wl1 * xs[r0 + a1].to_f();
                         let bot = wl0 * xs[r1 + a0].to_f() + wl1 * xs[r1 + a1].to_f();
