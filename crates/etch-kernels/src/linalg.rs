@@ -68,7 +68,8 @@ pub fn gemm_batched<F: Float>(
             "{op}: matrix operand out of bounds"
         )));
     }
-    let par = parallelism(d.m, d.n, d.k);
+    // Single-threaded: gemm's own threading measured slower on these sizes (BENCHMARKS.md).
+    let par = gemm::Parallelism::None;
     for bi in 0..d.batch {
         // SAFETY: the bounds were checked above; `out` does not alias `a` or `b` (it is
         // borrowed mutably while they are shared).
@@ -97,23 +98,6 @@ pub fn gemm_batched<F: Float>(
         }
     }
     Ok(())
-}
-
-/// Threads for one product: all of rayon's threads once the product is big enough for the
-/// split to pay (about 2^18 multiply-adds), one thread below that so small matmuls don't
-/// pay for synchronisation.
-fn parallelism(m: usize, n: usize, k: usize) -> gemm::Parallelism {
-    const MIN_WORK: usize = 1 << 18;
-    if m.saturating_mul(n).saturating_mul(k) >= MIN_WORK && rayon_threads() > 1 {
-        gemm::Parallelism::Rayon(0)
-    } else {
-        gemm::Parallelism::None
-    }
-}
-
-fn rayon_threads() -> usize {
-    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *N.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Copies a strided batch of matrices into a contiguous `f32` buffer.
