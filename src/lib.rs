@@ -32,7 +32,7 @@ pub use etch_core::{
     Error, ErrorCode, KernelContext, KernelFn, KernelRegistry, Result, ScalarType, Tag, Tensor,
     TensorImpl, TensorRef, Value, bf16, f16,
 };
-pub use etch_format::{NamedDataMap, Program, PtdFile};
+pub use etch_format::{NamedDataMap, Program, ProgramParts, PtdFile, WriteOptions};
 pub use etch_runtime::{
     Backend, BackendInitContext, BackendRegistry, CompileSpec, Delegate, DelegateInfo, IoInfo,
     LoadConfig, Method, MethodMeta, TensorInfo,

@@ -6,12 +6,14 @@
 //! and returns an error instead of reading out of bounds. On top of that this crate
 //! checks the file identifier, the extended header and every segment's range before any
 //! of it is used, and gives out data (constants, delegate blobs, named data) only as
-//! slices that were range-checked against the file.
+//! slices that were range-checked against the file. [`ProgramParts`] writes programs back
+//! in the same layout.
 #![warn(missing_docs)]
 
 mod data;
 mod program;
 mod ptd;
+mod write;
 
 #[allow(
     missing_docs,
@@ -32,6 +34,7 @@ pub mod schema {
 pub use data::DataSource;
 pub use program::{ExtendedHeader, Program, TensorLayout};
 pub use ptd::{NamedBlob, NamedDataMap, PtdFile};
+pub use write::{ProgramParts, WriteOptions};
 
 use etch_core::Error;
 /// The planus runtime that the generated schema uses.
