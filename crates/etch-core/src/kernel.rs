@@ -124,8 +124,9 @@ impl<'a> KernelContext<'a> {
         })
     }
 
-    /// The operator's name, for error messages.
-    pub fn op_name(&self) -> &str {
+    /// The operator's name, for error messages (borrowed for the context's lifetime, so
+    /// holding it does not borrow the context).
+    pub fn op_name(&self) -> &'a str {
         self.op
     }
     /// Number of arguments.

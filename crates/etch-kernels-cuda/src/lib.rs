@@ -5,9 +5,7 @@
 #![warn(missing_docs)]
 
 use cudarc::cublas::{result as blas, sys as blas_sys};
-use cudarc::driver::{
-    CudaFunction, CudaModule, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaModule, CudaStream, DeviceRepr, LaunchConfig};
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 use etch_core::{
     Device, DeviceType, Error, KernelContext, KernelRegistry, Result, ScalarType, TensorRef,
@@ -64,7 +62,7 @@ unsafe impl DeviceRepr for Shape {}
 /// Per-device compiled module and cuBLAS handle.
 struct DeviceState {
     _module: Arc<CudaModule>,
-    functions: HashMap<String, CudaFunction>,
+    functions: HashMap<&'static str, CudaFunction>,
     blas: BlasHandle,
 }
 
@@ -138,17 +136,46 @@ fn with_device<R>(
 }
 
 impl Launch<'_> {
-    fn function(&mut self, name: &str) -> Result<CudaFunction> {
+    /// The raw handle of kernel `name` (looked up in the module once, then cached).
+    fn function(&mut self, name: &'static str) -> Result<cudarc::driver::sys::CUfunction> {
         if let Some(f) = self.state.functions.get(name) {
-            return Ok(f.clone());
+            return Ok(f.cu_function());
         }
         let f = self
             .state
             ._module
             .load_function(name)
             .map_err(|e| cuda_err(&format!("kernel {name}"), e))?;
-        self.state.functions.insert(name.to_string(), f.clone());
-        Ok(f)
+        let raw = f.cu_function();
+        self.state.functions.insert(name, f);
+        Ok(raw)
+    }
+
+    /// Launches `f` over `n` elements with argument pointers held on the caller's stack
+    /// (no allocation per launch).
+    ///
+    /// # Safety
+    /// `args` must point at values whose types and order match the kernel's signature, and
+    /// every device pointer among them must be valid for the launch.
+    unsafe fn launch(
+        &self,
+        f: cudarc::driver::sys::CUfunction,
+        n: i64,
+        args: &mut [*mut std::ffi::c_void],
+    ) -> Result<()> {
+        let c = config(n);
+        // SAFETY: the caller's contract; the stream belongs to this device's context.
+        unsafe {
+            cudarc::driver::result::launch_kernel(
+                f,
+                c.grid_dim,
+                c.block_dim,
+                c.shared_mem_bytes,
+                self.stream.cu_stream(),
+                args,
+            )
+        }
+        .map_err(|e| cuda_err("kernel launch", e))
     }
 }
 
@@ -161,15 +188,75 @@ fn config(n: i64) -> LaunchConfig {
     }
 }
 
-fn suffix(op: &str, t: ScalarType) -> Result<&'static str> {
+/// The kernel for a dtype from its `[f32, f16, bf16]` names.
+fn kernel(op: &str, names: [&'static str; 3], t: ScalarType) -> Result<&'static str> {
     match t {
-        ScalarType::Float => Ok("f32"),
-        ScalarType::Half => Ok("f16"),
-        ScalarType::BFloat16 => Ok("bf16"),
+        ScalarType::Float => Ok(names[0]),
+        ScalarType::Half => Ok(names[1]),
+        ScalarType::BFloat16 => Ok(names[2]),
         other => Err(Error::not_supported(format!(
             "{op}: the CUDA kernel supports float32, float16 and bfloat16, not {other}"
         ))),
     }
+}
+
+/// `[base_f32, base_f16, base_bf16]`.
+macro_rules! names {
+    ($base:literal) => {
+        [
+            concat!($base, "_f32"),
+            concat!($base, "_f16"),
+            concat!($base, "_bf16"),
+        ]
+    };
+}
+
+const COPY: [&str; 3] = names!("copy");
+
+/// A short list of dims on the stack (at most `etch_core::MAX_DIMS`; no heap).
+#[derive(Clone, Copy)]
+struct Small {
+    len: usize,
+    v: [usize; etch_core::MAX_DIMS],
+}
+
+impl Small {
+    fn new() -> Small {
+        Small {
+            len: 0,
+            v: [0; etch_core::MAX_DIMS],
+        }
+    }
+    fn push(&mut self, x: usize) {
+        if self.len < self.v.len() {
+            self.v[self.len] = x;
+            self.len += 1;
+        }
+    }
+}
+
+impl std::fmt::Debug for Small {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl std::ops::Deref for Small {
+    type Target = [usize];
+    fn deref(&self) -> &[usize] {
+        &self.v[..self.len]
+    }
+}
+
+impl std::ops::DerefMut for Small {
+    fn deref_mut(&mut self) -> &mut [usize] {
+        &mut self.v[..self.len]
+    }
+}
+
+/// A kernel argument pointer (cuLaunchKernel reads each argument through one).
+fn arg<T>(v: &mut T) -> *mut std::ffi::c_void {
+    v as *mut T as *mut std::ffi::c_void
 }
 
 fn ptr(t: &TensorRef<'_>) -> u64 {
@@ -232,9 +319,12 @@ fn check_rank(op: &str, n: usize) -> Result<()> {
     Ok(())
 }
 
-fn broadcast(op: &str, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+fn broadcast(op: &str, a: &[usize], b: &[usize]) -> Result<Small> {
     let n = a.len().max(b.len());
-    let mut out = vec![0; n];
+    let mut out = Small::new();
+    for _ in 0..n {
+        out.push(0);
+    }
     for i in 0..n {
         let x = if i + a.len() >= n {
             a[i + a.len() - n]
@@ -277,8 +367,8 @@ fn shape_for(op: &str, sizes: &[usize], sa: [i64; MAX_DIMS], sb: [i64; MAX_DIMS]
     Ok(s)
 }
 
-fn binary(ctx: &mut KernelContext<'_>, name: &str, has_alpha: bool) -> Result<()> {
-    let op = ctx.op_name().to_string();
+fn binary(ctx: &mut KernelContext<'_>, names: [&'static str; 3], has_alpha: bool) -> Result<()> {
+    let op = ctx.op_name();
     let a = ctx.tensor(0)?;
     let b = ctx.tensor(1)?;
     let alpha = if has_alpha {
@@ -288,9 +378,9 @@ fn binary(ctx: &mut KernelContext<'_>, name: &str, has_alpha: bool) -> Result<()
     };
     let out_i = if has_alpha { 3 } else { 2 };
     let out0 = ctx.tensor(out_i)?;
-    check_same(&op, &[&a, &b, &out0])?;
-    let sizes = broadcast(&op, a.sizes(), b.sizes())?;
-    check_rank(&op, sizes.len())?;
+    check_same(op, &[&a, &b, &out0])?;
+    let sizes = broadcast(op, a.sizes(), b.sizes())?;
+    check_rank(op, sizes.len())?;
     let out = ctx.resize_out(out_i, &sizes)?;
     if !out.is_default_dim_order() {
         return Err(Error::not_supported(format!(
@@ -298,7 +388,7 @@ fn binary(ctx: &mut KernelContext<'_>, name: &str, has_alpha: bool) -> Result<()
         )));
     }
     let shape = shape_for(
-        &op,
+        op,
         &sizes,
         bcast_strides(&a, &sizes),
         bcast_strides(&b, &sizes),
@@ -307,21 +397,23 @@ fn binary(ctx: &mut KernelContext<'_>, name: &str, has_alpha: bool) -> Result<()
     if n == 0 {
         return Ok(());
     }
-    let fname = format!("{name}_{}", suffix(&op, out.dtype())?);
-    let (pa, pb, po) = (ptr(&a), ptr(&b), ptr(&out));
+    let fname = kernel(op, names, out.dtype())?;
+    let (mut pa, mut pb, mut po) = (ptr(&a), ptr(&b), ptr(&out));
+    let (mut n, mut alpha, mut shape) = (n, alpha, shape);
     with_device(ctx, out.device(), |mut l| {
-        let f = l.function(&fname)?;
-        let mut lb = l.stream.launch_builder(&f);
-        lb.arg(&pa)
-            .arg(&pb)
-            .arg(&po)
-            .arg(&n)
-            .arg(&alpha)
-            .arg(&shape);
+        let f = l.function(fname)?;
+        let mut args = [
+            arg(&mut pa),
+            arg(&mut pb),
+            arg(&mut po),
+            arg(&mut n),
+            arg(&mut alpha),
+            arg(&mut shape),
+        ];
         // SAFETY: the pointers are live device memory of this device sized for the shapes
-        // (checked by resize and the tensors' capacities); the signature matches kernels.cu.
-        unsafe { lb.launch(config(n)) }.map_err(|e| cuda_err(&fname, e))?;
-        Ok(())
+        // (checked by resize and the tensors' capacities); the arguments match
+        // `NAME(const T* a, const T* b, T* out, i64 n, float alpha, Shape s)` in kernels.cu.
+        unsafe { l.launch(f, n, &mut args) }
     })
 }
 
@@ -329,59 +421,59 @@ fn binary(ctx: &mut KernelContext<'_>, name: &str, has_alpha: bool) -> Result<()
 /// `name(a)` read through `sa` strides over `sizes` (given in the out's memory order).
 fn unary_launch(
     ctx: &KernelContext<'_>,
-    name: &str,
+    names: [&'static str; 3],
     a: &TensorRef<'_>,
     out: &TensorRef<'_>,
     sizes: &[usize],
     sa: [i64; MAX_DIMS],
 ) -> Result<()> {
-    let op = ctx.op_name().to_string();
-    let shape = shape_for(&op, sizes, sa, [0; MAX_DIMS])?;
-    let n = out.numel() as i64;
+    let op = ctx.op_name();
+    let mut shape = shape_for(op, sizes, sa, [0; MAX_DIMS])?;
+    let mut n = out.numel() as i64;
     if n == 0 {
         return Ok(());
     }
-    let (pa, po) = (ptr(a), ptr(out));
-    match suffix(&op, out.dtype()) {
-        Ok(suf) => {
-            let fname = format!("{name}_{suf}");
-            with_device(ctx, out.device(), |mut l| {
-                let f = l.function(&fname)?;
-                let mut lb = l.stream.launch_builder(&f);
-                lb.arg(&pa).arg(&po).arg(&n).arg(&shape);
-                // SAFETY: as in `binary`.
-                unsafe { lb.launch(config(n)) }.map_err(|e| cuda_err(&fname, e))?;
-                Ok(())
-            })
-        }
-        Err(e) if name != "copy" => Err(e),
+    let (mut pa, mut po) = (ptr(a), ptr(out));
+    match kernel(op, names, out.dtype()) {
+        Ok(fname) => with_device(ctx, out.device(), |mut l| {
+            let f = l.function(fname)?;
+            let mut args = [arg(&mut pa), arg(&mut po), arg(&mut n), arg(&mut shape)];
+            // SAFETY: as in `binary`; matches `NAME(const T* a, T* out, i64 n, Shape s)`.
+            unsafe { l.launch(f, n, &mut args) }
+        }),
+        // Copies of other element types move bytes.
+        Err(e) if names != COPY => Err(e),
         Err(_) => {
-            let es = out.dtype().element_size() as i32;
+            let mut es = out.dtype().element_size() as i32;
             with_device(ctx, out.device(), |mut l| {
                 let f = l.function("copy_bytes")?;
-                let mut lb = l.stream.launch_builder(&f);
-                lb.arg(&pa).arg(&po).arg(&n).arg(&es).arg(&shape);
-                // SAFETY: as in `binary`.
-                unsafe { lb.launch(config(n)) }.map_err(|e| cuda_err("copy_bytes", e))?;
-                Ok(())
+                let mut args = [
+                    arg(&mut pa),
+                    arg(&mut po),
+                    arg(&mut n),
+                    arg(&mut es),
+                    arg(&mut shape),
+                ];
+                // SAFETY: as in `binary`; matches `copy_bytes(a, out, n, int es, Shape s)`.
+                unsafe { l.launch(f, n, &mut args) }
             })
         }
     }
 }
 
-fn unary(ctx: &mut KernelContext<'_>, name: &str) -> Result<()> {
-    let op = ctx.op_name().to_string();
+fn unary(ctx: &mut KernelContext<'_>, names: [&'static str; 3]) -> Result<()> {
+    let op = ctx.op_name();
     let a = ctx.tensor(0)?;
     let out0 = ctx.tensor(1)?;
-    check_same(&op, &[&a, &out0])?;
+    check_same(op, &[&a, &out0])?;
     let out = ctx.resize_out(1, a.sizes())?;
     if !out.is_default_dim_order() {
         return Err(Error::not_supported(format!(
             "{op}: out must be contiguous"
         )));
     }
-    let sa = logical_strides(&op, &a)?;
-    unary_launch(ctx, name, &a, &out, a.sizes(), sa)
+    let sa = logical_strides(op, &a)?;
+    unary_launch(ctx, names, &a, &out, a.sizes(), sa)
 }
 
 /// Copies `a` into `out` (whose logical shape is `a`'s, possibly permuted by `perm`),
@@ -395,7 +487,7 @@ fn strided_copy(
     // Logical dim k of out reads logical dim perm[k] of a. Iterate in out's memory order.
     check_rank(ctx.op_name(), out.dim())?;
     let order = out.dim_order();
-    let mut sizes = Vec::with_capacity(order.len());
+    let mut sizes = Small::new();
     let mut sa = [0i64; MAX_DIMS];
     for (j, &d) in order.iter().enumerate() {
         let d = d as usize;
@@ -404,33 +496,33 @@ fn strided_copy(
             sa[j] = a.strides()[perm[d]] as i64;
         }
     }
-    unary_launch(ctx, "copy", a, out, &sizes, sa)
+    unary_launch(ctx, COPY, a, out, &sizes, sa)
 }
 
 fn add_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    binary(ctx, "add", true)
+    binary(ctx, names!("add"), true)
 }
 fn sub_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    binary(ctx, "sub", true)
+    binary(ctx, names!("sub"), true)
 }
 fn mul_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    binary(ctx, "mul", false)
+    binary(ctx, names!("mul"), false)
 }
 fn div_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    binary(ctx, "div", false)
+    binary(ctx, names!("div"), false)
 }
 fn relu_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    unary(ctx, "relu")
+    unary(ctx, names!("relu"))
 }
 fn sigmoid_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    unary(ctx, "sigmoid")
+    unary(ctx, names!("sigmoid"))
 }
 fn tanh_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    unary(ctx, "tanh")
+    unary(ctx, names!("tanh"))
 }
 
 fn permute_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    let op = ctx.op_name().to_string();
+    let op = ctx.op_name();
     let a = ctx.tensor(0)?;
     let dims = ctx.dims(1)?;
     let n = a.dim();
@@ -440,7 +532,7 @@ fn permute_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             dims.len()
         )));
     }
-    let mut perm = Vec::with_capacity(n);
+    let mut perm = Small::new();
     let mut seen = [false; MAX_DIMS * 2];
     for &d in dims.iter() {
         let d = etch_core::wrap_dim(d, n)?;
@@ -450,19 +542,22 @@ fn permute_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         seen[d] = true;
         perm.push(d);
     }
-    let sizes: Vec<usize> = perm.iter().map(|&d| a.sizes()[d]).collect();
+    let mut sizes = Small::new();
+    for &d in perm.iter() {
+        sizes.push(a.sizes()[d]);
+    }
     let out0 = ctx.tensor(2)?;
-    check_same(&op, &[&a, &out0])?;
+    check_same(op, &[&a, &out0])?;
     let out = ctx.resize_out(2, &sizes)?;
     strided_copy(ctx, &a, &out, &perm)
 }
 
 fn view_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    let op = ctx.op_name().to_string();
+    let op = ctx.op_name();
     let a = ctx.tensor(0)?;
     let req = ctx.dims(1)?;
     let numel = a.numel();
-    let mut sizes = Vec::with_capacity(req.len());
+    let mut sizes = Small::new();
     let mut infer = None;
     let mut known = 1usize;
     for (i, &s) in req.iter().enumerate() {
@@ -493,11 +588,11 @@ fn view_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         )));
     }
     let out0 = ctx.tensor(2)?;
-    check_same(&op, &[&a, &out0])?;
+    check_same(op, &[&a, &out0])?;
     let out = ctx.resize_out(2, &sizes)?;
     // Read a in its logical order (through its strides), write out contiguously.
-    let sa = logical_strides(&op, &a)?;
-    unary_launch(ctx, "copy", &a, &out, a.sizes(), sa)
+    let sa = logical_strides(op, &a)?;
+    unary_launch(ctx, COPY, &a, &out, a.sizes(), sa)
 }
 
 fn clone_out(ctx: &mut KernelContext<'_>) -> Result<()> {
@@ -511,12 +606,15 @@ fn dim_order_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 }
 
 fn copy_into(ctx: &mut KernelContext<'_>, out_i: usize) -> Result<()> {
-    let op = ctx.op_name().to_string();
+    let op = ctx.op_name();
     let a = ctx.tensor(0)?;
     let out0 = ctx.tensor(out_i)?;
-    check_same(&op, &[&a, &out0])?;
+    check_same(op, &[&a, &out0])?;
     let out = ctx.resize_out(out_i, a.sizes())?;
-    let perm: Vec<usize> = (0..a.dim()).collect();
+    let mut perm = Small::new();
+    for d in 0..a.dim() {
+        perm.push(d);
+    }
     strided_copy(ctx, &a, &out, &perm)
 }
 
@@ -545,7 +643,7 @@ fn gemm(
     alpha: f32,
     beta: f32,
 ) -> Result<()> {
-    let op = ctx.op_name().to_string();
+    let op = ctx.op_name();
     for t in [a, b, out] {
         if !t.is_default_dim_order() {
             return Err(Error::not_supported(format!(
@@ -556,7 +654,7 @@ fn gemm(
     if batch == 0 || m == 0 || n == 0 {
         return Ok(());
     }
-    let dt = data_type(&op, out.dtype())?;
+    let dt = data_type(op, out.dtype())?;
     let to_i32 = |v: usize| {
         i32::try_from(v).map_err(|_| Error::not_supported(format!("{op}: dimension {v} too large")))
     };
@@ -595,17 +693,17 @@ fn gemm(
                 blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
                 blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
-            .map_err(|e| cuda_err(&format!("{op}: cuBLAS gemm"), e))
+            .map_err(|e| cuda_err(op, e))
         }
     })
 }
 
 fn mm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    let op = ctx.op_name().to_string();
+    let op = ctx.op_name();
     let a = ctx.tensor(0)?;
     let b = ctx.tensor(1)?;
     let out0 = ctx.tensor(2)?;
-    check_same(&op, &[&a, &b, &out0])?;
+    check_same(op, &[&a, &b, &out0])?;
     if a.dim() != 2 || b.dim() != 2 || a.sizes()[1] != b.sizes()[0] {
         return Err(Error::invalid_argument(format!(
             "{op}: cannot multiply {:?} by {:?}",
@@ -619,11 +717,11 @@ fn mm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 }
 
 fn bmm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    let op = ctx.op_name().to_string();
+    let op = ctx.op_name();
     let a = ctx.tensor(0)?;
     let b = ctx.tensor(1)?;
     let out0 = ctx.tensor(2)?;
-    check_same(&op, &[&a, &b, &out0])?;
+    check_same(op, &[&a, &b, &out0])?;
     if a.dim() != 3 || b.dim() != 3 || a.sizes()[0] != b.sizes()[0] || a.sizes()[2] != b.sizes()[1]
     {
         return Err(Error::invalid_argument(format!(
@@ -639,14 +737,14 @@ fn bmm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 
 fn addmm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     // addmm.out(self, mat1, mat2, *, beta=1, alpha=1, out)
-    let op = ctx.op_name().to_string();
+    let op = ctx.op_name();
     let bias = ctx.tensor(0)?;
     let a = ctx.tensor(1)?;
     let b = ctx.tensor(2)?;
     let beta = ctx.scalar(3)?.to_f64() as f32;
     let alpha = ctx.scalar(4)?.to_f64() as f32;
     let out0 = ctx.tensor(5)?;
-    check_same(&op, &[&bias, &a, &b, &out0])?;
+    check_same(op, &[&bias, &a, &b, &out0])?;
     if a.dim() != 2 || b.dim() != 2 || a.sizes()[1] != b.sizes()[0] {
         return Err(Error::invalid_argument(format!(
             "{op}: cannot multiply {:?} by {:?}",
@@ -659,20 +757,13 @@ fn addmm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     if beta != 0.0 {
         // out = broadcast(bias), then out = alpha*a@b + beta*out.
         let sizes = [m, n];
-        if bias.dim() > 2 || broadcast(&op, bias.sizes(), &sizes)? != sizes {
+        if bias.dim() > 2 || *broadcast(op, bias.sizes(), &sizes)? != sizes[..] {
             return Err(Error::invalid_argument(format!(
                 "{op}: bias {:?} does not broadcast to {sizes:?}",
                 bias.sizes()
             )));
         }
-        unary_launch(
-            ctx,
-            "copy",
-            &bias,
-            &out,
-            &sizes,
-            bcast_strides(&bias, &sizes),
-        )?;
+        unary_launch(ctx, COPY, &bias, &out, &sizes, bcast_strides(&bias, &sizes))?;
     }
     gemm(ctx, &a, &b, &out, (1, m, k, n), alpha, beta)
 }
