@@ -8,9 +8,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu
 cargo build --release --bin etch --example copy_bench
-exe() { # exe PACKAGE TEST -> path of the test binary
+exe() { # exe PACKAGE TEST -> path of that test binary
   cargo test --release -p "$1" --test "$2" --no-run --message-format=json 2>/dev/null |
-    grep -o '"executable":"[^"]*"' | tail -1 | sed 's/"executable":"//; s/"$//'
+    python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    t = m.get("target", {})
+    if m.get("reason") == "compiler-artifact" and t.get("name") == sys.argv[1] and "test" in t.get("kind", []) and m.get("executable"):
+        print(m["executable"])
+' "$2"
 }
 cp "$(exe etch-devices cuda)" .gpu/cuda-allocator-tests
 cp "$(exe etch-kernels-cuda vs_cpu)" .gpu/cuda-kernel-tests
@@ -40,6 +47,9 @@ done
 echo "== device fixtures (simulated and real CUDA)"; .gpu/device-tests --test-threads=1 --nocapture || status=1
 echo "== etch run on the device fixtures, real CUDA"
 for f in tests/fixtures/device/*/model.pte; do
+  if [[ "\$f" == *two_gpus* && \$ngpu -lt 2 ]]; then
+    echo "-- \$f: skipped (needs 2 GPUs)"; continue
+  fi
   echo "-- \$f"; .gpu/etch run "\$f" --iterations 20 || status=1
 done
 echo "== copy benchmark"; .gpu/copy_bench || status=1
