@@ -18,6 +18,38 @@ struct View4 {
 
 /// Views `t` as N×C×H×W. `spatial1d`: a 3-D tensor is N×C×L (H = 1); otherwise a 3-D
 /// tensor is C×H×W (N = 1).
+/// Checks the bias and dtypes of a convolution and resizes its out (argument 9) to
+/// `[n, cout, (oh,) ow]`.
+fn conv_out<'a>(
+    ctx: &mut KernelContext<'a>,
+    x: &TensorRef<'a>,
+    w: &TensorRef<'a>,
+    bias: Option<&TensorRef<'a>>,
+    one_d: bool,
+    [n, cout, oh, ow]: [usize; 4],
+) -> Result<(TensorRef<'a>, View4)> {
+    const OP: &str = "aten::convolution.out";
+    if let Some(b) = bias {
+        if b.numel() != cout {
+            return Err(Error::invalid_argument(format!(
+                "{OP}: bias has {} elements for {cout} output channels",
+                b.numel()
+            )));
+        }
+        same_dtype(OP, x.dtype(), b.dtype())?;
+    }
+    let mut osz = Shape::from_slice(&[n, cout])?;
+    if !one_d {
+        osz.push(oh)?;
+    }
+    osz.push(ow)?;
+    let out = ctx.resize_out(9, &osz)?;
+    same_dtype(OP, x.dtype(), w.dtype())?;
+    same_dtype(OP, x.dtype(), out.dtype())?;
+    let ov = view4(OP, &out, true)?;
+    Ok((out, ov))
+}
+
 fn view4(op: &str, t: &TensorRef<'_>, spatial1d: bool) -> Result<View4> {
     let (z, st) = (t.sizes(), t.strides());
     match (t.dim(), spatial1d) {
@@ -123,24 +155,7 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let (kh, kw) = (wv.h, wv.w);
     let oh = conv_out_size(OP, xv.h, kh, sh, ph, dh)?;
     let ow = conv_out_size(OP, xv.w, kw, sw, pw, dw)?;
-    if let Some(b) = &bias {
-        if b.numel() != cout {
-            return Err(Error::invalid_argument(format!(
-                "{OP}: bias has {} elements for {cout} output channels",
-                b.numel()
-            )));
-        }
-        same_dtype(OP, x.dtype(), b.dtype())?;
-    }
-    let mut osz = Shape::from_slice(&[xv.n, cout])?;
-    if !one_d {
-        osz.push(oh)?;
-    }
-    osz.push(ow)?;
-    let mut out = ctx.resize_out(9, &osz)?;
-    same_dtype(OP, x.dtype(), w.dtype())?;
-    same_dtype(OP, x.dtype(), out.dtype())?;
-    let ov = view4(OP, &out, true)?;
+    let (mut out, ov) = conv_out(ctx, &x, &w, bias.as_ref(), one_d, [xv.n, cout, oh, ow])?;
     if ov.h > 1 && ov.s[2] != ov.w * ov.s[3] {
         return Err(Error::not_supported(format!(
             "{OP}: out dim order {:?} is not supported",
@@ -279,24 +294,7 @@ fn conv_transposed(ctx: &mut KernelContext<'_>) -> Result<()> {
         )));
     }
     let (oh, ow) = (fh - 2 * ph, fw - 2 * pw);
-    if let Some(b) = &bias {
-        if b.numel() != cout {
-            return Err(Error::invalid_argument(format!(
-                "{OP}: bias has {} elements for {cout} output channels",
-                b.numel()
-            )));
-        }
-        same_dtype(OP, x.dtype(), b.dtype())?;
-    }
-    let mut osz = Shape::from_slice(&[xv.n, cout])?;
-    if !one_d {
-        osz.push(oh)?;
-    }
-    osz.push(ow)?;
-    let mut out = ctx.resize_out(9, &osz)?;
-    same_dtype(OP, x.dtype(), w.dtype())?;
-    same_dtype(OP, x.dtype(), out.dtype())?;
-    let ov = view4(OP, &out, true)?;
+    let (mut out, ov) = conv_out(ctx, &x, &w, bias.as_ref(), one_d, [xv.n, cout, oh, ow])?;
     let m = cout_g * kh * kw;
     let npix = xv.h * xv.w;
     let opix = oh * ow;
