@@ -405,20 +405,15 @@ fn topk_values(ctx: &mut KernelContext<'_>) -> Result<()> {
             idxs.dtype()
         )));
     }
-    let mut rows = Shape::from_slice(a.sizes())?;
-    if a.dim() > 0 {
-        rows[dim] = 1;
-    }
-    let (sa, sv, si) = (
-        Shape::from_slice(a.strides())?,
-        Shape::from_slice(vals.strides())?,
-        Shape::from_slice(idxs.strides())?,
-    );
-    let (da, dv, di) = if a.dim() == 0 {
-        (0, 0, 0)
-    } else {
-        (sa[dim], sv[dim], si[dim])
-    };
+    let Rows {
+        rows,
+        sa,
+        sv,
+        si,
+        da,
+        dv,
+        di,
+    } = Rows::new(&a, &vals, &idxs, dim)?;
     let io = idxs.data_mut::<i64>()?;
     // scratch: candidate indices of one row.
     let mut order = crate::scratch::take(0, 0usize);
@@ -698,20 +693,15 @@ fn sort(
         return Ok(());
     }
     let n = if a.dim() == 0 { 1 } else { a.sizes()[dim] };
-    let mut rows = Shape::from_slice(a.sizes())?;
-    if a.dim() > 0 {
-        rows[dim] = 1;
-    }
-    let (sa, sv, si) = (
-        Shape::from_slice(a.strides())?,
-        Shape::from_slice(vals.strides())?,
-        Shape::from_slice(idxs.strides())?,
-    );
-    let (da, dv, di) = if a.dim() == 0 {
-        (0, 0, 0)
-    } else {
-        (sa[dim], sv[dim], si[dim])
-    };
+    let Rows {
+        rows,
+        sa,
+        sv,
+        si,
+        da,
+        dv,
+        di,
+    } = Rows::new(&a, &vals, &idxs, dim)?;
     let io = idxs.data_mut::<i64>()?;
     let mut order = crate::scratch::take(0, 0usize);
     order.reserve(n);
@@ -748,6 +738,52 @@ fn sort_values(ctx: &mut KernelContext<'_>) -> Result<()> {
 }
 fn sort_values_stable(ctx: &mut KernelContext<'_>) -> Result<()> {
     sort(ctx, "aten::sort.values_stable", 2, 3, 4)
+}
+
+/// Iteration over the rows along `dim` of a (values, indices) pair of outputs, as topk and
+/// sort use it: the row shape (`dim` collapsed), each tensor's strides, and each one's
+/// stride along `dim`.
+struct Rows {
+    rows: Shape,
+    sa: Shape,
+    sv: Shape,
+    si: Shape,
+    da: usize,
+    dv: usize,
+    di: usize,
+}
+
+impl Rows {
+    fn new(
+        a: &TensorRef<'_>,
+        vals: &TensorRef<'_>,
+        idxs: &TensorRef<'_>,
+        dim: usize,
+    ) -> Result<Rows> {
+        let mut rows = Shape::from_slice(a.sizes())?;
+        if a.dim() > 0 {
+            rows[dim] = 1;
+        }
+        let (sa, sv, si) = (
+            Shape::from_slice(a.strides())?,
+            Shape::from_slice(vals.strides())?,
+            Shape::from_slice(idxs.strides())?,
+        );
+        let (da, dv, di) = if a.dim() == 0 {
+            (0, 0, 0)
+        } else {
+            (sa[dim], sv[dim], si[dim])
+        };
+        Ok(Rows {
+            rows,
+            sa,
+            sv,
+            si,
+            da,
+            dv,
+            di,
+        })
+    }
 }
 
 /// Registers this module's kernels.
