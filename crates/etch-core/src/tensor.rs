@@ -688,14 +688,13 @@ impl Tensor {
     }
     /// The elements as a slice of `T`, which must match the dtype (`u8` reads `Bool`).
     pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
-        let Storage::Host(b) = &self.storage else {
+        if !matches!(self.storage, Storage::Host(_)) {
             return Err(self.host_err());
-        };
+        }
         // SAFETY: the buffer is HOST_ALIGNMENT-aligned, sized for numel elements and lives
         // as long as `self`.
         let r = unsafe { TensorRef::new(self.view()) };
         let s = r.data::<T>()?;
-        let _ = b;
         // SAFETY: re-borrow with the lifetime of `&self`, which owns the memory.
         Ok(unsafe { std::slice::from_raw_parts(s.as_ptr(), s.len()) })
     }

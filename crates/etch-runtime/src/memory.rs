@@ -116,7 +116,7 @@ impl Buffer {
     /// Copies host bytes to `offset`: a memcpy on the host, the allocator's host-to-device
     /// copy on a device.
     pub fn write(&self, offset: usize, bytes: &[u8]) -> Result<()> {
-        let end = offset
+        offset
             .checked_add(bytes.len())
             .filter(|&e| e <= self.len())
             .ok_or_else(|| {
@@ -137,7 +137,6 @@ impl Buffer {
                         bytes.len(),
                     )
                 };
-                let _ = end;
                 Ok(())
             }
             Buffer::Device { buf, device } => {

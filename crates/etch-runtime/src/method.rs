@@ -113,7 +113,8 @@ pub struct Method {
     meta: MethodMeta,
     values: Vec<EValue>,
     chains: Vec<Vec<Instr>>,
-    kernels: Vec<Option<KernelFn>>,
+    /// The kernel of each operator in the plan's operator table (all resolved at load).
+    kernels: Vec<KernelFn>,
     op_names: Vec<String>,
     delegates: Vec<Box<dyn Delegate>>,
     delegate_ids: Vec<String>,
@@ -368,7 +369,6 @@ impl Method {
 
         // Instructions.
         let mut chains = Vec::new();
-        let mut used_ops = HashSet::new();
         let runtime_ints = runtime_written_ints(plan, num_values)?;
         if let Some(cs) = plan.chains().map_err(fb_err("chains"))? {
             for c in cs.iter() {
@@ -389,7 +389,6 @@ impl Method {
                         )
                         .map_err(|e| e.context(format!("instruction {pc}")))?;
                         if let Instr::Kernel { op, args, .. } = &i {
-                            used_ops.insert(*op);
                             check_out_aliasing(&values, args).map_err(|e| {
                                 e.context(format!("instruction {pc} ({})", op_names[*op as usize]))
                             })?;
@@ -408,6 +407,8 @@ impl Method {
             )));
         }
 
+        // Every operator resolved (checked just above).
+        let kernels: Vec<KernelFn> = kernels.into_iter().flatten().collect();
         let input_set = vec![false; inputs.len()];
         Ok(Method {
             name,
@@ -860,12 +861,7 @@ impl Method {
                             refresh_int_list(values, l as usize);
                         }
                         let op = *op as usize;
-                        let Some(f) = kernels[op] else {
-                            return Err(Error::operator_missing(format!(
-                                "missing operator {}",
-                                op_names[op]
-                            )));
-                        };
+                        let f = kernels[op];
                         // SAFETY: every tensor in `values` points at memory the method owns
                         // (arenas, staging), at the program's bytes it keeps alive, or at memory
                         // a kernel aliased from those; all outlive this call.
