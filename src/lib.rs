@@ -39,6 +39,8 @@ pub use etch_runtime::{
 };
 
 pub use etch_backends::ExecutorBackend;
+/// `etch lower`: partitioning, device propagation and memory planning on `.pte` files.
+pub use etch_compiler as compiler;
 
 /// The backends etch provides: `ExecutorBackend`, with the CUDA kernels for delegates on
 /// `cuda:N` when built with the `cuda` feature (the simulated device uses the portable CPU
@@ -119,4 +121,21 @@ pub fn devices_status() -> &'static DeviceStatus {
 /// A registry with every portable CPU kernel.
 pub fn default_kernels() -> KernelRegistry {
     etch_kernels::portable_registry()
+}
+
+/// The operators etch's CUDA kernels implement (empty without the `cuda` feature): what
+/// `etch lower --ops cuda` delegates.
+pub fn cuda_kernel_names() -> Vec<String> {
+    #[cfg(feature = "cuda")]
+    {
+        etch_kernels_cuda::cuda_registry()
+            .names()
+            .into_iter()
+            .map(String::from)
+            .collect()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Vec::new()
+    }
 }

@@ -13,6 +13,9 @@ USAGE:
     etch run MODEL.pte [--method NAME] [--input FILE.npy]... [--data FILE.ptd]...
                        [--output-dir DIR] [--iterations N] [--simulate-device cuda]
     etch bench MODEL.pte [--iterations N] [--json] [run's --method/--input/--data/...]
+    etch lower IN.pte -o OUT.pte [--device cuda:0] [--ops cuda|portable|FILE] [--per-op]
+                       [--skip-h2d-inputs[=M1,M2]] [--skip-d2h-outputs[=M1,M2]]
+                       [--replan-only] [--alignment N] [--json]
     etch ops
     etch devices
     etch help
@@ -29,6 +32,23 @@ run:
                         run device programs on a simulated CUDA device (host memory
                         behind a tracking allocator); inputs the method expects on the
                         device are staged through the allocator, device outputs copied back
+
+lower:
+    Moves the operators the device supports into ExecutorBackend delegates (nested .pte
+    programs with the compile spec target_device), inserts et_copy host<->device copies
+    at their boundaries and plans memory per device. The output is a standard .pte.
+    --device DEV        target device (default cuda:0)
+    --ops SET           what the device runs: `cuda` (etch's CUDA kernels, f32/f16/bf16;
+                        the default), `portable` (every portable kernel: what the simulated
+                        device runs) or a file with one operator name per line
+    --per-op            one delegate per operator instead of maximal regions
+    --skip-h2d-inputs[=M,..]   inputs of these methods (all without a list) are taken on
+                        the device: no copy, and the inputs are left unplanned
+    --skip-d2h-outputs[=M,..]  outputs of these methods stay on the device (unplanned)
+    --replan-only       keep the program on the CPU; only re-plan its memory (never more
+                        bytes than before)
+    --alignment N       planning alignment (default 16, as upstream)
+    --json              print the summary as JSON
 ";
 
 fn main() {
@@ -57,6 +77,7 @@ fn run_cli(args: &[String]) -> Result<()> {
         "inspect" => cmd_inspect(rest),
         "run" => cmd_run(rest),
         "bench" => cmd_bench(rest),
+        "lower" => cmd_lower(rest),
         "ops" => cmd_ops(),
         "devices" => cmd_devices(),
         "help" | "--help" | "-h" => {
@@ -95,7 +116,8 @@ impl Opts {
                     };
                     flags.push((name.to_string(), Some(v)));
                 } else if switches.contains(&name) {
-                    flags.push((name.to_string(), None));
+                    // A switch may carry an inline value (`--skip-h2d-inputs=forward`).
+                    flags.push((name.to_string(), inline));
                 } else {
                     return Err(Error::invalid_argument(format!("unknown option --{name}")));
                 }
@@ -327,6 +349,245 @@ fn cmd_devices() -> Result<()> {
             .as_deref()
             .unwrap_or("unknown reason")
     );
+    Ok(())
+}
+
+fn parse_methods(v: Option<&str>) -> etch::compiler::MethodSelection {
+    use etch::compiler::MethodSelection;
+    match v {
+        None => MethodSelection::All,
+        Some(list) => MethodSelection::Some(
+            list.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+        ),
+    }
+}
+
+fn supported_ops(set: &str) -> Result<(String, etch::compiler::SupportedOps)> {
+    use etch::compiler::SupportedOps;
+    Ok(match set {
+        "portable" | "simulated" => {
+            let k = etch::default_kernels();
+            (
+                format!("portable ({} operators)", k.len()),
+                SupportedOps::new(k.names()),
+            )
+        }
+        "cuda" => {
+            let names = etch::cuda_kernel_names();
+            (
+                format!("cuda ({} operators; f32/f16/bf16)", names.len()),
+                SupportedOps::new(names).with_dtypes([
+                    ScalarType::Float,
+                    ScalarType::Half,
+                    ScalarType::BFloat16,
+                ]),
+            )
+        }
+        file => {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                Error::invalid_argument(format!(
+                    "--ops {file}: not `cuda` or `portable`, and not a readable file: {e}"
+                ))
+            })?;
+            let names: Vec<String> = text
+                .lines()
+                .map(|l| l.trim().to_string())
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .collect();
+            (
+                format!("{file} ({} operators)", names.len()),
+                SupportedOps::new(names),
+            )
+        }
+    })
+}
+
+fn device_bytes(m: &std::collections::BTreeMap<etch::Device, u64>) -> String {
+    if m.is_empty() {
+        return "none".into();
+    }
+    m.iter()
+        .map(|(d, b)| format!("{d} {b}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn plan_json(p: &etch::compiler::MethodPlanStats) -> Json {
+    let by = |m: &std::collections::BTreeMap<etch::Device, u64>| {
+        Json::Object(m.iter().map(|(d, b)| (d.to_string(), json!(b))).collect())
+    };
+    json!({
+        "method": p.method,
+        "before": by(&p.before),
+        "after": by(&p.after),
+        "total_before": p.total_before(),
+        "total_after": p.total_after(),
+        "kept_original": p.kept_original,
+    })
+}
+
+fn cmd_lower(args: &[String]) -> Result<()> {
+    use etch::compiler::{LowerOptions, MethodSelection, PlanOptions};
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| {
+            if a == "-o" {
+                "--output".to_string()
+            } else {
+                a.clone()
+            }
+        })
+        .collect();
+    let o = Opts::parse(
+        &args,
+        &["output", "device", "ops", "alignment"],
+        &[
+            "skip-h2d-inputs",
+            "skip-d2h-outputs",
+            "replan-only",
+            "per-op",
+            "json",
+        ],
+    )?;
+    let input = o.model()?;
+    let output = o
+        .one("output")
+        .ok_or_else(|| Error::invalid_argument("no output file given (-o OUT.pte)"))?;
+    let alignment = match o.one("alignment") {
+        None => etch::compiler::DEFAULT_ALIGNMENT,
+        Some(a) => a
+            .parse::<usize>()
+            .ok()
+            .filter(|a| a.is_power_of_two())
+            .ok_or_else(|| {
+                Error::invalid_argument(format!("--alignment {a}: expected a power of two"))
+            })?,
+    };
+    let program = etch::Program::from_file(input)?;
+    let mut parts = etch::ProgramParts::from_program(&program)?;
+    let replan_only = o.has("replan-only");
+    let mut report = json!({ "input": input, "output": output });
+    let mut text = String::new();
+    if replan_only {
+        for flag in [
+            "device",
+            "ops",
+            "skip-h2d-inputs",
+            "skip-d2h-outputs",
+            "per-op",
+        ] {
+            if o.has(flag) {
+                return Err(Error::invalid_argument(format!(
+                    "--{flag} does not apply with --replan-only"
+                )));
+            }
+        }
+        let stats = etch::compiler::replan(
+            &mut parts,
+            &PlanOptions {
+                alignment,
+                ..PlanOptions::default()
+            },
+        )?;
+        text.push_str(&format!("re-planned {input} -> {output}\n"));
+        for s in &stats {
+            let ratio = s.total_after() as f64 / s.total_before().max(1) as f64;
+            text.push_str(&format!(
+                "method {}: planned bytes {} -> {} ({:.3}x){}\n",
+                s.method,
+                s.total_before(),
+                s.total_after(),
+                ratio,
+                if s.kept_original {
+                    " (kept the original plan: ours was not smaller)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        report["methods"] = Json::Array(stats.iter().map(plan_json).collect());
+    } else {
+        let device: etch::Device = o.one("device").unwrap_or("cuda:0").parse()?;
+        let (ops_desc, supported) = supported_ops(o.one("ops").unwrap_or("cuda"))?;
+        let skip = |flag: &str| {
+            if o.has(flag) {
+                parse_methods(o.one(flag))
+            } else {
+                MethodSelection::None
+            }
+        };
+        let mut opts = LowerOptions::new(device, supported);
+        opts.skip_h2d_inputs = skip("skip-h2d-inputs");
+        opts.skip_d2h_outputs = skip("skip-d2h-outputs");
+        opts.alignment = alignment;
+        opts.per_op = o.has("per-op");
+        let summary = etch::compiler::lower(&mut parts, &opts)?;
+        text.push_str(&format!(
+            "lowered {input} -> {output} for {device} (ops: {ops_desc})\n"
+        ));
+        let mut methods = Vec::new();
+        for m in &summary.methods {
+            text.push_str(&format!(
+                "method {}: {} delegate(s) holding {} instruction(s); {} kernel call(s) stay on the host\n",
+                m.method, m.delegates, m.delegated_instructions, m.host_instructions
+            ));
+            text.push_str(&format!(
+                "  copies inserted: {} h2d, {} d2h; elided: {} upload(s) reused, {} d2h->h2d round trip(s), {} d2h not needed\n",
+                m.h2d_copies, m.d2h_copies, m.uploads_reused, m.round_trips_elided, m.downloads_skipped
+            ));
+            if m.device_inputs + m.device_outputs > 0 {
+                text.push_str(&format!(
+                    "  on the device: {} input(s), {} output(s) (unplanned; bind device memory)\n",
+                    m.device_inputs, m.device_outputs
+                ));
+            }
+            text.push_str(&format!(
+                "  planned bytes: before {}; after {} (+ {} in the delegates, on {device})\n",
+                device_bytes(&m.plan.before),
+                device_bytes(&m.plan.after),
+                m.delegate_planned_bytes
+            ));
+            methods.push(json!({
+                "method": m.method,
+                "delegates": m.delegates,
+                "delegated_instructions": m.delegated_instructions,
+                "host_instructions": m.host_instructions,
+                "h2d_copies": m.h2d_copies,
+                "d2h_copies": m.d2h_copies,
+                "uploads_reused": m.uploads_reused,
+                "round_trips_elided": m.round_trips_elided,
+                "downloads_skipped": m.downloads_skipped,
+                "device_inputs": m.device_inputs,
+                "device_outputs": m.device_outputs,
+                "plan": plan_json(&m.plan),
+                "delegate_planned_bytes": m.delegate_planned_bytes,
+            }));
+        }
+        report["device"] = json!(device.to_string());
+        report["ops"] = json!(ops_desc);
+        report["methods"] = Json::Array(methods);
+    }
+    let bytes = parts.to_bytes(etch::WriteOptions::default())?;
+    // What we write must load.
+    let check = etch::Program::from_bytes(&bytes)
+        .map_err(|e| Error::internal(format!("the lowered program does not load: {e}")))?;
+    for name in check.method_names() {
+        etch::MethodMeta::new(&check, name)
+            .map_err(|e| Error::internal(format!("lowered method '{name}' is invalid: {e}")))?;
+    }
+    std::fs::write(output, &bytes)
+        .map_err(|e| Error::access_failed(format!("cannot write {output}: {e}")))?;
+    if o.has("json") {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
+    } else {
+        print!("{text}");
+    }
     Ok(())
 }
 

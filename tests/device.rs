@@ -5,23 +5,16 @@
 
 mod common;
 
+use common::simulated;
+
 use common::{check_output, load_input, manifest_in};
-use etch::{
-    Device, DeviceRegistry, DeviceType, ErrorCode, Module, SimulatedAllocator, Tensor, Value,
-};
+use etch::{Device, DeviceRegistry, DeviceType, ErrorCode, Module, Tensor, Value};
 use serde_json::Value as Json;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 fn device_dir() -> PathBuf {
     common::fixtures_dir().join("device")
-}
-
-fn simulated() -> (Arc<DeviceRegistry>, Arc<SimulatedAllocator>) {
-    let r = DeviceRegistry::new();
-    let sim = Arc::new(SimulatedAllocator::new(2));
-    r.register(sim.clone()).unwrap();
-    (Arc::new(r), sim)
 }
 
 fn case_devices(name: &str, key: &str) -> Vec<Vec<String>> {

@@ -2,9 +2,18 @@
 //! `tools/export/export_fixtures.py` and comparison against PyTorch's outputs.
 #![allow(dead_code)]
 
-use etch::{ScalarType, Tensor, Value, bf16, npy};
+use etch::{DeviceRegistry, ScalarType, SimulatedAllocator, Tensor, Value, bf16, npy};
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A registry with a simulated CUDA device of two ordinals.
+pub fn simulated() -> (Arc<DeviceRegistry>, Arc<SimulatedAllocator>) {
+    let r = DeviceRegistry::new();
+    let sim = Arc::new(SimulatedAllocator::new(2));
+    r.register(sim.clone()).unwrap();
+    (Arc::new(r), sim)
+}
 
 pub fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")

@@ -43,6 +43,16 @@ impl ProgramParts {
         Ok(ProgramParts { program, segments })
     }
 
+    /// True when constants are kept inline (the deprecated `constant_buffer` layout),
+    /// which this writer does not write.
+    pub fn has_inline_constants(&self) -> bool {
+        self.program
+            .constant_buffer
+            .iter()
+            .flatten()
+            .any(|b| b.storage.as_ref().is_some_and(|s| !s.is_empty()))
+    }
+
     /// Serializes to `.pte` bytes.
     pub fn to_bytes(&self, opts: WriteOptions) -> Result<Vec<u8>> {
         let align = opts.segment_alignment;
@@ -54,13 +64,7 @@ impl ProgramParts {
         // planus does not honour the schema's `force_align: 16` on byte vectors, so inline
         // constant tensors (the pre-2024 `constant_buffer` layout) could end up misaligned.
         // Programs keep constants in the constant segment since then.
-        if self
-            .program
-            .constant_buffer
-            .iter()
-            .flatten()
-            .any(|b| b.storage.as_ref().is_some_and(|s| !s.is_empty()))
-        {
+        if self.has_inline_constants() {
             return Err(Error::not_supported(
                 "writing inline constant buffers (the deprecated constant_buffer layout) is not supported; move constants to the constant segment",
             ));

@@ -1,0 +1,34 @@
+//! `etch lower`: ahead-of-time passes on serialized ExecuTorch programs, in Rust.
+//!
+//! The passes read a program as [`ProgramParts`] (the decoded flatbuffer tables plus the
+//! segment bytes) and write the same format back, so the result is a standard `.pte`
+//! that etch and ExecuTorch both load.
+//!
+//! - [`replan`] re-plans every method's memory ([`planner`]), keeping the CPU program
+//!   as it is otherwise (`etch lower --replan-only`).
+//! - [`lower`] moves the operators a device supports into `ExecutorBackend` delegates
+//!   (each a nested `.pte` carrying the `target_device` compile spec), inserts
+//!   `et_copy` host-to-device and device-to-host copies at the delegate boundaries, and
+//!   plans memory per device.
+#![warn(missing_docs)]
+
+mod analysis;
+mod lower;
+pub mod planner;
+
+pub use lower::{LowerOptions, LowerSummary, MethodSelection, SupportedOps, lower};
+pub use planner::{DEFAULT_ALIGNMENT, MethodPlanStats, PlanOptions};
+
+use etch_core::Result;
+use etch_format::ProgramParts;
+
+/// Re-plans the memory of every method of `parts` in place. A method whose new plan
+/// would be larger than its current one keeps its current plan, so the result never
+/// plans more bytes than the input.
+pub fn replan(parts: &mut ProgramParts, opts: &PlanOptions) -> Result<Vec<MethodPlanStats>> {
+    let mut stats = Vec::new();
+    for plan in parts.program.execution_plan.iter_mut().flatten() {
+        stats.push(planner::plan_method(plan, opts, None, true)?);
+    }
+    Ok(stats)
+}
