@@ -235,3 +235,154 @@ fn nothing_supported_leaves_the_program_on_the_host() {
         run_cases(&format!("{} unsupported", fx.name), &fx, &bytes, false);
     }
 }
+
+/// What a device program looks like, per method: copies, delegates (with their target
+/// devices), where the inputs and outputs live, and the devices of the planned buffers.
+#[derive(Debug, PartialEq)]
+struct Census {
+    h2d: usize,
+    d2h: usize,
+    delegate_devices: Vec<String>,
+    input_devices: Vec<Device>,
+    output_devices: Vec<Device>,
+    buffer_devices: Vec<Device>,
+    planned_bytes: u64,
+}
+
+fn census(bytes: &[u8]) -> std::collections::BTreeMap<String, Census> {
+    let program = Program::from_bytes(bytes).unwrap();
+    let parts = ProgramParts::from_program(&program).unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for plan in parts.program.execution_plan.iter().flatten() {
+        use etch::compiler::schema::pte;
+        let name = plan.name.clone().unwrap();
+        let meta = etch::MethodMeta::new(&program, &name).unwrap();
+        let ops = plan.operators.clone().unwrap_or_default();
+        let (mut h2d, mut d2h) = (0, 0);
+        let mut delegate_devices = Vec::new();
+        for ins in plan.chains.as_ref().unwrap()[0]
+            .instructions
+            .iter()
+            .flatten()
+        {
+            match &ins.instr_args {
+                Some(pte::InstructionArguments::KernelCall(k)) => {
+                    match ops[k.op_index as usize].name.as_deref() {
+                        Some("et_copy::_h2d_copy") => h2d += 1,
+                        Some("et_copy::_d2h_copy") => d2h += 1,
+                        _ => {}
+                    }
+                }
+                Some(pte::InstructionArguments::DelegateCall(d)) => {
+                    let del = &plan.delegates.as_ref().unwrap()[d.delegate_index as usize];
+                    let spec = del
+                        .compile_specs
+                        .iter()
+                        .flatten()
+                        .find(|c| c.key.as_deref() == Some("target_device"))
+                        .map(|c| String::from_utf8(c.value.clone().unwrap()).unwrap());
+                    delegate_devices.push(spec.unwrap_or_default());
+                }
+                _ => {}
+            }
+        }
+        let dev = |io: &etch::IoInfo| io.tensor.as_ref().map_or(Device::CPU, |t| t.device);
+        out.insert(
+            name,
+            Census {
+                h2d,
+                d2h,
+                delegate_devices,
+                input_devices: meta.inputs().iter().map(dev).collect(),
+                output_devices: meta.outputs().iter().map(dev).collect(),
+                buffer_devices: (0..meta.num_memory_planned_buffers())
+                    .map(|i| meta.memory_planned_buffer_device(i).unwrap())
+                    .collect(),
+                planned_bytes: (0..meta.num_memory_planned_buffers())
+                    .map(|i| meta.memory_planned_buffer_size(i).unwrap())
+                    .sum(),
+            },
+        );
+    }
+    out
+}
+
+/// The stock exporter's device fixtures, and `etch lower` of the CPU export of the same
+/// models with the same operator set, partitioning and skip flags: the same delegates,
+/// copies and devices, minus the uploads etch deduplicates; no more planned bytes; the
+/// same outputs.
+#[test]
+fn lowering_matches_the_stock_exporter_on_the_device_fixtures() {
+    let dir = common::fixtures_dir().join("device");
+    let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    let entries: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut compared = 0;
+    for (fx, entry) in manifest_in(&dir)
+        .into_iter()
+        .zip(entries.as_array().unwrap())
+    {
+        let low = &entry["lowering"];
+        let devices: Vec<&str> = low["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_str().unwrap())
+            .collect();
+        if devices.len() != 1 {
+            // etch lower places one device per run (two_gpus uses two).
+            continue;
+        }
+        let sel = |v: &serde_json::Value| match v {
+            serde_json::Value::String(s) if s == "all" => MethodSelection::All,
+            serde_json::Value::Array(a) if a.is_empty() => MethodSelection::None,
+            serde_json::Value::Array(a) => {
+                MethodSelection::Some(a.iter().map(|m| m.as_str().unwrap().to_string()).collect())
+            }
+            other => panic!("bad skip value {other}"),
+        };
+        let ops = low["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o.as_str().unwrap().to_string());
+        let mut opts = LowerOptions::new(devices[0].parse().unwrap(), SupportedOps::new(ops));
+        opts.per_op = low["per_op"].as_bool().unwrap();
+        opts.skip_h2d_inputs = sel(&low["skip_h2d_inputs"]);
+        opts.skip_d2h_outputs = sel(&low["skip_d2h_outputs"]);
+        let cpu = dir.join(entry["cpu_pte"].as_str().unwrap());
+        let mut parts = ProgramParts::from_program(&Program::from_file(&cpu).unwrap()).unwrap();
+        let summary = lower(&mut parts, &opts).unwrap();
+        let ours_bytes = parts.to_bytes(WriteOptions::default()).unwrap();
+        let stock = census(&std::fs::read(&fx.pte).unwrap());
+        let ours = census(&ours_bytes);
+        for (method, s) in &stock {
+            let o = &ours[method];
+            let m = summary
+                .methods
+                .iter()
+                .find(|m| &m.method == method)
+                .unwrap();
+            let what = format!("{} {method}", fx.name);
+            assert_eq!(o.delegate_devices, s.delegate_devices, "{what}: delegates");
+            assert_eq!(o.h2d + m.uploads_reused, s.h2d, "{what}: h2d copies");
+            assert_eq!(o.d2h, s.d2h, "{what}: d2h copies");
+            assert_eq!(o.input_devices, s.input_devices, "{what}: input devices");
+            assert_eq!(o.output_devices, s.output_devices, "{what}: output devices");
+            assert_eq!(o.buffer_devices, s.buffer_devices, "{what}: buffer devices");
+            assert!(
+                o.planned_bytes <= s.planned_bytes,
+                "{what}: {} planned bytes, stock {}",
+                o.planned_bytes,
+                s.planned_bytes
+            );
+        }
+        run_cases(
+            &format!("{} lowered by etch", fx.name),
+            &fx,
+            &ours_bytes,
+            true,
+        );
+        compared += 1;
+    }
+    assert!(compared >= 6, "only {compared} fixtures compared");
+}

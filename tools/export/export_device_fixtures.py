@@ -52,7 +52,11 @@ import torch.nn as nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_fixtures as ef  # noqa: E402  (helpers only; no side effects on import)
 
-from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower  # noqa: E402
+from executorch.exir import (  # noqa: E402
+    ExecutorchBackendConfig,
+    to_edge,
+    to_edge_transform_and_lower,
+)
 from executorch.exir import schema  # noqa: E402
 from executorch.exir._serialize._program import (  # noqa: E402
     _flatbuffer_to_program,
@@ -88,6 +92,15 @@ LINEAR_OPS = frozenset({aten.permute_copy.default, aten.addmm.default, aten.mm.d
 ADD_OPS = frozenset({aten.add.Tensor})
 MUL_OPS = frozenset({aten.mul.Tensor})
 RELU_OPS = frozenset({aten.relu.default})
+# The same ops as etch's kernel registry names them (for `etch lower --ops FILE`).
+ETCH_OP_NAMES = {
+    aten.permute_copy.default: "aten::permute_copy.out",
+    aten.addmm.default: "aten::addmm.out",
+    aten.mm.default: "aten::mm.out",
+    aten.add.Tensor: "aten::add.out",
+    aten.mul.Tensor: "aten::mul.out",
+    aten.relu.default: "aten::relu.out",
+}
 
 
 # ----------------------------------------------------------------------------
@@ -267,9 +280,14 @@ class DeviceFixture:
     def pte_path(self) -> str:
         return os.path.join(self.dir, "model.pte")
 
-    def write_program(self, prog) -> None:
+    def write_program(self, lowered) -> None:
+        """Writes the stock device program (model.pte) and the CPU-only export of the same
+        model (cpu.pte, what `etch lower` starts from), and records how it was lowered."""
+        prog, cpu_prog, self.lowering = lowered
         with open(self.pte_path, "wb") as f:
             prog.write_to_file(f)
+        with open(os.path.join(self.dir, "cpu.pte"), "wb") as f:
+            cpu_prog.write_to_file(f)
         self.prog, _, _ = ef.load_raw_program(self.pte_path)
 
     def _save(self, prefix: str, values: Sequence[Any]) -> List[str]:
@@ -304,6 +322,8 @@ class DeviceFixture:
             "name": self.name,
             "pte": f"{self.name}/model.pte",
             "comment": self.comment,
+            "cpu_pte": f"{self.name}/cpu.pte",
+            "lowering": self.lowering,
             "cases": self.cases,
         }
 
@@ -320,7 +340,26 @@ def lower(
     arg = eps if len(eps) > 1 or "forward" not in eps else eps["forward"]
     part = DeviceOpPartitioner(ops, per_op=per_op, devices=devices)
     edge = to_edge_transform_and_lower(arg, partitioner=[part])
-    return edge.to_executorch(config)
+    stock = edge.to_executorch(config)
+    # The same model exported for the CPU only (default config).
+    eps = {m: torch.export.export(model.eval(), args[m]) for m, model in models.items()}
+    arg = eps if len(eps) > 1 or "forward" not in eps else eps["forward"]
+    cpu = to_edge(arg).to_executorch(ExecutorchBackendConfig())
+
+    def skips(flag: str):
+        pdc = config.propagate_device_config
+        if isinstance(pdc, dict):
+            return sorted(m for m, c in pdc.items() if getattr(c, flag))
+        return "all" if getattr(pdc, flag) else []
+
+    info = {
+        "ops": sorted(ETCH_OP_NAMES[o] for o in ops),
+        "per_op": per_op,
+        "devices": list(devices) if devices else [TARGET_DEVICE],
+        "skip_h2d_inputs": skips("skip_h2d_for_method_inputs"),
+        "skip_d2h_outputs": skips("skip_d2h_for_method_outputs"),
+    }
+    return stock, cpu, info
 
 
 def default_config(**kw) -> ExecutorchBackendConfig:

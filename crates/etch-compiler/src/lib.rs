@@ -21,6 +21,8 @@ pub use planner::{DEFAULT_ALIGNMENT, MethodPlanStats, PlanOptions};
 
 use etch_core::Result;
 use etch_format::ProgramParts;
+/// The flatbuffer schema the passes work on.
+pub use etch_format::schema;
 
 /// Re-plans the memory of every method of `parts` in place. A method whose new plan
 /// would be larger than its current one keeps its current plan, so the result never

@@ -7,8 +7,10 @@
 //! another instruction computes at run time (e.g. `sym_size`), because a delegate's
 //! inputs and outputs are tensors. Every instruction gets a *stage*: the largest number
 //! of non-eligible instructions on any dependency path that ends at it (dependencies are
-//! read-after-write, write-after-read and write-after-write, over storage). Eligible
-//! instructions with the same stage in the same basic block form one region. A path
+//! read-after-write, write-after-read and write-after-write, over storage); an eligible
+//! instruction then moves to the latest stage its successors allow, so constant-only
+//! work (a weight's permute) joins its consumer's region. Eligible instructions with the
+//! same stage in the same basic block form one region. A path
 //! from a region back into it would have to pass a non-eligible instruction, which
 //! raises the stage, so every region is dependency-convex and the regions plus the
 //! remaining instructions form a DAG; they are emitted in topological order, closest to
@@ -461,6 +463,12 @@ fn lower_plan(
             block_nodes.push(i);
         }
     }
+    let mut succs: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, p) in preds.iter().enumerate() {
+        for &q in p {
+            succs[q].push(i);
+        }
+    }
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); nv];
     for i in 0..n {
         for &u in &a.uses[i] {
@@ -479,6 +487,20 @@ fn lower_plan(
         for i in 0..n {
             let s = preds[i].iter().map(|&p| stage[p]).max().unwrap_or(0);
             stage[i] = s + usize::from(!eligible[i]);
+        }
+        // As late as possible for device instructions: the latest stage that keeps every
+        // edge's constraint, so work that depends only on constants (a weight's permute)
+        // joins the region of its consumer instead of the first region.
+        for i in (0..n).rev() {
+            if !eligible[i] || succs[i].is_empty() {
+                continue;
+            }
+            let latest = succs[i]
+                .iter()
+                .map(|&s| if eligible[s] { stage[s] } else { stage[s] - 1 })
+                .min()
+                .unwrap_or(stage[i]);
+            stage[i] = stage[i].max(latest);
         }
         let mut key_to_region: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
         region_of = vec![None; n];
