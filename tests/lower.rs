@@ -13,6 +13,15 @@ use etch::compiler::{
 };
 use etch::{Device, Module, Program, ProgramParts, Value, WriteOptions};
 
+/// The CPU fixtures plus the small models in tests/fixtures/models (GRU, multi-head
+/// attention: `tools/export/export_models.py --out tests/fixtures/models --only gru,mha
+/// --groups nn`).
+fn cpu_fixtures() -> Vec<Fixture> {
+    let mut v = manifest();
+    v.extend(manifest_in(&common::fixtures_dir().join("models")));
+    v
+}
+
 fn portable() -> SupportedOps {
     SupportedOps::new(etch::default_kernels().names())
 }
@@ -89,7 +98,7 @@ fn lowered(fx: &Fixture, opts: &LowerOptions) -> (Vec<u8>, LowerSummary) {
 
 #[test]
 fn every_cpu_fixture_lowers_to_cuda_and_matches_on_the_simulated_device() {
-    for fx in manifest() {
+    for fx in cpu_fixtures() {
         let opts = LowerOptions::new(Device::cuda(0), portable());
         let (bytes, summary) = lowered(&fx, &opts);
         let delegates: usize = summary.methods.iter().map(|m| m.delegates).sum();
@@ -111,7 +120,7 @@ fn every_cpu_fixture_lowers_to_cuda_and_matches_on_the_simulated_device() {
 
 #[test]
 fn every_cpu_fixture_lowers_one_delegate_per_operator() {
-    for fx in manifest() {
+    for fx in cpu_fixtures() {
         let mut opts = LowerOptions::new(Device::cuda(0), portable());
         opts.per_op = true;
         let (bytes, summary) = lowered(&fx, &opts);
@@ -119,6 +128,33 @@ fn every_cpu_fixture_lowers_one_delegate_per_operator() {
             assert_eq!(m.delegates, m.delegated_instructions, "{}", fx.name);
         }
         run_cases(&format!("{} lowered per op", fx.name), &fx, &bytes, false);
+    }
+}
+
+/// With the CUDA kernels' operator set, models split into many small delegates with host
+/// instructions between them (views crossing delegate boundaries, outputs that other
+/// values view, weights permuted on the host).
+#[test]
+fn every_cpu_fixture_lowers_with_the_cuda_operator_set() {
+    let names = etch::cuda_kernel_names();
+    assert!(!names.is_empty(), "built without the cuda feature");
+    for fx in cpu_fixtures() {
+        for per_op in [false, true] {
+            let supported = SupportedOps::new(names.clone()).with_dtypes([
+                etch::ScalarType::Float,
+                etch::ScalarType::Half,
+                etch::ScalarType::BFloat16,
+            ]);
+            let mut opts = LowerOptions::new(Device::cuda(0), supported);
+            opts.per_op = per_op;
+            let (bytes, _) = lowered(&fx, &opts);
+            run_cases(
+                &format!("{} cuda ops (per op: {per_op})", fx.name),
+                &fx,
+                &bytes,
+                false,
+            );
+        }
     }
 }
 
@@ -174,7 +210,7 @@ fn skip_flags_apply_to_the_named_methods_only() {
 #[test]
 fn replanned_fixtures_are_never_larger_and_give_the_same_outputs() {
     let device_dir = common::fixtures_dir().join("device");
-    for fx in manifest().into_iter().chain(manifest_in(&device_dir)) {
+    for fx in cpu_fixtures().into_iter().chain(manifest_in(&device_dir)) {
         let mut parts = parts_of(&fx);
         let stats = replan(&mut parts, &PlanOptions::default()).unwrap();
         for s in &stats {
@@ -224,7 +260,7 @@ fn lowering_rejects_what_it_cannot_do() {
 
 #[test]
 fn nothing_supported_leaves_the_program_on_the_host() {
-    for fx in manifest() {
+    for fx in cpu_fixtures() {
         let (bytes, summary) = lowered(
             &fx,
             &LowerOptions::new(Device::cuda(0), SupportedOps::default()),

@@ -5,6 +5,12 @@ manifest, default rtol 1e-3 / atol 1e-4; integers and bools exactly). Prints one
 model: `ok` with the largest absolute difference, or `FAIL` with the error or the diff.
 
     /work/venv/bin/python tools/export/check_models.py [--models target/models] [--only a,b]
+        [--lower [ARGS]] [--replan]
+
+--lower: first lowers each model with `etch lower --device cuda:0 --ops portable` (plus
+ARGS, e.g. "--per-op" or "--skip-h2d-inputs --skip-d2h-outputs") and runs the lowered
+program on the simulated device (`etch run --simulate-device cuda`).
+--replan: first re-plans each model's memory (`etch lower --replan-only`) and runs that.
 """
 
 import argparse
@@ -19,13 +25,28 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def check(etch, base, entry, work):
+def check(etch, base, entry, work, lower=None, replan=False):
     case = entry["cases"][0]
     out_dir = os.path.join(work, entry["name"])
     os.makedirs(out_dir, exist_ok=True)
     for f in os.listdir(out_dir):
         os.remove(os.path.join(out_dir, f))
-    cmd = [etch, "run", os.path.join(base, entry["pte"]), "--method", case["method"], "--output-dir", out_dir]
+    pte = os.path.join(base, entry["pte"])
+    extra = []
+    if lower is not None or replan:
+        lowered = os.path.join(work, entry["name"] + ".lowered.pte")
+        lcmd = [etch, "lower", pte, "-o", lowered]
+        if replan:
+            lcmd += ["--replan-only"]
+        else:
+            ops = [] if "--ops" in lower.split() else ["--ops", "portable"]
+            lcmd += ["--device", "cuda:0"] + ops + lower.split()
+            extra = ["--simulate-device", "cuda"]
+        r = subprocess.run(lcmd, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            return False, "lower: " + (r.stderr.strip() or r.stdout.strip())[:2000]
+        pte = lowered
+    cmd = [etch, "run", pte, "--method", case["method"], "--output-dir", out_dir] + extra
     for p in case["inputs"]:
         cmd += ["--input", os.path.join(base, p)]
     try:
@@ -66,6 +87,8 @@ def main() -> int:
     ap.add_argument("--models", default=os.path.join(ROOT, "target", "models"))
     ap.add_argument("--only", help="comma-separated model names")
     ap.add_argument("--work", help="directory for etch outputs (default: a temporary one)")
+    ap.add_argument("--lower", nargs="?", const="", default=None, metavar="ARGS")
+    ap.add_argument("--replan", action="store_true")
     args = ap.parse_args()
     with open(os.path.join(args.models, "manifest.json")) as f:
         manifest = json.load(f)
@@ -75,7 +98,7 @@ def main() -> int:
     for entry in manifest:
         if only and entry["name"] not in only:
             continue
-        ok, msg = check(args.etch, args.models, entry, work)
+        ok, msg = check(args.etch, args.models, entry, work, args.lower, args.replan)
         print(f"{'ok  ' if ok else 'FAIL'} {entry['name']:<20} {msg}", flush=True)
         failures += 0 if ok else 1
     print(f"{failures} failure(s)")

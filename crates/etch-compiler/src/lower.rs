@@ -33,8 +33,8 @@
 //!   fails at run time).
 
 use crate::analysis::{
-    Analysis, Kind, instructions, is_constant, is_external, nbytes, set_tensor_device, tensor,
-    tensor_device,
+    Analysis, Kind, instructions, is_constant, is_external, nbytes, offset_of, set_tensor_device,
+    tensor, tensor_device,
 };
 use crate::planner::{self, AliasGroups, MethodPlanStats, PlanOptions, Storage};
 use etch_core::{Device, Error, Result, ScalarType};
@@ -324,6 +324,11 @@ fn lower_plan(
     opts: &LowerOptions,
 ) -> Result<(pte::ExecutionPlan, Vec<Vec<u8>>, MethodLowering)> {
     let name = plan.name.clone().unwrap_or_default();
+    let skip_h2d = opts.skip_h2d_inputs.applies(&name);
+    let skip_d2h = opts.skip_d2h_outputs.applies(&name);
+    if skip_h2d {
+        materialize_input_views(&mut plan)?;
+    }
     let a = Analysis::new(&plan)?;
     let n = a.len();
     let mut storage = Storage::of(&plan)?;
@@ -333,8 +338,6 @@ fn lower_plan(
     let nv = values.len();
     let operators = plan.operators.clone().unwrap_or_default();
     let dev = opts.device;
-    let skip_h2d = opts.skip_h2d_inputs.applies(&name);
-    let skip_d2h = opts.skip_d2h_outputs.applies(&name);
     let mut out = MethodLowering::default();
 
     // Facts per value.
@@ -400,10 +403,12 @@ fn lower_plan(
             }
             let writes_ok = a.writes[i].iter().all(|&w| match tensor(&values, w) {
                 Some(t) => {
+                    // Unplanned outputs of an instruction are runtime views (et_view):
+                    // they may not leave the region (checked below).
                     writers[w] == 1
                         && first_ref_write[w] == Some(i)
                         && !is_input[w]
-                        && (t.allocation_info.is_some() || is_output[w])
+                        && (t.allocation_info.is_some() || !is_constant(t))
                         && !persistent[w]
                 }
                 None => is_list(w),
@@ -517,12 +522,15 @@ fn lower_plan(
             regions[r].push(i);
             region_of[i] = Some(r);
         }
-        // A delegate's outputs are tensors: a list it writes must stay inside it.
+        // A delegate's outputs are planned tensors: a list or a runtime view it writes
+        // must stay inside it.
         let mut demote = Vec::new();
         for (r, nodes) in regions.iter().enumerate() {
             for &i in nodes {
                 for &w in &a.writes[i] {
-                    if is_list(w)
+                    let runtime_view =
+                        tensor(&values, w).is_some_and(|t| t.allocation_info.is_none());
+                    if (is_list(w) || runtime_view)
                         && (is_output[w] || users[w].iter().any(|&u| region_of[u] != Some(r)))
                     {
                         demote.push(i);
@@ -791,9 +799,10 @@ fn lower_plan(
             .iter()
             .copied()
             .filter(|&x| {
+                // A static view of a value the region computes is computed with it.
                 !defined.contains(&x)
                     && tensor(&values, x).is_some_and(|t| !is_constant(t))
-                    && !def_groups.contains(&groups.find(x))
+                    && !(static_view[x] && def_groups.contains(&groups.find(x)))
             })
             .collect();
         let outside_user = |m: usize| users[m].iter().any(|x| !in_region.contains(x));
@@ -841,23 +850,33 @@ fn lower_plan(
             let host_readers = group
                 .iter()
                 .any(|&m| host_user(m) || (m != w && is_output[m]));
-            let d = if is_output[w] && skip_d2h && !host_readers && group.len() == 1 {
-                if let Some(pte::KernelTypes::Tensor(t)) = &mut new_values[w].val {
-                    set_tensor_device(t, dev);
-                }
-                out.device_outputs += 1;
-                out.downloads_skipped += 1;
-                twin.insert(w, w);
-                w
-            } else {
-                let d = make_twin(w, &mut new_values, &mut storage, &mut twin);
-                if is_output[w] || host_readers {
-                    downloads.push((d, w));
-                } else {
+            // Outputs kept on the device: row-major ones that no host value shares
+            // (etch's owned device tensors are row-major; others are copied back).
+            let default_order = tensor(&values, w).is_some_and(|t| {
+                t.dim_order
+                    .iter()
+                    .flatten()
+                    .enumerate()
+                    .all(|(k, &d)| d as usize == k)
+            });
+            let d =
+                if is_output[w] && skip_d2h && !host_readers && group.len() == 1 && default_order {
+                    if let Some(pte::KernelTypes::Tensor(t)) = &mut new_values[w].val {
+                        set_tensor_device(t, dev);
+                    }
+                    out.device_outputs += 1;
                     out.downloads_skipped += 1;
-                }
-                d
-            };
+                    twin.insert(w, w);
+                    w
+                } else {
+                    let d = make_twin(w, &mut new_values, &mut storage, &mut twin);
+                    if is_output[w] || host_readers {
+                        downloads.push((d, w));
+                    } else {
+                        out.downloads_skipped += 1;
+                    }
+                    d
+                };
             valid.insert(w);
             produced.insert(w);
             for &m in &group {
@@ -939,6 +958,115 @@ fn lower_plan(
     };
     out.plan = planner::plan_method(&mut plan, &popts, Some(&storage), false)?;
     Ok((plan, blobs, out))
+}
+
+/// Turns the static views of method inputs into `et_view` instructions at the start of
+/// the method. A static view is a second tensor planned at its base's offset; once the
+/// inputs are bound to the caller's memory (unplanned), it would read the arena instead.
+/// An `et_view` points it at the input's memory at run time.
+fn materialize_input_views(plan: &mut pte::ExecutionPlan) -> Result<()> {
+    let storage = Storage::of(plan)?;
+    let a = Analysis::new(plan)?;
+    let values = plan.values.clone().unwrap_or_default();
+    let mut written = vec![false; values.len()];
+    for w in a.writes.iter().flatten() {
+        written[*w] = true;
+    }
+    let mut views: Vec<(usize, usize)> = Vec::new();
+    for &x in &a.inputs {
+        let Some(xt) = tensor(&values, x) else {
+            continue;
+        };
+        let Some(xa) = &xt.allocation_info else {
+            continue;
+        };
+        let rep = storage.groups.find(x);
+        for (v, ev) in values.iter().enumerate() {
+            let Some(pte::KernelTypes::Tensor(t)) = &ev.val else {
+                continue;
+            };
+            if v == x || storage.groups.find(v) != rep || a.inputs.contains(&v) || written[v] {
+                continue;
+            }
+            let Some(va) = &t.allocation_info else {
+                continue;
+            };
+            if va.memory_id != xa.memory_id
+                || offset_of(va) != offset_of(xa)
+                || nbytes(t)? != nbytes(xt)?
+                || t.scalar_type != xt.scalar_type
+            {
+                return Err(Error::not_supported(format!(
+                    "method '{}': value {v} is a partial view of input {x}; lower it without skipping its host-to-device copies",
+                    plan.name.as_deref().unwrap_or("")
+                )));
+            }
+            views.push((x, v));
+        }
+    }
+    if views.is_empty() {
+        return Ok(());
+    }
+    let ops = plan.operators.get_or_insert_with(Vec::new);
+    let op = match ops.iter().position(|o| {
+        o.name.as_deref() == Some("executorch_prim::et_view")
+            && o.overload.as_deref() == Some("default")
+    }) {
+        Some(k) => k,
+        None => {
+            ops.push(pte::Operator {
+                name: Some("executorch_prim::et_view".into()),
+                overload: Some("default".into()),
+            });
+            ops.len() - 1
+        }
+    };
+    let vals = plan.values.get_or_insert_with(Vec::new);
+    let mut prologue = Vec::new();
+    for (x, v) in views {
+        let sizes: Vec<i32> = tensor(vals, v)
+            .and_then(|t| t.sizes.clone())
+            .unwrap_or_default();
+        let mut items = Vec::new();
+        for s in sizes {
+            vals.push(pte::EValue {
+                val: Some(pte::KernelTypes::Int(Box::new(pte::Int {
+                    int_val: s as i64,
+                }))),
+            });
+            items.push((vals.len() - 1) as i64);
+        }
+        vals.push(pte::EValue {
+            val: Some(pte::KernelTypes::IntList(Box::new(pte::IntList {
+                items: Some(items),
+            }))),
+        });
+        let list = (vals.len() - 1) as i32;
+        if let Some(pte::KernelTypes::Tensor(t)) = &mut vals[v].val {
+            t.allocation_info = None;
+        }
+        prologue.push(pte::Instruction {
+            instr_args: Some(pte::InstructionArguments::KernelCall(Box::new(
+                pte::KernelCall {
+                    op_index: op as i32,
+                    args: Some(vec![x as i32, list, v as i32]),
+                },
+            ))),
+        });
+    }
+    let k = prologue.len() as i32;
+    if let Some(c) = plan.chains.as_mut().and_then(|c| c.first_mut()) {
+        let mut instrs = c.instructions.take().unwrap_or_default();
+        for ins in &mut instrs {
+            if let Some(pte::InstructionArguments::JumpFalseCall(j)) = &mut ins.instr_args {
+                j.destination_instruction += k;
+            }
+        }
+        prologue.extend(instrs);
+        c.instructions = Some(prologue);
+        c.stacktrace = None;
+    }
+    Ok(())
 }
 
 fn placeholder() -> pte::AllocationDetails {
@@ -1234,7 +1362,8 @@ impl Nested<'_> {
                 t.data_buffer_idx = (self.coffsets.len() - 1) as u32;
             } else if !is_constant(t) {
                 t.extra_tensor_info = None;
-                if self.io.contains(&v) {
+                // Keep a planned value's offset: it fixes the layout of its views.
+                if self.io.contains(&v) && t.allocation_info.is_none() {
                     t.allocation_info = Some(Box::new(placeholder()));
                 }
             }

@@ -190,7 +190,8 @@ impl Storage {
     ///   a method input, is either a *static view* (ExecuTorch emits a view of a planned
     ///   tensor as a second tensor at the same offset, with no instruction) or state. It
     ///   is a view of the latest tensor written before that read whose memory overlaps
-    ///   it, or of a method input whose memory holds it; otherwise it is state;
+    ///   it, or of a method input whose memory holds it; otherwise it is state. A planned
+    ///   method output that no instruction references is a static view the same way;
     /// - tensors overlapping in memory while both are live share storage;
     /// - an unplanned tensor a kernel writes (a runtime view) shares the storage of the
     ///   tensors that kernel reads.
@@ -239,8 +240,11 @@ impl Storage {
                 persistent[v] = true;
                 continue;
             }
-            let Some((read_at, false)) = first[v] else {
-                continue;
+            // Read before written, or (an output) never referenced at all.
+            let read_at = match first[v] {
+                Some((i, false)) => i,
+                None if a.outputs.contains(&v) => a.len(),
+                _ => continue,
             };
             let n = nbytes(t)? as u64;
             let (lo, hi) = (offset_of(al), offset_of(al) + n);

@@ -1175,10 +1175,12 @@ fn share_tensor(slot: &mut EValue, t: &TensorImpl) -> Result<()> {
             t.device()
         )));
     }
-    if !t.is_default_dim_order() || !dst.is_default_dim_order() {
-        return Err(Error::not_supported(
-            "sharing tensors with a non-default dim order",
-        ));
+    if t.dim_order() != dst.dim_order() {
+        return Err(Error::invalid_argument(format!(
+            "expected dim order {:?}, got {:?}",
+            dst.dim_order(),
+            t.dim_order()
+        )));
     }
     let mut n = *dst;
     n.set_data(t.data_ptr(), t.capacity().max(t.nbytes()));
