@@ -422,3 +422,77 @@ fn lowering_matches_the_stock_exporter_on_the_device_fixtures() {
     }
     assert!(compared >= 6, "only {compared} fixtures compared");
 }
+
+/// On a machine with a CUDA GPU (the H200 run of scripts/gpu-test.sh): every CPU fixture,
+/// lowered with the CUDA kernels' operator set, runs on the real GPU (the delegates on
+/// etch's CUDA kernels, the copies through the CUDA allocator) and matches PyTorch.
+/// Elsewhere this is skipped.
+#[test]
+fn lowered_fixtures_on_real_cuda() {
+    if etch::devices_status().cuda.is_none() {
+        eprintln!("skipped: no CUDA device");
+        return;
+    }
+    let supported = || {
+        SupportedOps::new(etch::cuda_kernel_names()).with_dtypes([
+            etch::ScalarType::Float,
+            etch::ScalarType::Half,
+            etch::ScalarType::BFloat16,
+        ])
+    };
+    for fx in cpu_fixtures() {
+        for skip in [false, true] {
+            let mut opts = LowerOptions::new(Device::cuda(0), supported());
+            if skip {
+                opts.skip_h2d_inputs = MethodSelection::All;
+                opts.skip_d2h_outputs = MethodSelection::All;
+            }
+            let (bytes, summary) = lowered(&fx, &opts);
+            let mut module = Module::from_bytes(&bytes).unwrap();
+            if let Some(ptd) = &fx.ptd {
+                module = module.with_data_file(ptd).unwrap();
+            }
+            for (ci, case) in fx.cases.iter().enumerate() {
+                let meta = module.method_meta(&case.method).unwrap();
+                let devices = module.devices();
+                let inputs: Vec<Value> = case
+                    .inputs
+                    .iter()
+                    .zip(&case.input_dtypes)
+                    .enumerate()
+                    .map(|(k, (p, d))| {
+                        let dev = meta
+                            .input(k)
+                            .ok()
+                            .and_then(|i| i.tensor.as_ref().map(|t| t.device));
+                        match (load_input(p, d), dev) {
+                            (Value::Tensor(t), Some(dev)) if !dev.is_cpu() => {
+                                Value::Tensor(t.to_device(dev, &devices).unwrap())
+                            }
+                            (v, _) => v,
+                        }
+                    })
+                    .collect();
+                let outputs = module
+                    .execute(&case.method, &inputs)
+                    .unwrap_or_else(|e| panic!("cuda {} (skip {skip}) case {ci}: {e}", fx.name));
+                for (oi, (got, exp)) in outputs.iter().zip(&case.expected).enumerate() {
+                    let host = match got {
+                        Value::Tensor(t) => Value::Tensor(t.to_cpu().unwrap()),
+                        v => v.clone(),
+                    };
+                    check_output(
+                        &format!("cuda {} (skip {skip}) case {ci} output {oi}", fx.name),
+                        &host,
+                        exp,
+                        &case.output_dtypes[oi],
+                        case.rtol.max(1e-5),
+                        case.atol.max(1e-5),
+                    );
+                }
+            }
+            let d: usize = summary.methods.iter().map(|m| m.delegates).sum();
+            eprintln!("cuda: {} (skip flags {skip}) ok, {d} delegate(s)", fx.name);
+        }
+    }
+}

@@ -2,9 +2,15 @@
 CPU programs, runs them with outputs identical to the originals.
 
     cargo build --release --example rewrite
-    venv/bin/python tools/check_writer.py
+    venv/bin/python tools/check_writer.py                 # read -> write (examples/rewrite)
+    venv/bin/python tools/check_writer.py --replan        # etch lower --replan-only
+    venv/bin/python tools/check_writer.py --replan --models target/models
+
+--replan checks the memory plans etch writes: ExecuTorch runs the re-planned program and
+its outputs must equal those of the original.
 """
 
+import argparse
 import json
 import os
 import subprocess
@@ -18,12 +24,13 @@ from executorch.runtime import Runtime
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 REWRITE = os.path.join(ROOT, "target", "release", "examples", "rewrite")
+ETCH = os.path.join(ROOT, "target", "release", "etch")
 
 
-def load_inputs(case):
+def load_inputs(case, base):
     out = []
     for p, d in zip(case["inputs"], case["input_dtypes"]):
-        a = np.load(os.path.join(FIX, p))
+        a = np.load(os.path.join(base, p))
         if d == "bfloat16":
             out.append(torch.from_numpy(a).to(torch.bfloat16))
         elif d in ("int", "float", "bool"):
@@ -33,30 +40,38 @@ def load_inputs(case):
     return out
 
 
-def run(path, fx, ptd):
+def run(path, fx, ptd, base):
     rt = Runtime.get()
     prog = rt.load_program(path, data_path=ptd) if ptd else rt.load_program(path)
     results = []
     methods = {}
     for case in fx["cases"]:
         m = methods.setdefault(case["method"], prog.load_method(case["method"]))
-        results.append(m.execute(load_inputs(case)))
+        results.append(m.execute(load_inputs(case, base)))
     return results
 
 
 def main():
-    with open(os.path.join(FIX, "manifest.json")) as f:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--replan", action="store_true")
+    ap.add_argument("--models", default=FIX, help="a directory with a manifest.json")
+    args = ap.parse_args()
+    base = args.models
+    with open(os.path.join(base, "manifest.json")) as f:
         manifest = json.load(f)
     tmp = tempfile.mkdtemp(prefix="etch-writer-")
     failures = 0
     for fx in manifest:
-        src = os.path.join(FIX, fx["pte"])
+        src = os.path.join(base, fx["pte"])
         dst = os.path.join(tmp, fx["name"] + ".pte")
-        subprocess.run([REWRITE, src, dst], check=True)
-        ptd = os.path.join(FIX, fx["ptd"]) if fx.get("ptd") else None
+        if args.replan:
+            subprocess.run([ETCH, "lower", src, "-o", dst, "--replan-only"], check=True, capture_output=True)
+        else:
+            subprocess.run([REWRITE, src, dst], check=True)
+        ptd = os.path.join(base, fx["ptd"]) if fx.get("ptd") else None
         try:
-            a = run(src, fx, ptd)
-            b = run(dst, fx, ptd)
+            a = run(src, fx, ptd, base)
+            b = run(dst, fx, ptd, base)
             same = all(
                 all(
                     (torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y)
