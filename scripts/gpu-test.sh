@@ -22,8 +22,25 @@ for line in sys.stdin:
 cp "$(exe etch-devices cuda)" .gpu/cuda-allocator-tests
 cp "$(exe etch-kernels-cuda vs_cpu)" .gpu/cuda-kernel-tests
 cp "$(exe etch device)" .gpu/device-tests
+cp "$(exe etch lower)" .gpu/lower-tests
+# Exported models (tools/export/export_models.py), for `etch lower` on real CUDA; the big
+# conv nets stay behind (the bundle travels with a size limit).
+if [ -f target/models/manifest.json ]; then
+  python3 - <<'PY'
+import json, os, shutil
+src, dst = "target/models", ".gpu/models"
+keep = []
+for e in json.load(open(os.path.join(src, "manifest.json"))):
+    d = os.path.join(src, e["name"])
+    size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+    if size < 16 << 20:
+        shutil.copytree(d, os.path.join(dst, e["name"]))
+        keep.append(e)
+json.dump(keep, open(os.path.join(dst, "manifest.json"), "w"), indent=1)
+PY
+fi
 cp target/release/etch target/release/examples/copy_bench .gpu/
-strip .gpu/*
+find .gpu -maxdepth 1 -type f -exec strip {} +
 cat > .gpu/run.sh <<RUN
 #!/usr/bin/env bash
 # Runs the GPU suite from the repository root; exits non-zero if any part fails.
@@ -52,6 +69,38 @@ for f in tests/fixtures/device/*/model.pte; do
   fi
   echo "-- \$f"; .gpu/etch run "\$f" --iterations 20 || status=1
 done
+echo "== lowered fixtures (simulated and real CUDA)"; .gpu/lower-tests --test-threads=1 --nocapture || status=1
+if [ -f .gpu/models/manifest.json ]; then
+  echo "== etch lower --ops cuda on the exported models, run on real CUDA (outputs to \$OUT/lowered)"
+  out=\${OUT:-/tmp/etch-gpu-out}
+  python3 - "\$out" <<'PY' || status=1
+import json, os, subprocess, sys
+out = sys.argv[1]
+man = json.load(open(".gpu/models/manifest.json"))
+fail = 0
+for variant, extra in [("lowered", []), ("lowered_skip", ["--skip-h2d-inputs", "--skip-d2h-outputs"])]:
+    for e in man:
+        d = os.path.join(".gpu/models", e["name"])
+        case = e["cases"][0]
+        low = f"/tmp/{e['name']}.{variant}.pte"
+        r = subprocess.run([".gpu/etch", "lower", os.path.join(d, "model.pte"), "-o", low] + extra, capture_output=True, text=True)
+        summary = (r.stdout.strip().splitlines() or [""])[1:2]
+        if r.returncode:
+            print(f"FAIL lower {variant} {e['name']}: {r.stderr.strip()}"); fail += 1; continue
+        od = os.path.join(out, variant, e["name"])
+        os.makedirs(od, exist_ok=True)
+        cmd = [".gpu/etch", "run", low, "--output-dir", od, "--iterations", "5"]
+        for p in case["inputs"]:
+            cmd += ["--input", os.path.join(".gpu/models", p)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        last = (r.stdout.strip().splitlines() or [""])[-1]
+        print(f"{'ok  ' if r.returncode == 0 else 'FAIL'} {variant} {e['name']}: {' '.join(summary)} | {last if r.returncode == 0 else r.stderr.strip()}")
+        fail += r.returncode != 0
+sys.exit(1 if fail else 0)
+PY
+  # One file carries every output back.
+  [ -d "\$out/lowered" ] && tar -C "\$out" -cf "\$out/lowered-outputs.tar" lowered lowered_skip && rm -rf "\$out/lowered" "\$out/lowered_skip"
+fi
 echo "== copy benchmark"; .gpu/copy_bench || status=1
 echo "== result: \$([ \$status = 0 ] && echo PASS || echo FAIL)"
 exit \$status

@@ -11,6 +11,8 @@ model: `ok` with the largest absolute difference, or `FAIL` with the error or th
 ARGS, e.g. "--per-op" or "--skip-h2d-inputs --skip-d2h-outputs") and runs the lowered
 program on the simulated device (`etch run --simulate-device cuda`).
 --replan: first re-plans each model's memory (`etch lower --replan-only`) and runs that.
+--outputs DIR: runs nothing; compares DIR/<model>/output_<i>.npy (written elsewhere, e.g.
+by the GPU run of scripts/gpu-test.sh) with the expected outputs.
 """
 
 import argparse
@@ -25,8 +27,12 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def check(etch, base, entry, work, lower=None, replan=False):
+def check(etch, base, entry, work, lower=None, replan=False, outputs=None):
     case = entry["cases"][0]
+    if outputs is not None:
+        if not os.path.isdir(os.path.join(outputs, entry["name"])):
+            return False, "no outputs"
+        return compare(base, case, os.path.join(outputs, entry["name"]))
     out_dir = os.path.join(work, entry["name"])
     os.makedirs(out_dir, exist_ok=True)
     for f in os.listdir(out_dir):
@@ -56,6 +62,10 @@ def check(etch, base, entry, work, lower=None, replan=False):
     if r.returncode != 0:
         msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
         return False, " | ".join(msg)[:2000]
+    return compare(base, case, out_dir)
+
+
+def compare(base, case, out_dir):
     rtol, atol = case.get("rtol", 1e-3), case.get("atol", 1e-4)
     worst = 0.0
     for i, p in enumerate(case["expected"]):
@@ -89,6 +99,7 @@ def main() -> int:
     ap.add_argument("--work", help="directory for etch outputs (default: a temporary one)")
     ap.add_argument("--lower", nargs="?", const="", default=None, metavar="ARGS")
     ap.add_argument("--replan", action="store_true")
+    ap.add_argument("--outputs", help="compare outputs already in this directory")
     args = ap.parse_args()
     with open(os.path.join(args.models, "manifest.json")) as f:
         manifest = json.load(f)
@@ -98,7 +109,9 @@ def main() -> int:
     for entry in manifest:
         if only and entry["name"] not in only:
             continue
-        ok, msg = check(args.etch, args.models, entry, work, args.lower, args.replan)
+        if args.outputs and not os.path.isdir(os.path.join(args.outputs, entry["name"])):
+            continue
+        ok, msg = check(args.etch, args.models, entry, work, args.lower, args.replan, args.outputs)
         print(f"{'ok  ' if ok else 'FAIL'} {entry['name']:<20} {msg}", flush=True)
         failures += 0 if ok else 1
     print(f"{failures} failure(s)")
