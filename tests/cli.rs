@@ -252,3 +252,110 @@ fn inspect_json_reports_device_buffers_and_tensors() {
         "cuda:0"
     );
 }
+
+#[test]
+fn lower_writes_a_device_program_that_runs_on_the_simulated_device() {
+    let fx = manifest()
+        .into_iter()
+        .find(|f| f.name == "transformer")
+        .unwrap();
+    let case = &fx.cases[0];
+    let dir = tmpdir("lower");
+    let lowered = dir.join("t.cuda.pte");
+    let o = etch()
+        .args(["lower"])
+        .arg(&fx.pte)
+        .arg("-o")
+        .arg(&lowered)
+        .args(["--ops", "portable", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = &j["methods"][0];
+    assert_eq!(m["delegates"], 1, "{j}");
+    assert_eq!(
+        (m["h2d_copies"].as_u64(), m["d2h_copies"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert!(m["plan"]["after"]["cuda:0"].as_u64().unwrap() > 0, "{j}");
+    let out = dir.join("out");
+    let mut cmd = etch();
+    cmd.arg("run")
+        .arg(&lowered)
+        .args(["--simulate-device", "cuda", "--output-dir"])
+        .arg(&out);
+    for i in &case.inputs {
+        cmd.arg("--input").arg(i);
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = etch::npy::read(out.join("output_0.npy")).unwrap();
+    check_output(
+        "lowered transformer",
+        &etch::Value::Tensor(got),
+        &case.expected[0],
+        &case.output_dtypes[0],
+        case.rtol,
+        case.atol,
+    );
+    // Re-planning alone: a CPU program, never more planned bytes.
+    let o = etch()
+        .args(["lower"])
+        .arg(&fx.pte)
+        .arg("-o")
+        .arg(dir.join("t.replan.pte"))
+        .args(["--replan-only"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("planned bytes 114688 ->"), "{text}");
+}
+
+#[test]
+fn lower_rejects_bad_arguments_with_messages() {
+    let fx = manifest().into_iter().find(|f| f.name == "mlp").unwrap();
+    let dir = tmpdir("lower-bad");
+    let out = dir.join("x.pte");
+    for (args, needle) in [
+        (vec![], "no output file"),
+        (
+            vec!["-o", out.to_str().unwrap(), "--device", "cpu"],
+            "--replan-only",
+        ),
+        (
+            vec!["-o", out.to_str().unwrap(), "--device", "tpu:0"],
+            "tpu",
+        ),
+        (
+            vec!["-o", out.to_str().unwrap(), "--skip-h2d-inputs=decode"],
+            "'decode'",
+        ),
+        (
+            vec!["-o", out.to_str().unwrap(), "--replan-only", "--per-op"],
+            "--per-op",
+        ),
+        (
+            vec!["-o", out.to_str().unwrap(), "--alignment", "3"],
+            "power of two",
+        ),
+        (
+            vec!["-o", out.to_str().unwrap(), "--ops", "/nonexistent"],
+            "--ops",
+        ),
+    ] {
+        let o = etch()
+            .arg("lower")
+            .arg(&fx.pte)
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains(needle),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

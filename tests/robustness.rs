@@ -159,3 +159,55 @@ fn mutated_data_files_never_panic() {
         assert!(r.is_ok(), "ptd mutation {it} ({what}) panicked");
     }
 }
+
+/// `etch lower` and `--replan-only` on mutated programs: errors are fine, panics are not;
+/// what they write must load and run without panicking too.
+#[test]
+fn mutated_programs_never_panic_the_compiler() {
+    use etch::compiler::{LowerOptions, PlanOptions, SupportedOps, lower, replan};
+    let iterations: usize = std::env::var("ETCH_FUZZ_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1500)
+        / 3;
+    let supported = SupportedOps::new(etch::default_kernels().names());
+    let mut rng = Rng(0x1234_5678_9ABC_DEF1);
+    let mut files: Vec<_> = common::manifest().into_iter().map(|f| f.pte).collect();
+    files.extend(
+        common::manifest_in(&common::fixtures_dir().join("models"))
+            .into_iter()
+            .map(|f| f.pte),
+    );
+    for path in files {
+        let original = std::fs::read(&path).unwrap();
+        for it in 0..iterations {
+            let (bytes, what) = mutate(&original, &mut rng);
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                let Ok(program) = etch::Program::from_bytes(&bytes) else {
+                    return;
+                };
+                let Ok(parts) = etch::ProgramParts::from_program(&program) else {
+                    return;
+                };
+                let mut a = parts.clone();
+                if replan(&mut a, &PlanOptions::default()).is_ok()
+                    && let Ok(out) = a.to_bytes(etch::WriteOptions::default())
+                {
+                    exercise(&out);
+                }
+                let mut b = parts;
+                let opts = LowerOptions::new(etch::Device::cuda(0), supported.clone());
+                if lower(&mut b, &opts).is_ok()
+                    && let Ok(out) = b.to_bytes(etch::WriteOptions::default())
+                {
+                    exercise(&out);
+                }
+            }));
+            assert!(
+                r.is_ok(),
+                "{}: mutation {it} ({what}) panicked the compiler",
+                path.display()
+            );
+        }
+    }
+}

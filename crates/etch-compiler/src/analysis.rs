@@ -176,6 +176,9 @@ pub(crate) fn tensor(values: &[pte::EValue], v: usize) -> Option<&pte::Tensor> {
     }
 }
 
+/// The largest tensor the passes accept (256 TiB).
+pub(crate) const MAX_TENSOR_BYTES: usize = 1 << 48;
+
 /// Bytes of a tensor at its declared (upper-bound) sizes.
 pub(crate) fn nbytes(t: &pte::Tensor) -> Result<usize> {
     let st = ScalarType::from_i8(t.scalar_type as i8)?;
@@ -189,6 +192,12 @@ pub(crate) fn nbytes(t: &pte::Tensor) -> Result<usize> {
         n = n
             .checked_mul(s as usize)
             .ok_or_else(|| Error::invalid_program("tensor size overflows"))?;
+    }
+    // Far beyond any device; keeps offset arithmetic clear of overflow.
+    if n > MAX_TENSOR_BYTES {
+        return Err(Error::invalid_program(format!(
+            "a tensor of {n} bytes is larger than etch plans ({MAX_TENSOR_BYTES})"
+        )));
     }
     Ok(n)
 }

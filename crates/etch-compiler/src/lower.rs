@@ -1328,6 +1328,24 @@ impl Nested<'_> {
         };
         if let Some(items) = items {
             let mut mapped = Vec::with_capacity(items.len());
+            for &x in &items {
+                // List items are scalars or tensors, never lists (no recursion).
+                if x >= 0
+                    && (x as usize >= self.values.len()
+                        || matches!(
+                            self.values[x as usize].val,
+                            Some(pte::KernelTypes::TensorList(_))
+                                | Some(pte::KernelTypes::OptionalTensorList(_))
+                                | Some(pte::KernelTypes::IntList(_))
+                                | Some(pte::KernelTypes::DoubleList(_))
+                                | Some(pte::KernelTypes::BoolList(_))
+                        ))
+                {
+                    return Err(Error::invalid_program(format!(
+                        "list value {v} holds {x}, which is not a scalar or a tensor"
+                    )));
+                }
+            }
             for x in items {
                 // -1 is an absent optional tensor.
                 mapped.push(if x < 0 {

@@ -22,7 +22,9 @@
 //! Each bucket is planned by several greedy algorithms (by size, by start, by duration;
 //! best-fit and first-fit), and the smallest result is kept.
 
-use crate::analysis::{Analysis, Kind, is_constant, nbytes, offset_of, tensor, tensor_device};
+use crate::analysis::{
+    Analysis, Kind, MAX_TENSOR_BYTES, is_constant, nbytes, offset_of, tensor, tensor_device,
+};
 use etch_core::{Device, DeviceType, Error, Result};
 use etch_format::schema::pte;
 use std::collections::{BTreeMap, HashMap};
@@ -247,7 +249,7 @@ impl Storage {
                 _ => continue,
             };
             let n = nbytes(t)? as u64;
-            let (lo, hi) = (offset_of(al), offset_of(al) + n);
+            let (lo, hi) = (offset_of(al), offset_of(al).saturating_add(n));
             let mut base: Option<(usize, usize)> = None; // (written at, value)
             let mut input_base = None;
             for &(o, e, b) in &by_mem[&al.memory_id] {
@@ -498,9 +500,15 @@ pub(crate) fn plan_method(
         let base = members.iter().map(|m| m.off).min().unwrap_or(0);
         let span = members
             .iter()
-            .map(|m| m.off + m.size - base)
+            .map(|m| m.off.saturating_add(m.size) - base)
             .max()
             .unwrap_or(0);
+        if span > MAX_TENSOR_BYTES as u64 {
+            return Err(Error::invalid_program(format!(
+                "values sharing storage with value {} span {span} bytes",
+                members[0].v
+            )));
+        }
         buckets
             .entry((dev != Device::CPU, dev.kind, dev.index))
             .or_default()
@@ -522,6 +530,15 @@ pub(crate) fn plan_method(
     let mut devs: Vec<Device> = vec![Device::CPU];
     let mut assign: Vec<(usize, u32, u64)> = Vec::new();
     for ((_, kind, index), blocks) in &buckets {
+        // Keeps every offset below 2^62: no overflow in the placement arithmetic.
+        let sum = blocks.iter().map(|b| b.size as u128).sum::<u128>();
+        if sum > 1 << 62 {
+            return Err(Error::invalid_program(format!(
+                "{} bytes to plan on {}",
+                sum,
+                Device::new(*kind, *index)
+            )));
+        }
         let (offsets, total) = best_plan(blocks, align);
         let mem_id = sizes.len() as u32;
         sizes.push(total as i64);

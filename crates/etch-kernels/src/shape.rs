@@ -601,6 +601,13 @@ fn split_into(
     list_i: usize,
 ) -> Result<()> {
     let a = ctx.tensor(0)?;
+    if dim >= a.dim() {
+        return Err(Error::invalid_argument(format!(
+            "{op}: expected a tensor of at least {} dims, got a {}-d one",
+            dim + 1,
+            a.dim()
+        )));
+    }
     let n = ctx.tensor_list_len(list_i)?;
     let mut at = 0usize;
     let sstrides = Shape::from_slice(a.strides())?;
@@ -658,6 +665,11 @@ fn split_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             "{OP}: negative split size {split}"
         )));
     }
+    if a.dim() == 0 {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: cannot split a 0-d tensor"
+        )));
+    }
     let total = a.sizes()[dim];
     let split = split as usize;
     split_into(
@@ -673,6 +685,11 @@ fn unbind_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::unbind_copy.int_out";
     let a = ctx.tensor(0)?;
     let dim = wrap(OP, ctx.int(1)?, a.dim())?;
+    if a.dim() == 0 {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: cannot unbind a 0-d tensor"
+        )));
+    }
     let n = ctx.tensor_list_len(2)?;
     if n != a.sizes()[dim] {
         return Err(Error::invalid_argument(format!(

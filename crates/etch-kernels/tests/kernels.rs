@@ -620,6 +620,20 @@ fn view_like_copies() {
     assert_eq!(e.get::<f32>(a), vec![0.0, 3.0]);
     assert_eq!(e.get::<f32>(b), vec![1.0, 2.0, 4.0, 5.0]);
     let _ = d0;
+
+    // A 0-d tensor cannot be split or unbound (found by tests/robustness.rs).
+    let s0 = e.t(&[1f32], &[]);
+    let o0 = e.out(ScalarType::Float, &[]);
+    let outs0 = e.list(&[o0]);
+    let z = e.int(0);
+    let one = e.ints(&[1]);
+    for (op, args) in [
+        ("aten::split_with_sizes_copy.out", vec![s0, one, z, outs0]),
+        ("aten::split_copy.Tensor_out", vec![s0, z, z, outs0]),
+        ("aten::unbind_copy.int_out", vec![s0, z, outs0]),
+    ] {
+        code(e.run(op, &args), ErrorCode::InvalidArgument);
+    }
 }
 
 #[test]
