@@ -15,7 +15,8 @@ USAGE:
     etch bench MODEL.pte [--iterations N] [--json] [run's --method/--input/--data/...]
     etch lower IN.pte -o OUT.pte [--device cuda:0] [--ops cuda|portable|FILE] [--per-op]
                        [--skip-h2d-inputs[=M1,M2]] [--skip-d2h-outputs[=M1,M2]]
-                       [--replan-only] [--alignment N] [--json]
+                       [--replan-only [--no-alloc-graph-input] [--no-alloc-graph-output]]
+                       [--alignment N] [--json]
     etch ops
     etch devices
     etch help
@@ -47,6 +48,9 @@ lower:
     --skip-d2h-outputs[=M,..]  outputs of these methods stay on the device (unplanned)
     --replan-only       keep the program on the CPU; only re-plan its memory (never more
                         bytes than before)
+    --no-alloc-graph-input / --no-alloc-graph-output
+                        with --replan-only: leave the method inputs / outputs unplanned
+                        (the caller binds them), as upstream's alloc_graph_input=False
     --alignment N       planning alignment (default 16, as upstream)
     --json              print the summary as JSON
 ";
@@ -450,6 +454,8 @@ fn cmd_lower(args: &[String]) -> Result<()> {
             "replan-only",
             "per-op",
             "json",
+            "no-alloc-graph-input",
+            "no-alloc-graph-output",
         ],
     )?;
     let input = o.model()?;
@@ -489,7 +495,8 @@ fn cmd_lower(args: &[String]) -> Result<()> {
             &mut parts,
             &PlanOptions {
                 alignment,
-                ..PlanOptions::default()
+                alloc_graph_input: o.has("no-alloc-graph-input").then_some(false),
+                alloc_graph_output: o.has("no-alloc-graph-output").then_some(false),
             },
         )?;
         text.push_str(&format!("re-planned {input} -> {output}\n"));
@@ -510,6 +517,13 @@ fn cmd_lower(args: &[String]) -> Result<()> {
         }
         report["methods"] = Json::Array(stats.iter().map(plan_json).collect());
     } else {
+        for flag in ["no-alloc-graph-input", "no-alloc-graph-output"] {
+            if o.has(flag) {
+                return Err(Error::invalid_argument(format!(
+                    "--{flag} applies with --replan-only (when lowering, the skip flags imply it)"
+                )));
+            }
+        }
         let device: etch::Device = o.one("device").unwrap_or("cuda:0").parse()?;
         let (ops_desc, supported) = supported_ops(o.one("ops").unwrap_or("cuda"))?;
         let skip = |flag: &str| {

@@ -14,8 +14,8 @@ use etch::compiler::{
 use etch::{Device, Module, Program, ProgramParts, Value, WriteOptions};
 
 /// The CPU fixtures plus the small models in tests/fixtures/models (GRU, multi-head
-/// attention: `tools/export/export_models.py --out tests/fixtures/models --only gru,mha
-/// --groups nn`).
+/// attention, GroupNorm, whose output is a static view: `tools/export/export_models.py
+/// --out tests/fixtures/models --only gru,mha,group_norm --groups nn`).
 fn cpu_fixtures() -> Vec<Fixture> {
     let mut v = manifest();
     v.extend(manifest_in(&common::fixtures_dir().join("models")));
@@ -233,6 +233,42 @@ fn replanned_fixtures_are_never_larger_and_give_the_same_outputs() {
         }
         let bytes = parts.to_bytes(WriteOptions::default()).unwrap();
         run_cases(&format!("{} replanned", fx.name), &fx, &bytes, false);
+    }
+}
+
+#[test]
+fn replanning_with_unplanned_inputs_and_outputs_gives_the_same_outputs() {
+    for fx in cpu_fixtures() {
+        for (i, o) in [(true, false), (false, true), (true, true)] {
+            let mut parts = parts_of(&fx);
+            let opts = PlanOptions {
+                alloc_graph_input: i.then_some(false),
+                alloc_graph_output: o.then_some(false),
+                ..PlanOptions::default()
+            };
+            replan(&mut parts, &opts).unwrap_or_else(|e| panic!("{}: {e}", fx.name));
+            let bytes = parts.to_bytes(WriteOptions::default()).unwrap();
+            let program = Program::from_bytes(&bytes).unwrap();
+            for method in program.method_names() {
+                let meta = etch::MethodMeta::new(&program, method).unwrap();
+                for io in meta
+                    .inputs()
+                    .iter()
+                    .filter(|_| i)
+                    .chain(meta.outputs().iter().filter(|_| o))
+                {
+                    if let Some(t) = &io.tensor {
+                        assert!(!t.is_memory_planned, "{} {method}", fx.name);
+                    }
+                }
+            }
+            run_cases(
+                &format!("{} unplanned io ({i}, {o})", fx.name),
+                &fx,
+                &bytes,
+                false,
+            );
+        }
     }
 }
 

@@ -10,7 +10,8 @@ model: `ok` with the largest absolute difference, or `FAIL` with the error or th
 --lower: first lowers each model with `etch lower --device cuda:0 --ops portable` (plus
 ARGS, e.g. "--per-op" or "--skip-h2d-inputs --skip-d2h-outputs") and runs the lowered
 program on the simulated device (`etch run --simulate-device cuda`).
---replan: first re-plans each model's memory (`etch lower --replan-only`) and runs that.
+--replan [ARGS]: first re-plans each model's memory (`etch lower --replan-only` plus ARGS,
+e.g. "--no-alloc-graph-input --no-alloc-graph-output") and runs that.
 --outputs DIR: runs nothing; compares DIR/<model>/output_<i>.npy (written elsewhere, e.g.
 by the GPU run of scripts/gpu-test.sh) with the expected outputs.
 """
@@ -27,7 +28,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def check(etch, base, entry, work, lower=None, replan=False, outputs=None):
+def check(etch, base, entry, work, lower=None, replan=None, outputs=None):
     case = entry["cases"][0]
     if outputs is not None:
         if not os.path.isdir(os.path.join(outputs, entry["name"])):
@@ -39,11 +40,11 @@ def check(etch, base, entry, work, lower=None, replan=False, outputs=None):
         os.remove(os.path.join(out_dir, f))
     pte = os.path.join(base, entry["pte"])
     extra = []
-    if lower is not None or replan:
+    if lower is not None or replan is not None:
         lowered = os.path.join(work, entry["name"] + ".lowered.pte")
         lcmd = [etch, "lower", pte, "-o", lowered]
-        if replan:
-            lcmd += ["--replan-only"]
+        if replan is not None:
+            lcmd += ["--replan-only"] + replan.split()
         else:
             ops = [] if "--ops" in lower.split() else ["--ops", "portable"]
             lcmd += ["--device", "cuda:0"] + ops + lower.split()
@@ -98,7 +99,7 @@ def main() -> int:
     ap.add_argument("--only", help="comma-separated model names")
     ap.add_argument("--work", help="directory for etch outputs (default: a temporary one)")
     ap.add_argument("--lower", nargs="?", const="", default=None, metavar="ARGS")
-    ap.add_argument("--replan", action="store_true")
+    ap.add_argument("--replan", nargs="?", const="", default=None, metavar="ARGS")
     ap.add_argument("--outputs", help="compare outputs already in this directory")
     args = ap.parse_args()
     with open(os.path.join(args.models, "manifest.json")) as f:

@@ -15,6 +15,7 @@
 mod analysis;
 mod lower;
 pub mod planner;
+mod views;
 
 pub use lower::{LowerOptions, LowerSummary, MethodSelection, SupportedOps, lower};
 pub use planner::{DEFAULT_ALIGNMENT, MethodPlanStats, PlanOptions};
@@ -27,10 +28,25 @@ pub use etch_format::schema;
 /// Re-plans the memory of every method of `parts` in place. A method whose new plan
 /// would be larger than its current one keeps its current plan, so the result never
 /// plans more bytes than the input.
+///
+/// `alloc_graph_input` / `alloc_graph_output` set to `Some(false)` leave the inputs /
+/// outputs unplanned (the caller binds them); static views of them become `et_view`
+/// instructions.
 pub fn replan(parts: &mut ProgramParts, opts: &PlanOptions) -> Result<Vec<MethodPlanStats>> {
     let mut stats = Vec::new();
     for plan in parts.program.execution_plan.iter_mut().flatten() {
-        stats.push(planner::plan_method(plan, opts, None, true)?);
+        let inputs = opts.alloc_graph_input == Some(false);
+        let outputs = opts.alloc_graph_output == Some(false);
+        if inputs || outputs {
+            views::materialize(plan, inputs, outputs)?;
+        }
+        // Leaving inputs or outputs unplanned is asked for, not a plan to fall back from.
+        stats.push(planner::plan_method(
+            plan,
+            opts,
+            None,
+            !(inputs || outputs),
+        )?);
     }
     Ok(stats)
 }

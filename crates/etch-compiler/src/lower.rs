@@ -33,8 +33,8 @@
 //!   fails at run time).
 
 use crate::analysis::{
-    Analysis, Kind, instructions, is_constant, is_external, nbytes, offset_of, set_tensor_device,
-    tensor, tensor_device,
+    Analysis, Kind, instructions, is_constant, is_external, nbytes, set_tensor_device, tensor,
+    tensor_device,
 };
 use crate::planner::{self, AliasGroups, MethodPlanStats, PlanOptions, Storage};
 use etch_core::{Device, Error, Result, ScalarType};
@@ -326,8 +326,8 @@ fn lower_plan(
     let name = plan.name.clone().unwrap_or_default();
     let skip_h2d = opts.skip_h2d_inputs.applies(&name);
     let skip_d2h = opts.skip_d2h_outputs.applies(&name);
-    if skip_h2d {
-        materialize_input_views(&mut plan)?;
+    if skip_h2d || skip_d2h {
+        crate::views::materialize(&mut plan, skip_h2d, skip_d2h)?;
     }
     let a = Analysis::new(&plan)?;
     let n = a.len();
@@ -960,116 +960,7 @@ fn lower_plan(
     Ok((plan, blobs, out))
 }
 
-/// Turns the static views of method inputs into `et_view` instructions at the start of
-/// the method. A static view is a second tensor planned at its base's offset; once the
-/// inputs are bound to the caller's memory (unplanned), it would read the arena instead.
-/// An `et_view` points it at the input's memory at run time.
-fn materialize_input_views(plan: &mut pte::ExecutionPlan) -> Result<()> {
-    let storage = Storage::of(plan)?;
-    let a = Analysis::new(plan)?;
-    let values = plan.values.clone().unwrap_or_default();
-    let mut written = vec![false; values.len()];
-    for w in a.writes.iter().flatten() {
-        written[*w] = true;
-    }
-    let mut views: Vec<(usize, usize)> = Vec::new();
-    for &x in &a.inputs {
-        let Some(xt) = tensor(&values, x) else {
-            continue;
-        };
-        let Some(xa) = &xt.allocation_info else {
-            continue;
-        };
-        let rep = storage.groups.find(x);
-        for (v, ev) in values.iter().enumerate() {
-            let Some(pte::KernelTypes::Tensor(t)) = &ev.val else {
-                continue;
-            };
-            if v == x || storage.groups.find(v) != rep || a.inputs.contains(&v) || written[v] {
-                continue;
-            }
-            let Some(va) = &t.allocation_info else {
-                continue;
-            };
-            if va.memory_id != xa.memory_id
-                || offset_of(va) != offset_of(xa)
-                || nbytes(t)? != nbytes(xt)?
-                || t.scalar_type != xt.scalar_type
-            {
-                return Err(Error::not_supported(format!(
-                    "method '{}': value {v} is a partial view of input {x}; lower it without skipping its host-to-device copies",
-                    plan.name.as_deref().unwrap_or("")
-                )));
-            }
-            views.push((x, v));
-        }
-    }
-    if views.is_empty() {
-        return Ok(());
-    }
-    let ops = plan.operators.get_or_insert_with(Vec::new);
-    let op = match ops.iter().position(|o| {
-        o.name.as_deref() == Some("executorch_prim::et_view")
-            && o.overload.as_deref() == Some("default")
-    }) {
-        Some(k) => k,
-        None => {
-            ops.push(pte::Operator {
-                name: Some("executorch_prim::et_view".into()),
-                overload: Some("default".into()),
-            });
-            ops.len() - 1
-        }
-    };
-    let vals = plan.values.get_or_insert_with(Vec::new);
-    let mut prologue = Vec::new();
-    for (x, v) in views {
-        let sizes: Vec<i32> = tensor(vals, v)
-            .and_then(|t| t.sizes.clone())
-            .unwrap_or_default();
-        let mut items = Vec::new();
-        for s in sizes {
-            vals.push(pte::EValue {
-                val: Some(pte::KernelTypes::Int(Box::new(pte::Int {
-                    int_val: s as i64,
-                }))),
-            });
-            items.push((vals.len() - 1) as i64);
-        }
-        vals.push(pte::EValue {
-            val: Some(pte::KernelTypes::IntList(Box::new(pte::IntList {
-                items: Some(items),
-            }))),
-        });
-        let list = (vals.len() - 1) as i32;
-        if let Some(pte::KernelTypes::Tensor(t)) = &mut vals[v].val {
-            t.allocation_info = None;
-        }
-        prologue.push(pte::Instruction {
-            instr_args: Some(pte::InstructionArguments::KernelCall(Box::new(
-                pte::KernelCall {
-                    op_index: op as i32,
-                    args: Some(vec![x as i32, list, v as i32]),
-                },
-            ))),
-        });
-    }
-    let k = prologue.len() as i32;
-    if let Some(c) = plan.chains.as_mut().and_then(|c| c.first_mut()) {
-        let mut instrs = c.instructions.take().unwrap_or_default();
-        for ins in &mut instrs {
-            if let Some(pte::InstructionArguments::JumpFalseCall(j)) = &mut ins.instr_args {
-                j.destination_instruction += k;
-            }
-        }
-        prologue.extend(instrs);
-        c.instructions = Some(prologue);
-        c.stacktrace = None;
-    }
-    Ok(())
-}
-
-fn placeholder() -> pte::AllocationDetails {
+pub(crate) fn placeholder() -> pte::AllocationDetails {
     pte::AllocationDetails {
         memory_id: 1,
         memory_offset_low: 0,
