@@ -90,10 +90,10 @@ pub(crate) fn materialize(
         if tensor(&values, x).is_none_or(|t| t.allocation_info.is_none()) {
             continue;
         }
-        for v in 0..nv {
+        for (v, w) in written_at.iter().enumerate() {
             if v == x
                 || a.inputs.contains(&v)
-                || written_at[v].is_some()
+                || w.is_some()
                 || inserts.iter().any(|&(_, _, w)| w == v)
                 || tensor(&values, v).is_none()
             {
