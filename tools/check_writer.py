@@ -8,6 +8,10 @@ CPU programs, runs them with outputs identical to the originals.
 
 --replan checks the memory plans etch writes: ExecuTorch runs the re-planned program and
 its outputs must equal those of the original.
+--lower checks device programs etch writes (`etch lower --ops portable`): ExecuTorch's
+runtime loads them and reads every method's inputs and outputs like the original's; the
+pip wheel has no CUDA allocator, so loading a method must then stop exactly where it
+stops for the stock exporter's device programs ("Failed to allocate ... on device 1:0").
 """
 
 import argparse
@@ -51,9 +55,38 @@ def run(path, fx, ptd, base):
     return results
 
 
+def check_device_program(src, dst, fx):
+    rt = Runtime.get()
+    a, b = rt.load_program(src), rt.load_program(dst)
+    if a.method_names != b.method_names:
+        return False, f"methods {b.method_names} != {a.method_names}"
+    for name in a.method_names:
+        ma, mb = a.metadata(name), b.metadata(name)
+        for k in ("inputs", "outputs"):
+            n = getattr(ma, f"num_{k}")()
+            if getattr(mb, f"num_{k}")() != n:
+                return False, f"{name}: {k} differ"
+            for i in range(n):
+                get = f"{k[:-1]}_tensor_meta"
+                try:
+                    ta, tb = getattr(ma, get)(i), getattr(mb, get)(i)
+                except Exception:  # noqa: BLE001  (not a tensor)
+                    continue
+                if (list(ta.sizes()), ta.dtype()) != (list(tb.sizes()), tb.dtype()):
+                    return False, f"{name} {k} {i}: {tb} != {ta}"
+        try:
+            b.load_method(name)
+            return False, f"{name}: loaded without a CUDA allocator?"
+        except Exception as e:  # noqa: BLE001
+            if "on device 1:0" not in str(e):
+                return False, f"{name}: {e}"
+    return True, "loads; method metadata as the original's; stops at the missing CUDA allocator"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--replan", action="store_true")
+    ap.add_argument("--lower", action="store_true")
     ap.add_argument("--models", default=FIX, help="a directory with a manifest.json")
     args = ap.parse_args()
     base = args.models
@@ -64,6 +97,12 @@ def main():
     for fx in manifest:
         src = os.path.join(base, fx["pte"])
         dst = os.path.join(tmp, fx["name"] + ".pte")
+        if args.lower:
+            subprocess.run([ETCH, "lower", src, "-o", dst, "--ops", "portable"], check=True, capture_output=True)
+            ok, msg = check_device_program(src, dst, fx)
+            print(f"{'ok  ' if ok else 'FAIL'} {fx['name']}: {msg}")
+            failures += 0 if ok else 1
+            continue
         if args.replan:
             subprocess.run([ETCH, "lower", src, "-o", dst, "--replan-only"], check=True, capture_output=True)
         else:
