@@ -430,6 +430,7 @@ fn plan_json(p: &etch::compiler::MethodPlanStats) -> Json {
         "total_before": p.total_before(),
         "total_after": p.total_after(),
         "kept_original": p.kept_original,
+        "lower_bound": p.lower_bound,
     })
 }
 

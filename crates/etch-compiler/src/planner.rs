@@ -65,6 +65,9 @@ pub struct MethodPlanStats {
     pub after: BTreeMap<Device, u64>,
     /// True when the new plan was larger and the original one was kept.
     pub kept_original: bool,
+    /// The most bytes live at any one instruction, summed over the buckets (alignment
+    /// included): no plan of these lifetimes needs less.
+    pub lower_bound: u64,
 }
 
 impl MethodPlanStats {
@@ -528,6 +531,7 @@ pub(crate) fn plan_method(
     // Plan every bucket; lay out the buffers.
     let mut sizes: Vec<i64> = vec![0];
     let mut devs: Vec<Device> = vec![Device::CPU];
+    let mut lower_bound = 0u64;
     let mut assign: Vec<(usize, u32, u64)> = Vec::new();
     for ((_, kind, index), blocks) in &buckets {
         // Keeps every offset below 2^62: no overflow in the placement arithmetic.
@@ -540,6 +544,7 @@ pub(crate) fn plan_method(
             )));
         }
         let (offsets, total) = best_plan(blocks, align);
+        lower_bound += peak_live(blocks);
         let mem_id = sizes.len() as u32;
         sizes.push(total as i64);
         devs.push(Device::new(*kind, *index));
@@ -552,10 +557,12 @@ pub(crate) fn plan_method(
     let old_sizes = plan.non_const_buffer_sizes.clone().unwrap_or_default();
     let values = plan.values.as_deref_mut().unwrap_or(&mut []);
     let mut fixed_map = HashMap::new();
+    let mut fixed_bytes = 0u64;
     for &old in fixed.keys() {
         let size = old_sizes.get(old as usize).copied().ok_or_else(|| {
             Error::invalid_program(format!("a tensor is planned in missing buffer {old}"))
         })?;
+        fixed_bytes += size.max(0) as u64;
         fixed_map.insert(old, sizes.len() as u32);
         sizes.push(size);
         devs.push(old_devs.get(old as usize).copied().unwrap_or(Device::CPU));
@@ -605,6 +612,7 @@ pub(crate) fn plan_method(
         before,
         after: bytes_by_device(plan)?,
         kept_original: false,
+        lower_bound: lower_bound + fixed_bytes,
     };
     if keep_if_larger && stats.total_after() > stats.total_before() {
         *plan = original;
@@ -612,6 +620,23 @@ pub(crate) fn plan_method(
         stats.kept_original = true;
     }
     Ok(stats)
+}
+
+/// The most bytes live at once.
+fn peak_live(blocks: &[Block]) -> u64 {
+    let mut events: Vec<(usize, i128)> = Vec::with_capacity(blocks.len() * 2);
+    for b in blocks {
+        events.push((b.start, b.size as i128));
+        events.push((b.end + 1, -(b.size as i128)));
+    }
+    // Ends before starts at the same instruction: [s, e] is inclusive.
+    events.sort_unstable_by_key(|&(t, d)| (t, d));
+    let (mut live, mut peak) = (0i128, 0i128);
+    for (_, d) in events {
+        live += d;
+        peak = peak.max(live);
+    }
+    peak as u64
 }
 
 /// Runs every greedy variant and returns the offsets of the smallest plan.
