@@ -606,7 +606,22 @@ def linalg_ops():
         op("aten::baddbmm.out", rand([1, 3, 1], dtype), x, y, beta=2, alpha=0.5)
         op("aten::linear.out", rand([2, 3, 5], dtype), rand([4, 5], dtype), rand([4], dtype))
         op("aten::linear.out", rand([5], dtype), rand([4, 5], dtype), None)
-    # Integer mm/bmm (ExecuTorch's portable kernels accept them) are not implemented in etch yet.
+    # Integer products (ExecuTorch's portable mm/bmm/addmm take every real dtype) wrap as in
+    # PyTorch: int8/uint8 sums of five products already overflow.
+    for dtype in INTS:
+        a, b = rand([3, 5], dtype), rand([5, 4], dtype)
+        op("aten::mm.out", a, b)
+        op("aten::addmm.out", rand([4], dtype), a, b, beta=2, alpha=3)
+        op("aten::bmm.out", rand([2, 3, 5], dtype), rand([2, 5, 2], dtype))
+        op("aten::baddbmm.out", rand([2, 1, 2], dtype), rand([2, 3, 5], dtype), rand([2, 5, 2], dtype), beta=-1, alpha=2)
+        op("aten::linear.out", rand([2, 5], dtype), rand([4, 5], dtype), rand([4], dtype))
+    op("aten::mm.out", torch.full([2, 3], 100, dtype=torch.int8), torch.full([3, 2], 100, dtype=torch.int8))
+    op("aten::mm.out", torch.full([1, 2], 2**62, dtype=torch.int64), torch.tensor([[3], [5]]))
+    op("aten::addmm.out", rand([2, 2], torch.int64), rand([2, 3], torch.int64), rand([3, 2], torch.int64), beta=0.5, alpha=2.5)
+    op("aten::mm.out", rand([0, 3], torch.int32), rand([3, 2], torch.int32))
+    op("aten::bmm.out", rand([2, 3, 0], torch.int16), rand([2, 0, 2], torch.int16))
+    op("aten::mm.out", rand([2, 3], torch.bool), rand([3, 2], torch.bool))  # error: bool
+    op("aten::mm.out", rand([2, 3], torch.int32), rand([3, 2], torch.int64), out=torch.int32)  # error: mixed
     op("aten::mm.out", rand([3, 5], torch.float32), rand([4, 4], torch.float32))  # error
     op("aten::mm.out", rand([0, 5], torch.float32), rand([5, 2], torch.float32))
     op("aten::mm.out", rand([2, 0], torch.float32), rand([0, 2], torch.float32))

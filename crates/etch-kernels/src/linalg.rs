@@ -2,6 +2,8 @@
 //!
 //! `f32` and `f64` call `gemm` on the tensors in place (any strides); `f16` and `bf16` are
 //! widened to `f32`, multiplied with `f32` accumulation, and rounded once per element.
+//! Integer dtypes (as in ExecuTorch's portable `mm`/`bmm`/`addmm`) use plain loops with
+//! wrapping `i64` arithmetic, which PyTorch's results match after truncation to the dtype.
 
 use crate::util::*;
 use etch_core::{Error, KernelContext, KernelRegistry, Result, ScalarType, TensorRef, bf16, f16};
@@ -292,8 +294,77 @@ pub fn matmul(
             );
             half(op, d, ma, mb, bias, alpha, out.data_mut::<bf16>()?, so)
         }
+        ScalarType::Byte => int_matmul::<u8>(op, d, a, sa, b, sb, bias, alpha, out, so),
+        ScalarType::Char => int_matmul::<i8>(op, d, a, sa, b, sb, bias, alpha, out, so),
+        ScalarType::Short => int_matmul::<i16>(op, d, a, sa, b, sb, bias, alpha, out, so),
+        ScalarType::Int => int_matmul::<i32>(op, d, a, sa, b, sb, bias, alpha, out, so),
+        ScalarType::Long => int_matmul::<i64>(op, d, a, sa, b, sb, bias, alpha, out, so),
         other => Err(bad_dtype(op, "input", other)),
     }
+}
+
+/// `out = beta · bias + alpha · a · b` for an integer dtype: `i64` wrapping arithmetic,
+/// truncated to the dtype once per element (PyTorch's result modulo 2^bits). Float `alpha`
+/// and `beta` truncate toward zero, as PyTorch converts them for integer tensors.
+#[allow(clippy::too_many_arguments)]
+fn int_matmul<T: Elem<C = i64>>(
+    op: &str,
+    d: GemmDims,
+    a: &TensorRef<'_>,
+    sa: [usize; 3],
+    b: &TensorRef<'_>,
+    sb: [usize; 3],
+    bias: Option<Bias<'_>>,
+    alpha: f64,
+    out: &mut TensorRef<'_>,
+    so: [usize; 3],
+) -> Result<()> {
+    let (x, y) = (a.data::<T>()?, b.data::<T>()?);
+    let bias = match &bias {
+        Some(bias) => Some((bias.t.data::<T>()?, bias.strides, bias.beta as i64)),
+        None => None,
+    };
+    let o = out.data_mut::<T>()?;
+    if d.batch == 0 || d.m == 0 || d.n == 0 {
+        return Ok(());
+    }
+    let oob = |len: usize, r: usize, c: usize, s: [usize; 3]| {
+        r > 0 && c > 0 && max_offset(d.batch, r, c, s) >= len
+    };
+    if oob(x.len(), d.m, d.k, sa)
+        || oob(y.len(), d.k, d.n, sb)
+        || oob(o.len(), d.m, d.n, so)
+        || bias.is_some_and(|(t, s, _)| oob(t.len(), d.m, d.n, s))
+    {
+        return Err(Error::internal(format!(
+            "{op}: matrix operand out of bounds"
+        )));
+    }
+    let alpha = alpha as i64;
+    // scratch: one output row of i64 accumulators.
+    let mut acc = crate::scratch::take(d.n, 0i64);
+    for bi in 0..d.batch {
+        for i in 0..d.m {
+            acc.iter_mut().for_each(|v| *v = 0);
+            let arow = bi * sa[0] + i * sa[1];
+            for kk in 0..d.k {
+                let av = x[arow + kk * sa[2]].to_c();
+                let brow = bi * sb[0] + kk * sb[1];
+                for (j, v) in acc.iter_mut().enumerate() {
+                    *v = v.wrapping_add(av.wrapping_mul(y[brow + j * sb[2]].to_c()));
+                }
+            }
+            for (j, &v) in acc.iter().enumerate() {
+                let mut r = alpha.wrapping_mul(v);
+                if let Some((t, s, beta)) = bias {
+                    r = r
+                        .wrapping_add(beta.wrapping_mul(t[bi * s[0] + i * s[1] + j * s[2]].to_c()));
+                }
+                o[bi * so[0] + i * so[1] + j * so[2]] = T::from_c(r);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn need_dim(op: &str, what: &str, t: &TensorRef<'_>, n: usize) -> Result<()> {
