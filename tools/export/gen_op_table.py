@@ -579,6 +579,32 @@ def index_ops():
             op("aten::index_put.out", x, [torch.tensor([1, 1, 0])], rand([5], dtype), True)
         op("aten::scatter.src_out", x, 1, torch.tensor([[0, 4], [1, 2], [3, 2]]), rand([3, 4], dtype))
         op("aten::scatter.src_out", x, -2, torch.tensor([[2, 0, 1]]), rand([2, 5], dtype))
+    # Boolean masks (and uint8 masks, which PyTorch still reads as masks): the result's size
+    # depends on the data; a mask over d dims acts as d index tensors of its true positions.
+    for dtype in [torch.float32, torch.float64, torch.int64, torch.int8, torch.bool, torch.float16]:
+        x = rand([3, 4, 2], dtype)
+        m = torch.rand(3, 4) > 0.5
+        op("aten::index.Tensor_out", x, [m])  # over the leading dims
+        op("aten::index.Tensor_out", x, [torch.rand(3) > 0.5, None, torch.rand(2) > 0.5])
+        op("aten::index.Tensor_out", x, [None, torch.rand(4) > 0.5])  # after a slice
+        op("aten::index.Tensor_out", x, [torch.zeros(3, dtype=torch.bool)])  # all false: size 0
+        op("aten::index.Tensor_out", x, [None, (torch.rand(4, 2) > 0.5).to(torch.uint8)])
+        op("aten::index_put.out", x, [m], rand([2], dtype), False)
+        op("aten::index_put.out", x, [None, torch.tensor([True, False, True, True])], rand([3, 3, 1], dtype), False)
+        if dtype != torch.bool:
+            op("aten::index_put.out", x, [torch.rand(3) > 0.3], rand([1], dtype), True)
+    x = rand([3, 4, 2], torch.float32)
+    # Masks mixed with integer indices broadcast with the mask's true count.
+    op("aten::index.Tensor_out", x, [torch.tensor([True, False, True]), torch.tensor([[3], [0]])])
+    op("aten::index.Tensor_out", x, [torch.tensor([True, False, True]), None, torch.tensor([1])])
+    op("aten::index.Tensor_out", x, [torch.tensor([1, 2]), torch.tensor([False, True, True, False])])
+    op("aten::index_put.out", x, [torch.tensor([2, 0]), torch.tensor([True, False, False, True])], rand([2, 2], torch.float32), True)
+    op("aten::index.Tensor_out", x, [torch.tensor([True, True, False]), torch.tensor([0, 1, 2])])  # error: 2 vs 3
+    op("aten::index.Tensor_out", x, [torch.rand(4) > 0.5])  # error: mask shape
+    op("aten::index.Tensor_out", x, [None, torch.rand(4, 3) > 0.5])  # error: mask shape
+    op("aten::index.Tensor_out", x, [torch.tensor(True)])  # error: 0-d mask
+    op("aten::index.Tensor_out", x, [torch.tensor([True, False, True]), torch.tensor([5])])  # error: range
+    op("aten::index_put.out", x, [torch.tensor([True, False, True])], rand([3, 4, 2], torch.float32), False)  # error
     x = rand([3, 5], torch.float32)
     # Out-of-range indices are errors.
     op("aten::embedding.out", rand([10, 4], torch.float32), torch.tensor([0, 10]))

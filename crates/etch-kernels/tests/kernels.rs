@@ -541,6 +541,26 @@ fn embedding_and_gather() {
     assert_eq!(e.get::<f32>(io), vec![1.0, 0.0, 11.0, 10.0, 21.0, 20.0]);
 }
 
+#[test]
+fn boolean_mask_index_resizes_the_out_within_its_capacity() {
+    let mut e = Env::default();
+    let w = e.t(&[0.0f32, 1.0, 10.0, 11.0, 20.0, 21.0], &[3, 2]);
+    use etch_kernels::util::Bool;
+    let mask = e.t(&[Bool(1), Bool(0), Bool(1)], &[3]);
+    let list = e.push(EValue::OptionalTensorList(vec![Some(mask)].into()));
+    // The out's capacity (3×2) bounds the data-dependent result (2×2): resized down.
+    let o = e.dyn_out(ScalarType::Float, &[3, 2]);
+    e.run("aten::index.Tensor_out", &[w, list, o, o]).unwrap();
+    assert_eq!(e.sizes(o), vec![2, 2]);
+    assert_eq!(e.get::<f32>(o), vec![0.0, 1.0, 20.0, 21.0]);
+    // A result larger than the out's capacity is a typed error, not a panic.
+    let small = e.dyn_out(ScalarType::Float, &[1, 2]);
+    code(
+        e.run("aten::index.Tensor_out", &[w, list, small, small]),
+        ErrorCode::InvalidArgument,
+    );
+}
+
 // ---------------------------------------------------------------- shape ops
 
 #[test]
