@@ -10,6 +10,7 @@
 pub mod binary;
 pub mod conv;
 pub mod device_copy;
+pub mod gemm;
 pub mod index;
 pub mod linalg;
 pub mod norm;
