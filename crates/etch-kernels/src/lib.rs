@@ -18,6 +18,7 @@ pub mod prim;
 pub mod reduce;
 pub mod scratch;
 pub mod shape;
+pub mod threads;
 pub mod unary;
 pub mod upsample;
 pub mod util;
