@@ -6,7 +6,7 @@ use crate::util::*;
 use etch_core::{Error, KernelContext, KernelRegistry, Result, Scalar, ScalarType, TensorRef};
 
 /// A binary arithmetic operation, generic over the compute type.
-pub trait BinOp: Copy {
+pub trait BinOp: Copy + Sync {
     /// True when the result is always floating point (true division).
     const FLOAT_ONLY: bool = false;
     /// True when integer inputs need a non-zero divisor.
@@ -20,7 +20,7 @@ pub trait BinOp: Copy {
 }
 
 /// A comparison producing a bool.
-pub trait CmpOp: Copy {
+pub trait CmpOp: Copy + Sync {
     /// Compares.
     fn cmp<C: Compute>(&self, a: C, b: C) -> bool;
 }

@@ -5,6 +5,8 @@
 //! Integer dtypes (as in ExecuTorch's portable `mm`/`bmm`/`addmm`) use plain loops with
 //! wrapping `i64` arithmetic, which PyTorch's results match after truncation to the dtype.
 
+use crate::gemm::{Axis, GemmElem, Plan, Strides};
+use crate::threads::{self, SharedMut};
 use crate::util::*;
 use etch_core::{Error, KernelContext, KernelRegistry, Result, ScalarType, TensorRef, bf16, f16};
 
@@ -34,9 +36,17 @@ fn max_offset(batch: usize, r: usize, c: usize, s: [usize; 3]) -> usize {
     (batch.saturating_sub(1)) * s[0] + r.saturating_sub(1) * s[1] + c.saturating_sub(1) * s[2]
 }
 
+/// Multiply-adds below which a product (or a batch of them) stays on the calling thread,
+/// and the least work a thread is given.
+pub const GEMM_TASK_WORK: usize = 1 << 20;
+
 /// `out[b] = (read_dst ? out[b] : 0) + alpha · a[b] · rhs[b]` for `f32` or `f64`.
+///
+/// Packing memory comes from the scratch pool (nothing allocates once warm). Large work is
+/// split over the thread pool: over the batch, and within a product over blocks of output
+/// rows or columns ([`crate::gemm`]); the result does not depend on the split.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_batched<F: Float>(
+pub fn gemm_batched<F: Float + GemmElem>(
     op: &str,
     d: GemmDims,
     a: MatRef<'_, F>,
@@ -61,7 +71,7 @@ pub fn gemm_batched<F: Float>(
         }
         return Ok(());
     }
-    // Soundness: every address gemm touches must lie inside the slices.
+    // Soundness: every address the product touches must lie inside the slices.
     if max_offset(d.batch, d.m, d.k, a.strides) >= a.data.len()
         || max_offset(d.batch, d.k, d.n, b.strides) >= b.data.len()
         || max_offset(d.batch, d.m, d.n, so) >= out.len()
@@ -70,35 +80,69 @@ pub fn gemm_batched<F: Float>(
             "{op}: matrix operand out of bounds"
         )));
     }
-    // Single-threaded: gemm's own threading measured slower on these sizes (BENCHMARKS.md).
-    let par = gemm::Parallelism::None;
-    for bi in 0..d.batch {
-        // SAFETY: the bounds were checked above; `out` does not alias `a` or `b` (it is
-        // borrowed mutably while they are shared).
-        unsafe {
-            gemm::gemm(
-                d.m,
-                d.n,
-                d.k,
-                out.as_mut_ptr().add(bi * so[0]),
-                so[2] as isize,
-                so[1] as isize,
-                read_dst,
-                a.data.as_ptr().add(bi * a.strides[0]),
-                a.strides[2] as isize,
-                a.strides[1] as isize,
-                b.data.as_ptr().add(bi * b.strides[0]),
-                b.strides[2] as isize,
-                b.strides[1] as isize,
-                F::ONE,
-                alpha,
-                false,
-                false,
-                false,
-                par,
-            );
+    let s = Strides {
+        dst: [so[1], so[2]],
+        lhs: [a.strides[1], a.strides[2]],
+        rhs: [b.strides[1], b.strides[2]],
+    };
+    let plan = Plan::new::<F>(d.m, d.n, d.k, s);
+    let work = d.batch.saturating_mul(d.m * d.n).saturating_mul(d.k);
+    let mut tasks = threads::tasks_for(work, GEMM_TASK_WORK);
+    // Units of work: `per_item` blocks of each batch item.
+    let (axis, mult, len) = match plan.split() {
+        Some((ax, mult)) => (ax, mult, if ax == Axis::Rows { d.m } else { d.n }),
+        None => (Axis::Rows, 1, d.m),
+    };
+    let per_item = if tasks > d.batch && plan.split().is_some() {
+        tasks.div_ceil(d.batch).min(len.div_ceil(mult)).max(1)
+    } else {
+        1
+    };
+    let units = d.batch * per_item;
+    tasks = tasks.min(units);
+    // Block `j` of an item: a range of rows or columns on multiples of `mult`.
+    let chunks = len.div_ceil(mult);
+    let block = |j: usize| {
+        let r = threads::part(chunks, per_item, j);
+        (r.start * mult)..(r.end * mult).min(len)
+    };
+    let widest = (0..per_item).map(|j| block(j).len()).max().unwrap_or(0);
+    let ws_len = match axis {
+        Axis::Rows => plan.workspace_len::<F>(widest, d.n),
+        Axis::Cols => plan.workspace_len::<F>(d.m, widest),
+    };
+    // scratch: one packing workspace per task.
+    let mut ws = crate::scratch::take(tasks * ws_len, F::ZERO);
+    let ws = SharedMut::new(&mut ws);
+    let dst = SharedMut::new(out);
+    let (pa, pb) = (a.data.as_ptr() as usize, b.data.as_ptr() as usize);
+    threads::run(tasks, &|t| {
+        // SAFETY: task `t` owns workspace `t`.
+        let w = unsafe { ws.slice(t * ws_len, ws_len) };
+        for u in threads::part(units, tasks, t) {
+            let (bi, j) = (u / per_item, u % per_item);
+            let (rows, cols) = match axis {
+                Axis::Rows => (block(j), 0..d.n),
+                Axis::Cols => (0..d.m, block(j)),
+            };
+            // SAFETY: the bounds were checked above; `out` does not alias `a` or `b` (it is
+            // borrowed mutably while they are shared); units write disjoint blocks.
+            unsafe {
+                plan.run(
+                    dst.as_ptr().add(bi * so[0]),
+                    (pa as *const F).add(bi * a.strides[0]),
+                    (pb as *const F).add(bi * b.strides[0]),
+                    s,
+                    F::ONE,
+                    alpha,
+                    read_dst,
+                    rows,
+                    cols,
+                    w,
+                );
+            }
         }
-    }
+    });
     Ok(())
 }
 
@@ -177,7 +221,7 @@ pub fn matmul(
     // With beta == 0 the bias is ignored entirely (NaN/inf in it do not propagate).
     let bias = bias.filter(|b| b.beta != 0.0);
     #[allow(clippy::too_many_arguments)]
-    fn native<F: Float + Elem>(
+    fn native<F: Float + Elem + GemmElem>(
         op: &str,
         d: GemmDims,
         a: MatRef<'_, F>,

@@ -7,13 +7,13 @@ use crate::{dispatch_all, dispatch_float};
 use etch_core::{Error, KernelContext, KernelRegistry, Result, Scalar, ScalarType, TensorRef};
 
 /// A floating-point unary function, generic over `f32`/`f64`.
-pub trait FloatOp: Copy {
+pub trait FloatOp: Copy + Sync {
     /// Applies the function.
     fn apply<F: Float>(&self, x: F) -> F;
 }
 
 /// A unary function on any compute type.
-pub trait UnaryOp: Copy {
+pub trait UnaryOp: Copy + Sync {
     /// Applies the function.
     fn apply<C: Compute>(&self, x: C) -> C;
 }

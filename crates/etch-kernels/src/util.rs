@@ -515,7 +515,7 @@ pub trait Elem: Element {
 /// A floating-point tensor element type (`f32`, `f64`, `f16`, `bf16`).
 pub trait FElem: Elem {
     /// The float compute type (`f32` for the half types).
-    type F: Float + crate::scratch::ScratchElem;
+    type F: Float + crate::scratch::ScratchElem + crate::gemm::GemmElem;
     /// Widens to the float compute type.
     fn to_f(self) -> Self::F;
     /// Rounds from the float compute type.
@@ -939,6 +939,102 @@ pub fn bstrides(t: &TensorRef<'_>, out: &[usize]) -> Shape {
     broadcast_strides(t.sizes(), t.strides(), out)
 }
 
+/// A strided iteration with the dims that are contiguous for every operand merged:
+/// `n` dims, innermost first, their sizes and every operand's strides.
+struct Coalesced<const N: usize> {
+    n: usize,
+    cs: [usize; MAX_DIMS],
+    cst: [[usize; MAX_DIMS]; N],
+}
+
+impl<const N: usize> Coalesced<N> {
+    /// `None` when the iteration is empty.
+    fn new(sizes: &[usize], strides: [&[usize]; N]) -> Option<Self> {
+        if sizes.contains(&0) {
+            return None;
+        }
+        let mut c = Coalesced {
+            n: 0,
+            cs: [0; MAX_DIMS],
+            cst: [[0; MAX_DIMS]; N],
+        };
+        for d in (0..sizes.len()).rev() {
+            if sizes[d] == 1 {
+                continue;
+            }
+            let n = c.n;
+            if n > 0 && (0..N).all(|k| strides[k][d] == c.cst[k][n - 1] * c.cs[n - 1]) {
+                c.cs[n - 1] *= sizes[d];
+                continue;
+            }
+            c.cs[n] = sizes[d];
+            for k in 0..N {
+                c.cst[k][n] = strides[k][d];
+            }
+            c.n += 1;
+        }
+        Some(c)
+    }
+
+    /// Length of a row and every operand's step along it.
+    fn row(&self) -> (usize, [usize; N]) {
+        if self.n == 0 {
+            return (1, [0; N]);
+        }
+        let mut step = [0usize; N];
+        for k in 0..N {
+            step[k] = self.cst[k][0];
+        }
+        (self.cs[0], step)
+    }
+
+    /// Number of rows.
+    fn rows(&self) -> usize {
+        self.cs[1..self.n.max(1)].iter().product()
+    }
+
+    /// Calls `f` for rows `rows` in order.
+    fn each_row(
+        &self,
+        rows: std::ops::Range<usize>,
+        f: &mut impl FnMut([usize; N], usize, [usize; N]),
+    ) {
+        let (len, step) = self.row();
+        if rows.is_empty() {
+            return;
+        }
+        // The multi-index and offsets of the first row.
+        let mut idx = [0usize; MAX_DIMS];
+        let mut off = [0usize; N];
+        let mut r = rows.start;
+        for j in 1..self.n {
+            idx[j] = r % self.cs[j];
+            r /= self.cs[j];
+            for k in 0..N {
+                off[k] += idx[j] * self.cst[k][j];
+            }
+        }
+        for _ in rows {
+            f(off, len, step);
+            let mut j = 1;
+            while j < self.n {
+                idx[j] += 1;
+                for k in 0..N {
+                    off[k] += self.cst[k][j];
+                }
+                if idx[j] < self.cs[j] {
+                    break;
+                }
+                for k in 0..N {
+                    off[k] -= self.cst[k][j] * self.cs[j];
+                }
+                idx[j] = 0;
+                j += 1;
+            }
+        }
+    }
+}
+
 /// Walks an `N`-operand strided iteration over `sizes`, calling `f(offsets, len, steps)`
 /// for each innermost row: the element offsets of the row's first element in every operand,
 /// the row length, and every operand's step along the row. Dims that are contiguous for
@@ -948,86 +1044,82 @@ pub fn walk<const N: usize>(
     strides: [&[usize]; N],
     mut f: impl FnMut([usize; N], usize, [usize; N]),
 ) {
-    if sizes.contains(&0) {
-        return;
-    }
-    // Coalesced dims, innermost first.
-    let mut cs = [0usize; MAX_DIMS];
-    let mut cst = [[0usize; MAX_DIMS]; N];
-    let mut n = 0usize;
-    for d in (0..sizes.len()).rev() {
-        if sizes[d] == 1 {
-            continue;
-        }
-        if n > 0 && (0..N).all(|k| strides[k][d] == cst[k][n - 1] * cs[n - 1]) {
-            cs[n - 1] *= sizes[d];
-            continue;
-        }
-        cs[n] = sizes[d];
-        for k in 0..N {
-            cst[k][n] = strides[k][d];
-        }
-        n += 1;
-    }
-    if n == 0 {
-        f([0; N], 1, [0; N]);
-        return;
-    }
-    let len = cs[0];
-    let mut step = [0usize; N];
-    for k in 0..N {
-        step[k] = cst[k][0];
-    }
-    let mut idx = [0usize; MAX_DIMS];
-    let mut off = [0usize; N];
-    loop {
-        f(off, len, step);
-        let mut j = 1;
-        loop {
-            if j >= n {
-                return;
-            }
-            idx[j] += 1;
-            for k in 0..N {
-                off[k] += cst[k][j];
-            }
-            if idx[j] < cs[j] {
-                break;
-            }
-            for k in 0..N {
-                off[k] -= cst[k][j] * cs[j];
-            }
-            idx[j] = 0;
-            j += 1;
-        }
+    if let Some(c) = Coalesced::new(sizes, strides) {
+        c.each_row(0..c.rows(), &mut f);
     }
 }
 
-/// `out[i] = f(a[i])` over a strided iteration.
-pub fn map1<A: Copy, O>(
+/// Elements below which elementwise work stays on the calling thread, and the least a
+/// thread is given.
+pub const ELEMENTWISE_TASK: usize = 1 << 15;
+
+/// [`walk`] split over the thread pool when the iteration has at least `2 · min_task`
+/// elements: the rows (or the one long row, for dense operands) are divided into
+/// contiguous parts. `f` sees the same rows or pieces of them, in any order and
+/// concurrently, so it must only write elements of its own rows.
+pub fn par_walk<const N: usize>(
+    sizes: &[usize],
+    strides: [&[usize]; N],
+    min_task: usize,
+    f: impl Fn([usize; N], usize, [usize; N]) + Sync,
+) {
+    let Some(c) = Coalesced::new(sizes, strides) else {
+        return;
+    };
+    let (len, step) = c.row();
+    let rows = c.rows();
+    let tasks = crate::threads::tasks_for(rows * len, min_task);
+    if tasks <= 1 {
+        c.each_row(0..rows, &mut |o, l, s| f(o, l, s));
+    } else if rows == 1 {
+        // One long row: pieces of it.
+        crate::threads::run_parts(len, tasks, &|r| {
+            let mut off = [0usize; N];
+            for k in 0..N {
+                off[k] = r.start * step[k];
+            }
+            f(off, r.len(), step);
+        });
+    } else {
+        crate::threads::run_parts(rows, tasks, &|r| c.each_row(r, &mut |o, l, s| f(o, l, s)));
+    }
+}
+
+/// `out[i] = f(a[i])` over a strided iteration (split over the thread pool when large).
+pub fn map1<A: Copy + Sync, O: Send>(
     sizes: &[usize],
     a: &[A],
     sa: &[usize],
     out: &mut [O],
     so: &[usize],
-    f: impl Fn(A) -> O,
+    f: impl Fn(A) -> O + Sync,
 ) {
-    walk(sizes, [sa, so], |[oa, oo], len, [xa, xo]| {
-        if xa == 1 && xo == 1 {
-            for (o, &x) in out[oo..oo + len].iter_mut().zip(&a[oa..oa + len]) {
-                *o = f(x);
+    let out = crate::threads::SharedMut::new(out);
+    par_walk(
+        sizes,
+        [sa, so],
+        ELEMENTWISE_TASK,
+        |[oa, oo], len, [xa, xo]| {
+            if xa == 1 && xo == 1 {
+                // SAFETY: rows of a dense out do not overlap; each row is one task's.
+                let o = unsafe { out.slice(oo, len) };
+                for (o, &x) in o.iter_mut().zip(&a[oa..oa + len]) {
+                    *o = f(x);
+                }
+            } else {
+                for i in 0..len {
+                    // SAFETY: as above.
+                    unsafe { out.write(oo + i * xo, f(a[oa + i * xa])) };
+                }
             }
-        } else {
-            for i in 0..len {
-                out[oo + i * xo] = f(a[oa + i * xa]);
-            }
-        }
-    });
+        },
+    );
 }
 
-/// `out[i] = f(a[i], b[i])` over a strided (broadcasting) iteration.
+/// `out[i] = f(a[i], b[i])` over a strided (broadcasting) iteration (split over the thread
+/// pool when large).
 #[allow(clippy::too_many_arguments)]
-pub fn map2<A: Copy, B: Copy, O>(
+pub fn map2<A: Copy + Sync, B: Copy + Sync, O: Send>(
     sizes: &[usize],
     a: &[A],
     sa: &[usize],
@@ -1035,34 +1127,44 @@ pub fn map2<A: Copy, B: Copy, O>(
     sb: &[usize],
     out: &mut [O],
     so: &[usize],
-    f: impl Fn(A, B) -> O,
+    f: impl Fn(A, B) -> O + Sync,
 ) {
-    walk(sizes, [sa, sb, so], |[oa, ob, oo], len, [xa, xb, xo]| {
-        let o = &mut out[oo..];
-        if xo == 1 && xa == 1 && xb == 1 {
-            for ((o, &x), &y) in o[..len]
-                .iter_mut()
-                .zip(&a[oa..oa + len])
-                .zip(&b[ob..ob + len])
-            {
-                *o = f(x, y);
+    let out = crate::threads::SharedMut::new(out);
+    par_walk(
+        sizes,
+        [sa, sb, so],
+        ELEMENTWISE_TASK,
+        |[oa, ob, oo], len, [xa, xb, xo]| {
+            if xo == 1 {
+                // SAFETY: rows of a dense out do not overlap; each row is one task's.
+                let o = unsafe { out.slice(oo, len) };
+                if xa == 1 && xb == 1 {
+                    for ((o, &x), &y) in o.iter_mut().zip(&a[oa..oa + len]).zip(&b[ob..ob + len]) {
+                        *o = f(x, y);
+                    }
+                } else if xa == 1 && xb == 0 {
+                    let y = b[ob];
+                    for (o, &x) in o.iter_mut().zip(&a[oa..oa + len]) {
+                        *o = f(x, y);
+                    }
+                } else if xa == 0 && xb == 1 {
+                    let x = a[oa];
+                    for (o, &y) in o.iter_mut().zip(&b[ob..ob + len]) {
+                        *o = f(x, y);
+                    }
+                } else {
+                    for (i, o) in o.iter_mut().enumerate() {
+                        *o = f(a[oa + i * xa], b[ob + i * xb]);
+                    }
+                }
+            } else {
+                for i in 0..len {
+                    // SAFETY: as above.
+                    unsafe { out.write(oo + i * xo, f(a[oa + i * xa], b[ob + i * xb])) };
+                }
             }
-        } else if xo == 1 && xa == 1 && xb == 0 {
-            let y = b[ob];
-            for (o, &x) in o[..len].iter_mut().zip(&a[oa..oa + len]) {
-                *o = f(x, y);
-            }
-        } else if xo == 1 && xa == 0 && xb == 1 {
-            let x = a[oa];
-            for (o, &y) in o[..len].iter_mut().zip(&b[ob..ob + len]) {
-                *o = f(x, y);
-            }
-        } else {
-            for i in 0..len {
-                o[i * xo] = f(a[oa + i * xa], b[ob + i * xb]);
-            }
-        }
-    });
+        },
+    );
 }
 
 /// A tensor's elements of whatever dtype, for the (slower) mixed-dtype paths.
