@@ -8,7 +8,7 @@ use etch_core::{Error, KernelContext, KernelRegistry, Result, TensorRef};
 
 /// Elements of row-wise work (softmax, layer and group norm) below which it stays on the
 /// calling thread, and the least a thread is given.
-const ROW_TASK: usize = 1 << 14;
+const ROW_TASK: usize = 1 << 13;
 
 /// Shape with `dim` set to 1: iterating it visits every row along `dim` once.
 fn rows_of(sizes: &[usize], dim: usize) -> Result<Shape> {

@@ -131,7 +131,7 @@ fn for_each_output(
 
 /// Elements of reduction work below which it stays on the calling thread, and the least a
 /// thread is given.
-const REDUCE_TASK: usize = 1 << 15;
+const REDUCE_TASK: usize = 1 << 16;
 
 /// [`for_each_output`] split over the thread pool by outputs when the reduction is large:
 /// `f(base, out_offset, reduced_offsets)`, where `base` is the input offset of the output's

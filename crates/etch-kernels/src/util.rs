@@ -1050,8 +1050,11 @@ pub fn walk<const N: usize>(
 }
 
 /// Elements below which elementwise work stays on the calling thread, and the least a
-/// thread is given.
-pub const ELEMENTWISE_TASK: usize = 1 << 15;
+/// thread is given (cheap operations: arithmetic, comparisons, copies).
+pub const ELEMENTWISE_TASK: usize = 1 << 16;
+
+/// The same for costly elementwise math (`exp`, `tanh`, `erf`, `pow`, …).
+pub const MATH_TASK: usize = 1 << 14;
 
 /// [`walk`] split over the thread pool when the iteration has at least `2 · min_task`
 /// elements: the rows (or the one long row, for dense operands) are divided into
@@ -1085,6 +1088,16 @@ pub fn par_walk<const N: usize>(
     }
 }
 
+/// `o[i] = f(a[i])`, with `f` copied to the stack first: the compiler then knows that
+/// stores to `o` leave `f`'s state alone, hoists loop-invariant work (an op's parameters)
+/// out of the loop and vectorises it.
+#[inline(always)]
+fn map_row<A: Copy, O>(o: &mut [O], a: &[A], f: impl Fn(A) -> O) {
+    for (o, &x) in o.iter_mut().zip(a) {
+        *o = f(x);
+    }
+}
+
 /// `out[i] = f(a[i])` over a strided iteration (split over the thread pool when large).
 pub fn map1<A: Copy + Sync, O: Send>(
     sizes: &[usize],
@@ -1092,28 +1105,33 @@ pub fn map1<A: Copy + Sync, O: Send>(
     sa: &[usize],
     out: &mut [O],
     so: &[usize],
-    f: impl Fn(A) -> O + Sync,
+    f: impl Fn(A) -> O + Sync + Copy,
+) {
+    map1_with(ELEMENTWISE_TASK, sizes, a, sa, out, so, f)
+}
+
+/// [`map1`] with the least elements a thread is given.
+pub fn map1_with<A: Copy + Sync, O: Send>(
+    min_task: usize,
+    sizes: &[usize],
+    a: &[A],
+    sa: &[usize],
+    out: &mut [O],
+    so: &[usize],
+    f: impl Fn(A) -> O + Sync + Copy,
 ) {
     let out = crate::threads::SharedMut::new(out);
-    par_walk(
-        sizes,
-        [sa, so],
-        ELEMENTWISE_TASK,
-        |[oa, oo], len, [xa, xo]| {
-            if xa == 1 && xo == 1 {
-                // SAFETY: rows of a dense out do not overlap; each row is one task's.
-                let o = unsafe { out.slice(oo, len) };
-                for (o, &x) in o.iter_mut().zip(&a[oa..oa + len]) {
-                    *o = f(x);
-                }
-            } else {
-                for i in 0..len {
-                    // SAFETY: as above.
-                    unsafe { out.write(oo + i * xo, f(a[oa + i * xa])) };
-                }
+    par_walk(sizes, [sa, so], min_task, |[oa, oo], len, [xa, xo]| {
+        if xa == 1 && xo == 1 {
+            // SAFETY: rows of a dense out do not overlap; each row is one task's.
+            map_row(unsafe { out.slice(oo, len) }, &a[oa..oa + len], f);
+        } else {
+            for i in 0..len {
+                // SAFETY: as above.
+                unsafe { out.write(oo + i * xo, f(a[oa + i * xa])) };
             }
-        },
-    );
+        }
+    });
 }
 
 /// `out[i] = f(a[i], b[i])` over a strided (broadcasting) iteration (split over the thread
@@ -1127,36 +1145,34 @@ pub fn map2<A: Copy + Sync, B: Copy + Sync, O: Send>(
     sb: &[usize],
     out: &mut [O],
     so: &[usize],
-    f: impl Fn(A, B) -> O + Sync,
+    f: impl Fn(A, B) -> O + Sync + Copy,
+) {
+    map2_with(ELEMENTWISE_TASK, sizes, a, sa, b, sb, out, so, f)
+}
+
+/// [`map2`] with the least elements a thread is given.
+#[allow(clippy::too_many_arguments)]
+pub fn map2_with<A: Copy + Sync, B: Copy + Sync, O: Send>(
+    min_task: usize,
+    sizes: &[usize],
+    a: &[A],
+    sa: &[usize],
+    b: &[B],
+    sb: &[usize],
+    out: &mut [O],
+    so: &[usize],
+    f: impl Fn(A, B) -> O + Sync + Copy,
 ) {
     let out = crate::threads::SharedMut::new(out);
     par_walk(
         sizes,
         [sa, sb, so],
-        ELEMENTWISE_TASK,
+        min_task,
         |[oa, ob, oo], len, [xa, xb, xo]| {
             if xo == 1 {
                 // SAFETY: rows of a dense out do not overlap; each row is one task's.
                 let o = unsafe { out.slice(oo, len) };
-                if xa == 1 && xb == 1 {
-                    for ((o, &x), &y) in o.iter_mut().zip(&a[oa..oa + len]).zip(&b[ob..ob + len]) {
-                        *o = f(x, y);
-                    }
-                } else if xa == 1 && xb == 0 {
-                    let y = b[ob];
-                    for (o, &x) in o.iter_mut().zip(&a[oa..oa + len]) {
-                        *o = f(x, y);
-                    }
-                } else if xa == 0 && xb == 1 {
-                    let x = a[oa];
-                    for (o, &y) in o.iter_mut().zip(&b[ob..ob + len]) {
-                        *o = f(x, y);
-                    }
-                } else {
-                    for (i, o) in o.iter_mut().enumerate() {
-                        *o = f(a[oa + i * xa], b[ob + i * xb]);
-                    }
-                }
+                map2_row(o, a, oa, xa, b, ob, xb, f);
             } else {
                 for i in 0..len {
                     // SAFETY: as above.
@@ -1165,6 +1181,42 @@ pub fn map2<A: Copy + Sync, B: Copy + Sync, O: Send>(
             }
         },
     );
+}
+
+/// `o[i] = f(a[oa + i·xa], b[ob + i·xb])`, with `f` on the stack (see [`map_row`]) and the
+/// dense and broadcast cases written out so that they vectorise.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn map2_row<A: Copy, B: Copy, O>(
+    o: &mut [O],
+    a: &[A],
+    oa: usize,
+    xa: usize,
+    b: &[B],
+    ob: usize,
+    xb: usize,
+    f: impl Fn(A, B) -> O,
+) {
+    let len = o.len();
+    if xa == 1 && xb == 1 {
+        for ((o, &x), &y) in o.iter_mut().zip(&a[oa..oa + len]).zip(&b[ob..ob + len]) {
+            *o = f(x, y);
+        }
+    } else if xa == 1 && xb == 0 {
+        let y = b[ob];
+        for (o, &x) in o.iter_mut().zip(&a[oa..oa + len]) {
+            *o = f(x, y);
+        }
+    } else if xa == 0 && xb == 1 {
+        let x = a[oa];
+        for (o, &y) in o.iter_mut().zip(&b[ob..ob + len]) {
+            *o = f(x, y);
+        }
+    } else {
+        for (i, o) in o.iter_mut().enumerate() {
+            *o = f(a[oa + i * xa], b[ob + i * xb]);
+        }
+    }
 }
 
 /// A tensor's elements of whatever dtype, for the (slower) mixed-dtype paths.
