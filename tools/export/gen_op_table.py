@@ -661,6 +661,11 @@ def conv_ops():
             w, b = rand([6, 2, 3, 3], dtype), rand([6], dtype)
             op("aten::convolution.out", x, w, b, [2, 1], [1, 2], [1, 2], False, [0, 0], 2)
             op("aten::convolution.out", x, rand([4, 3, 2, 2], dtype), None, [2, 2], [0, 1], [1, 1], True, [1, 0], 2)
+            if dtype in (torch.float32, torch.bfloat16):  # in place (f32/f64) and widened paths
+                # Depthwise (computed directly), a depth multiplier of 2, and 1x1 (no im2col).
+                op("aten::convolution.out", x, rand([4, 1, 3, 3], dtype), rand([4], dtype), [1, 2], [1, 1], [2, 1], False, [0, 0], 4)
+                op("aten::convolution.out", x, rand([8, 1, 3, 2], dtype), None, [2, 1], [1, 0], [1, 1], False, [0, 0], 4)
+                op("aten::convolution.out", x, rand([5, 4, 1, 1], dtype), rand([5], dtype), [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
             op("aten::max_pool2d_with_indices.out", x, [3, 3], [2, 2], [1, 1], [1, 1], chl, out=[dtype, torch.int64])
             op("aten::avg_pool2d.out", x, [3, 2], [2, 1], [1, 0], chl, not chl, None)
             op("aten::avg_pool2d.out", x, [2, 2], [], [0, 0], False, True, 3)

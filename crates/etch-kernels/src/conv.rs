@@ -283,6 +283,9 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
         }
     }
     let wf: &[T::F] = w_in_place.unwrap_or(&wbuf);
+    if cin_g == 1 && cout_g == 1 && c.g > 1 {
+        return depthwise(c, xs, wf, bs, o);
+    }
     let x_same = as_same::<T, T::F>(xs);
     let direct_in = kh == 1
         && kw == 1
@@ -354,13 +357,18 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
                                 return;
                             }
                             let base = cbase + ih as usize * xv.s[2];
-                            for (k, v) in row.iter_mut().enumerate() {
-                                let xo = x0 + k;
-                                *v = if xo >= lo && xo < hi {
-                                    xs[base + (xo * sw + j * dw - pw) * xv.s[3]].to_f()
-                                } else {
-                                    zero
-                                };
+                            // Zeros left and right of the image, a strided copy between.
+                            let a = lo.clamp(x0, x1);
+                            let b = hi.clamp(a, x1);
+                            row[..a - x0].fill(zero);
+                            row[b - x0..].fill(zero);
+                            if a == b {
+                                return;
+                            }
+                            let first = base + (a * sw + j * dw - pw) * xv.s[3];
+                            let step = sw * xv.s[3];
+                            for (k, v) in row[a - x0..b - x0].iter_mut().enumerate() {
+                                *v = xs[first + k * step].to_f();
                             }
                         });
                     }
@@ -440,6 +448,78 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
             }
         });
     }
+}
+
+/// A depthwise convolution (one input and one output channel per group), computed
+/// directly: every output row accumulates the kernel taps in order over a row buffer.
+/// Split over (batch item, channel) planes above [`CONV_TASK_WORK`].
+fn depthwise<T: FElem>(c: &Conv, xs: &[T], wf: &[T::F], bs: Option<&[T]>, o: &mut [T]) {
+    let zero = <T::F as Compute>::ZERO;
+    let (xv, ov) = (c.xv, c.ov);
+    let (kh, kw, oh, ow) = (c.kh, c.kw, c.oh, c.ow);
+    let ((sh, sw), (ph, pw), (dh, dw)) = (c.stride, c.pad, c.dil);
+    let planes = xv.n * c.g;
+    let tasks = threads::tasks_for(planes * oh * ow * kh * kw, CONV_TASK_WORK).min(planes);
+    // scratch: one output row of accumulators per task.
+    let mut rows = crate::scratch::take(tasks * ow, zero);
+    let rows = SharedMut::new(&mut rows);
+    let out = SharedMut::new(o);
+    threads::run(tasks, &|t| {
+        // SAFETY: task `t`'s own accumulator row.
+        let acc = unsafe { rows.slice(t * ow, ow) };
+        for plane in threads::part(planes, tasks, t) {
+            let (n, ch) = (plane / c.g, plane % c.g);
+            let xbase = n * xv.s[0] + ch * xv.s[1];
+            let obase = n * ov.s[0] + ch * ov.s[1];
+            let w = &wf[ch * kh * kw..(ch + 1) * kh * kw];
+            let bv = bs.map_or(zero, |b| b[ch].to_f());
+            for y in 0..oh {
+                acc.fill(zero);
+                for i in 0..kh {
+                    let ih = (y * sh + i * dh) as isize - ph as isize;
+                    if ih < 0 || ih as usize >= xv.h {
+                        continue;
+                    }
+                    let rbase = xbase + ih as usize * xv.s[2];
+                    for j in 0..kw {
+                        let lo = (pw.saturating_sub(j * dw)).div_ceil(sw).min(ow);
+                        let hi = (xv.w + pw)
+                            .saturating_sub(j * dw)
+                            .div_ceil(sw)
+                            .clamp(lo, ow);
+                        if lo == hi {
+                            continue;
+                        }
+                        let wv = w[i * kw + j];
+                        let first = rbase + (lo * sw + j * dw - pw) * xv.s[3];
+                        let step = sw * xv.s[3];
+                        if step == 1 {
+                            for (a, x) in acc[lo..hi].iter_mut().zip(&xs[first..]) {
+                                *a += wv * x.to_f();
+                            }
+                        } else {
+                            for (k, a) in acc[lo..hi].iter_mut().enumerate() {
+                                *a += wv * xs[first + k * step].to_f();
+                            }
+                        }
+                    }
+                }
+                let orow = obase + y * ov.s[2];
+                if ov.s[3] == 1 {
+                    // SAFETY: plane (n, ch) is this task's.
+                    let o = unsafe { out.slice(orow, ow) };
+                    for (o, &a) in o.iter_mut().zip(acc.iter()) {
+                        *o = T::from_f(a + bv);
+                    }
+                } else {
+                    for (x, &a) in acc.iter().enumerate() {
+                        // SAFETY: as above.
+                        unsafe { out.write(orow + x * ov.s[3], T::from_f(a + bv)) };
+                    }
+                }
+            }
+        }
+    });
 }
 
 /// Transposed convolution (`convolution` with `transposed=True`): per batch item and group,
