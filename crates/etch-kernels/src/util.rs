@@ -1121,6 +1121,14 @@ pub fn map1_with<A: Copy + Sync, O: Send>(
     f: impl Fn(A) -> O + Sync + Copy,
 ) {
     let out = crate::threads::SharedMut::new(out);
+    if let Some(c) = Coalesced::new(sizes, [sa, so])
+        && c.n >= 2
+        && c.cst[1][0] == 1
+        && c.cst[0][0] != 1
+        && c.cst[0][1] == 1
+    {
+        return map1_transposed(&c, a, out, min_task, f);
+    }
     par_walk(sizes, [sa, so], min_task, |[oa, oo], len, [xa, xo]| {
         if xa == 1 && xo == 1 {
             // SAFETY: rows of a dense out do not overlap; each row is one task's.
@@ -1129,6 +1137,50 @@ pub fn map1_with<A: Copy + Sync, O: Send>(
             for i in 0..len {
                 // SAFETY: as above.
                 unsafe { out.write(oo + i * xo, f(a[oa + i * xa])) };
+            }
+        }
+    });
+}
+
+/// [`map1`] when the two innermost merged dims are transposed between `a` and `out` (a
+/// transposing copy, e.g. `permute_copy` of a matrix): 32×32 tiles, so that both sides
+/// stay in cache, split over the thread pool by tile columns.
+fn map1_transposed<A: Copy + Sync, O: Send>(
+    c: &Coalesced<2>,
+    a: &[A],
+    out: crate::threads::SharedMut<'_, O>,
+    min_task: usize,
+    f: impl Fn(A) -> O + Sync + Copy,
+) {
+    const TILE: usize = 32;
+    // dim 0: contiguous in `out`, stride `sa0` in `a`; dim 1: contiguous in `a`.
+    let (l0, l1, sa0, so1) = (c.cs[0], c.cs[1], c.cst[0][0], c.cst[1][1]);
+    let outer = c.cs[2..c.n].iter().product::<usize>();
+    let jblocks = l1.div_ceil(TILE);
+    let units = outer * jblocks;
+    let tasks = crate::threads::tasks_for(outer * l0 * l1, min_task);
+    crate::threads::run_parts(units, tasks, &|r| {
+        for u in r {
+            let (ob, jb) = (u / jblocks, u % jblocks);
+            // Offsets of outer index `ob` (dims 2.., innermost first).
+            let (mut oa, mut oo, mut rest) = (0, 0, ob);
+            for d in 2..c.n {
+                let i = rest % c.cs[d];
+                rest /= c.cs[d];
+                oa += i * c.cst[0][d];
+                oo += i * c.cst[1][d];
+            }
+            let js = jb * TILE..((jb + 1) * TILE).min(l1);
+            for ib in (0..l0).step_by(TILE) {
+                let len = TILE.min(l0 - ib);
+                for j in js.clone() {
+                    // SAFETY: column `j` of the output belongs to this unit alone.
+                    let o = unsafe { out.slice(oo + j * so1 + ib, len) };
+                    let base = oa + j + ib * sa0;
+                    for (k, o) in o.iter_mut().enumerate() {
+                        *o = f(a[base + k * sa0]);
+                    }
+                }
             }
         }
     });
