@@ -308,25 +308,34 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
     let units = xv.n * c.g;
     let work = units.saturating_mul(cout_g * kk).saturating_mul(npix);
     let tasks = threads::tasks_for(work, CONV_TASK_WORK);
-    let align = plan.align(Axis::Cols);
-    // Split each unit's pixels when there are fewer units than tasks.
-    let pchunks = match align {
-        Some(a) if tasks > units => tasks.min(npix.div_ceil(a)),
-        _ => 1,
+    // Fewer units than tasks: split each unit's output pixels or, when there are too few
+    // pixels (late layers), its output channels (after im2col of the whole unit).
+    let blocks = |axis: Axis, len: usize| match plan.align(axis) {
+        Some(a) if tasks > units => (tasks.min(len.div_ceil(a)), a),
+        _ => (1, 1),
     };
-    let a = align.unwrap_or(1);
-    let pix_block = |j: usize| {
-        let r = threads::part(npix.div_ceil(a), pchunks, j);
-        (r.start * a)..(r.end * a).min(npix)
+    let (by_pix, pa) = blocks(Axis::Cols, npix);
+    let (by_chan, ca) = blocks(Axis::Rows, cout_g);
+    let (split, (chunks, a, len)) = if by_pix >= by_chan {
+        (Axis::Cols, (by_pix, pa, npix))
+    } else {
+        (Axis::Rows, (by_chan, ca, cout_g))
     };
-    let widest = (0..pchunks).map(|j| pix_block(j).len()).max().unwrap_or(0);
+    let block = |j: usize| {
+        let r = threads::part(len.div_ceil(a), chunks, j);
+        (r.start * a)..(r.end * a).min(len)
+    };
+    let widest = (0..chunks).map(|j| block(j).len()).max().unwrap_or(0);
     let col_len = if direct_in { 0 } else { kk * npix };
     let acc_len = if direct_out { 0 } else { cout_g * npix };
-    let ws_len = plan.workspace_len::<T::F>(cout_g, widest);
+    let ws_len = match split {
+        Axis::Cols => plan.workspace_len::<T::F>(cout_g, widest),
+        Axis::Rows => plan.workspace_len::<T::F>(widest, npix),
+    };
     // Per task: its own im2col and accumulator buffers (unit split) or only its packing
-    // workspace (pixel split, sharing one im2col and accumulator buffer).
-    let (tasks, per_task, shared) = if pchunks > 1 {
-        (pchunks, ws_len, col_len + acc_len)
+    // workspace (block split, sharing one im2col and accumulator buffer).
+    let (tasks, per_task, shared) = if chunks > 1 {
+        (chunks, ws_len, col_len + acc_len)
     } else {
         (tasks.min(units), col_len + acc_len + ws_len, 0)
     };
@@ -335,53 +344,60 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
     let buf = SharedMut::new(&mut buf);
     let out = SharedMut::new(o);
     let (xaddr, waddr) = (xs.as_ptr() as usize, wf.as_ptr() as usize);
-    // One unit's pixels `pix`, with its im2col matrix at `col` and accumulator at `acc`
-    // (offsets into `buf`) and the packing workspace `wsp`.
-    let unit = |u: usize, pix: std::ops::Range<usize>, col: usize, acc: usize, wsp: &mut [T::F]| {
+    // The im2col matrix (at `col` in `buf`) of unit `u`, for pixels `pix`.
+    let im2col = |u: usize, pix: std::ops::Range<usize>, col: usize| {
         let (n, gi) = (u / c.g, u % c.g);
-        if !direct_in {
-            for ci in 0..cin_g {
-                let cbase = n * xv.s[0] + (gi * cin_g + ci) * xv.s[1];
-                for i in 0..kh {
-                    for j in 0..kw {
-                        let r = (ci * kh + i) * kw + j;
-                        // x range whose input column is inside the image
-                        let lo = (pw.saturating_sub(j * dw)).div_ceil(sw);
-                        let hi = (xv.w + pw).saturating_sub(j * dw).div_ceil(sw);
-                        rows_of_pixels(ow, pix.clone(), |y, x0, x1, p| {
-                            // SAFETY: this unit's pixels of row `r` are written by this task only.
-                            let row = unsafe { buf.slice(col + r * npix + p, x1 - x0) };
-                            let ih = (y * sh + i * dh) as isize - ph as isize;
-                            if ih < 0 || ih as usize >= xv.h {
-                                row.fill(zero);
-                                return;
-                            }
-                            let base = cbase + ih as usize * xv.s[2];
-                            // Zeros left and right of the image, a strided copy between.
-                            let a = lo.clamp(x0, x1);
-                            let b = hi.clamp(a, x1);
-                            row[..a - x0].fill(zero);
-                            row[b - x0..].fill(zero);
-                            if a == b {
-                                return;
-                            }
-                            let first = base + (a * sw + j * dw - pw) * xv.s[3];
-                            let step = sw * xv.s[3];
-                            for (k, v) in row[a - x0..b - x0].iter_mut().enumerate() {
-                                *v = xs[first + k * step].to_f();
-                            }
-                        });
-                    }
+        for ci in 0..cin_g {
+            let cbase = n * xv.s[0] + (gi * cin_g + ci) * xv.s[1];
+            for i in 0..kh {
+                for j in 0..kw {
+                    let r = (ci * kh + i) * kw + j;
+                    // x range whose input column is inside the image
+                    let lo = (pw.saturating_sub(j * dw)).div_ceil(sw);
+                    let hi = (xv.w + pw).saturating_sub(j * dw).div_ceil(sw);
+                    rows_of_pixels(ow, pix.clone(), |y, x0, x1, p| {
+                        // SAFETY: this unit's pixels of row `r` are written by this task only.
+                        let row = unsafe { buf.slice(col + r * npix + p, x1 - x0) };
+                        let ih = (y * sh + i * dh) as isize - ph as isize;
+                        if ih < 0 || ih as usize >= xv.h {
+                            row.fill(zero);
+                            return;
+                        }
+                        let base = cbase + ih as usize * xv.s[2];
+                        // Zeros left and right of the image, a strided copy between.
+                        let a = lo.clamp(x0, x1);
+                        let b = hi.clamp(a, x1);
+                        row[..a - x0].fill(zero);
+                        row[b - x0..].fill(zero);
+                        if a == b {
+                            return;
+                        }
+                        let first = base + (a * sw + j * dw - pw) * xv.s[3];
+                        let step = sw * xv.s[3];
+                        for (k, v) in row[a - x0..b - x0].iter_mut().enumerate() {
+                            *v = xs[first + k * step].to_f();
+                        }
+                    });
                 }
             }
         }
+    };
+    // Output channels `chans` × pixels `pix` of unit `u` (its im2col matrix done), with the
+    // accumulator at `acc` in `buf` and the packing workspace `wsp`.
+    let compute = |u: usize,
+                   chans: std::ops::Range<usize>,
+                   pix: std::ops::Range<usize>,
+                   col: usize,
+                   acc: usize,
+                   wsp: &mut [T::F]| {
+        let (n, gi) = (u / c.g, u % c.g);
         let obase = n * ov.s[0] + gi * cout_g * ov.s[1];
         if direct_out {
             // Bias first: gemm adds the product to it.
-            for co in 0..cout_g {
+            for co in chans.clone() {
                 let bv = bs.map_or(T::from_f(zero), |b| b[gi * cout_g + co]);
                 rows_of_pixels(ow, pix.clone(), |y, x0, x1, _| {
-                    // SAFETY: this unit's pixels of channel `co` belong to this task.
+                    // SAFETY: this block of the output belongs to this task.
                     let row =
                         unsafe { out.slice(obase + co * ov.s[1] + y * ov.s[2] + x0, x1 - x0) };
                     row.fill(bv);
@@ -400,7 +416,7 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
         };
         // SAFETY: the operands are the weight rows of group `gi`, the unit's input (or its
         // im2col matrix) and its output (or accumulator), sized for `strides`; this task
-        // alone writes the block's pixels.
+        // alone writes the block.
         unsafe {
             plan.run(
                 dst,
@@ -410,13 +426,13 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
                 <T::F as Compute>::ONE,
                 <T::F as Compute>::ONE,
                 direct_out,
-                0..cout_g,
+                chans.clone(),
                 pix.clone(),
                 wsp,
             );
         }
         if !direct_out {
-            for co in 0..cout_g {
+            for co in chans {
                 let bv = bs.map_or(zero, |b| b[gi * cout_g + co].to_f());
                 rows_of_pixels(ow, pix.clone(), |y, x0, x1, p| {
                     // SAFETY: as above; the accumulator row segment is this task's.
@@ -430,12 +446,23 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
             }
         }
     };
-    if pchunks > 1 {
+    if chunks > 1 {
         for u in 0..units {
-            threads::run(pchunks, &|t| {
+            if split == Axis::Rows && !direct_in {
+                im2col(u, 0..npix, 0);
+            }
+            threads::run(chunks, &|t| {
                 // SAFETY: task `t` owns packing workspace `t`.
                 let wsp = unsafe { buf.slice(shared + t * per_task, per_task) };
-                unit(u, pix_block(t), 0, col_len, wsp);
+                match split {
+                    Axis::Cols => {
+                        if !direct_in {
+                            im2col(u, block(t), 0);
+                        }
+                        compute(u, 0..cout_g, block(t), 0, col_len, wsp);
+                    }
+                    Axis::Rows => compute(u, block(t), 0..npix, 0, col_len, wsp),
+                }
             });
         }
     } else {
@@ -444,7 +471,10 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
             // SAFETY: task `t` owns its region of `buf`.
             let wsp = unsafe { buf.slice(base + col_len + acc_len, ws_len) };
             for u in threads::part(units, tasks, t) {
-                unit(u, 0..npix, base, base + col_len, wsp);
+                if !direct_in {
+                    im2col(u, 0..npix, base);
+                }
+                compute(u, 0..cout_g, 0..npix, base, base + col_len, wsp);
             }
         });
     }
