@@ -307,7 +307,8 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
     let plan = Plan::new::<T::F>(cout_g, npix, kk, strides);
     let units = xv.n * c.g;
     let work = units.saturating_mul(cout_g * kk).saturating_mul(npix);
-    let tasks = threads::tasks_for(work, CONV_TASK_WORK);
+    // At most two blocks per thread: every block packs its own copy of one operand.
+    let tasks = threads::tasks_for(work, CONV_TASK_WORK).min(2 * threads::num_threads());
     // Fewer units than tasks: split each unit's output pixels or, when there are too few
     // pixels (late layers), its output channels (after im2col of the whole unit).
     let blocks = |axis: Axis, len: usize| match plan.align(axis) {
@@ -490,6 +491,17 @@ fn depthwise<T: FElem>(c: &Conv, xs: &[T], wf: &[T::F], bs: Option<&[T]>, o: &mu
     let ((sh, sw), (ph, pw), (dh, dw)) = (c.stride, c.pad, c.dil);
     let planes = xv.n * c.g;
     let tasks = threads::tasks_for(planes * oh * ow * kh * kw, CONV_TASK_WORK).min(planes);
+    // scratch: per kernel column, the output columns whose input column is inside the image.
+    let mut xr = crate::scratch::take(2 * kw, 0usize);
+    for j in 0..kw {
+        let lo = (pw.saturating_sub(j * dw)).div_ceil(sw).min(ow);
+        xr[2 * j] = lo;
+        xr[2 * j + 1] = (xv.w + pw)
+            .saturating_sub(j * dw)
+            .div_ceil(sw)
+            .clamp(lo, ow);
+    }
+    let xr = &xr[..];
     // scratch: one output row of accumulators per task.
     let mut rows = crate::scratch::take(tasks * ow, zero);
     let rows = SharedMut::new(&mut rows);
@@ -512,11 +524,7 @@ fn depthwise<T: FElem>(c: &Conv, xs: &[T], wf: &[T::F], bs: Option<&[T]>, o: &mu
                     }
                     let rbase = xbase + ih as usize * xv.s[2];
                     for j in 0..kw {
-                        let lo = (pw.saturating_sub(j * dw)).div_ceil(sw).min(ow);
-                        let hi = (xv.w + pw)
-                            .saturating_sub(j * dw)
-                            .div_ceil(sw)
-                            .clamp(lo, ow);
+                        let (lo, hi) = (xr[2 * j], xr[2 * j + 1]);
                         if lo == hi {
                             continue;
                         }

@@ -53,10 +53,19 @@ pub fn set_num_threads(n: usize) {
     REQUESTED.store(n.min(MAX_THREADS), Ordering::Relaxed);
 }
 
-/// How many tasks to split `work` units over so that each task has at least `min_work`
-/// (1 when the work is too small to pay for waking other threads).
+/// Tasks per thread when work is plentiful: threads take tasks as they come, so a thread
+/// that wakes late (or shares its core) still gets a share.
+pub const TASKS_PER_THREAD: usize = 4;
+
+/// How many tasks to split `work` units over so that each task has at least `min_work`:
+/// 1 when the work is too small to pay for waking other threads (or with one thread), at
+/// most [`TASKS_PER_THREAD`] per thread.
 pub fn tasks_for(work: usize, min_work: usize) -> usize {
-    (work / min_work.max(1)).clamp(1, num_threads())
+    let threads = num_threads();
+    if threads <= 1 {
+        return 1;
+    }
+    (work / min_work.max(1)).clamp(1, threads * TASKS_PER_THREAD)
 }
 
 /// Range `t` of `0..n` split into `parts` near-equal contiguous ranges.
