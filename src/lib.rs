@@ -42,6 +42,11 @@ pub use etch_backends::ExecutorBackend;
 /// `etch lower`: partitioning, device propagation and memory planning on `.pte` files.
 pub use etch_compiler as compiler;
 
+/// The number of threads the CPU kernels use, and its process-wide setter (`1`:
+/// single-threaded; `0`: back to `ETCH_NUM_THREADS` or the number of CPUs). Kernels split
+/// only large work, along independent outputs, so results do not depend on it.
+pub use etch_kernels::threads::{num_threads, set_num_threads};
+
 /// The backends etch provides: `ExecutorBackend`, with the CUDA kernels for delegates on
 /// `cuda:N` when built with the `cuda` feature (the simulated device uses the portable CPU
 /// kernels).

@@ -261,12 +261,7 @@ fn methods_share_arenas_per_device() {
                 .with_devices(registry)
                 .with_shared_arenas(share);
             for (ci, case) in fx.cases.iter().enumerate() {
-                let inputs: Vec<Value> = case
-                    .inputs
-                    .iter()
-                    .zip(&case.input_dtypes)
-                    .map(|(p, d)| load_input(p, d))
-                    .collect();
+                let inputs = case.load_inputs();
                 let out = m.execute(&case.method, &inputs).unwrap();
                 let host = Value::Tensor(out[0].as_tensor().unwrap().to_cpu().unwrap());
                 check_output(
@@ -295,12 +290,7 @@ fn cpu_methods_share_arenas() {
         .unwrap();
     let mut m = Module::from_file(&fx.pte).unwrap().with_shared_arenas(true);
     for case in &fx.cases {
-        let inputs: Vec<Value> = case
-            .inputs
-            .iter()
-            .zip(&case.input_dtypes)
-            .map(|(p, d)| load_input(p, d))
-            .collect();
+        let inputs = case.load_inputs();
         let out = m.execute(&case.method, &inputs).unwrap();
         check_output(
             "shared",

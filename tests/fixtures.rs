@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{check_output, load_input, manifest};
+use common::{check_output, manifest};
 use etch::Module;
 
 fn run_fixture(name: &str) {
@@ -17,12 +17,7 @@ fn run_fixture(name: &str) {
         module = module.with_data_file(ptd).unwrap();
     }
     for (ci, case) in fx.cases.iter().enumerate() {
-        let inputs: Vec<_> = case
-            .inputs
-            .iter()
-            .zip(&case.input_dtypes)
-            .map(|(p, d)| load_input(p, d))
-            .collect();
+        let inputs = case.load_inputs();
         let outputs = module
             .execute(&case.method, &inputs)
             .unwrap_or_else(|e| panic!("{name} case {ci} ({}): {e}", case.method));

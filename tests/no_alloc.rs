@@ -1,27 +1,50 @@
-//! Executing a loaded method allocates no memory of its own: arenas and staging come from
-//! load, kernel scratch from a reused pool (warmed by the first run). The one exception is
-//! inside the `gemm` crate, which allocates its own per-call packing and bookkeeping buffers
-//! (gemm-common's gemm.rs; a few KiB per matmul); the test checks, by backtrace, that every
-//! allocation during `execute` comes from there.
+//! Executing a loaded method allocates no memory: arenas and staging come from load,
+//! kernel scratch (matrix-product packing buffers included: `etch_kernels::gemm` drives
+//! gemm's micro-kernels with memory from the scratch pool) from a reused pool warmed by the
+//! first run, and the thread pool hands out work without allocating. While `execute` runs,
+//! the counting allocator counts allocations on the test's thread and on the pool's worker
+//! threads (named `etch-worker-N`; the test harness's own threads are left out). The test
+//! runs single-threaded and with several threads, on the fixtures and on a program large
+//! enough for the kernels to split their work.
 
 use etch::{Module, Tag, Tensor, Value};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 struct Counting;
 
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+static BYTES: AtomicUsize = AtomicUsize::new(0);
+
 thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<usize> = const { Cell::new(0) };
-    static BYTES: Cell<usize> = const { Cell::new(0) };
-    static LARGEST: Cell<usize> = const { Cell::new(0) };
-    static FOREIGN: Cell<usize> = const { Cell::new(0) };
+    /// Set while this thread records an allocation (capturing a backtrace allocates too).
+    static RECORDING: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread's allocations count: the test's thread (set by the test) and the
+    /// pool's workers (found by name on their first allocation while counting).
+    static WATCHED: Cell<Option<bool>> = const { Cell::new(None) };
 }
 
-// SAFETY: forwards to the system allocator; only counts calls on threads that opted in.
+fn watched() -> bool {
+    if let Ok(Some(w)) = WATCHED.try_with(|w| w.get()) {
+        return w;
+    }
+    if RECORDING.try_with(|r| r.replace(true)).unwrap_or(true) {
+        return false;
+    }
+    let w = std::thread::current()
+        .name()
+        .is_some_and(|n| n.starts_with("etch-worker-"));
+    let _ = WATCHED.try_with(|c| c.set(Some(w)));
+    let _ = RECORDING.try_with(|r| r.set(false));
+    w
+}
+
+// SAFETY: forwards to the system allocator; only counts calls while counting is on.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.try_with(|c| c.get()).unwrap_or(false) {
+        if COUNTING.load(Ordering::Relaxed) && watched() {
             record(layout.size());
         }
         // SAFETY: the caller's contract is forwarded unchanged.
@@ -32,7 +55,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new: usize) -> *mut u8 {
-        if COUNTING.try_with(|c| c.get()).unwrap_or(false) {
+        if COUNTING.load(Ordering::Relaxed) && watched() {
             record(new);
         }
         // SAFETY: as above.
@@ -41,73 +64,95 @@ unsafe impl GlobalAlloc for Counting {
 }
 
 fn record(size: usize) {
-    // Look at who allocates (with counting off, since capturing allocates too).
-    COUNTING.with(|c| c.set(false));
-    let bt = std::backtrace::Backtrace::force_capture().to_string();
-    // Frames are named `gemm_common::gemm::…` in debug builds; release builds print
-    // `gemm_basic_generic<…>` with the source path `gemm-common-…/src/gemm.rs`.
-    let from_gemm = ["gemm_common::gemm", "gemm-common", "gemm_basic_generic"]
-        .iter()
-        .any(|m| bt.contains(m));
-    if !from_gemm {
-        eprintln!("allocation of {size} bytes during execute:\n{bt}");
-        let _ = FOREIGN.try_with(|n| n.set(n.get() + 1));
+    if RECORDING.try_with(|r| r.replace(true)).unwrap_or(true) {
+        return;
     }
-    COUNTING.with(|c| c.set(true));
-    let _ = COUNT.try_with(|n| n.set(n.get() + 1));
-    let _ = BYTES.try_with(|n| n.set(n.get() + size));
-    let _ = LARGEST.try_with(|n| n.set(n.get().max(size)));
+    COUNT.fetch_add(1, Ordering::Relaxed);
+    BYTES.fetch_add(size, Ordering::Relaxed);
+    let thread = std::thread::current();
+    let bt = std::backtrace::Backtrace::force_capture();
+    eprintln!(
+        "allocation of {size} bytes while counting, on thread {:?}:\n{bt}",
+        thread.name()
+    );
+    let _ = RECORDING.try_with(|r| r.set(false));
 }
 
 #[global_allocator]
 static A: Counting = Counting;
 
-/// (allocations, bytes, largest, not from gemm) made by `f` on this thread.
-fn allocations_in(f: impl FnOnce()) -> (usize, usize, usize, usize) {
-    FOREIGN.with(|n| n.set(0));
-    COUNT.with(|n| n.set(0));
-    BYTES.with(|n| n.set(0));
-    LARGEST.with(|n| n.set(0));
-    COUNTING.with(|c| c.set(true));
+/// (allocations, bytes) made by `f` on any thread.
+fn allocations_in(f: impl FnOnce()) -> (usize, usize) {
+    COUNT.store(0, Ordering::Relaxed);
+    BYTES.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::SeqCst);
     f();
-    COUNTING.with(|c| c.set(false));
-    (
-        COUNT.with(|n| n.get()),
-        BYTES.with(|n| n.get()),
-        LARGEST.with(|n| n.get()),
-        FOREIGN.with(|n| n.get()),
-    )
+    COUNTING.store(false, Ordering::SeqCst);
+    (COUNT.load(Ordering::Relaxed), BYTES.load(Ordering::Relaxed))
+}
+
+/// The counter sees allocations on the test's thread and on a worker-named thread.
+fn counter_counts_watched_threads() {
+    let (n, _) = allocations_in(|| drop(std::hint::black_box(vec![1u8; 16])));
+    assert_eq!(n, 1, "an allocation on this thread");
+    let go = std::sync::Barrier::new(2);
+    let done = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        let b = std::thread::Builder::new().name("etch-worker-check".into());
+        let _ = b.spawn_scoped(s, || {
+            go.wait();
+            drop(std::hint::black_box(vec![1u8; 16]));
+            done.wait();
+        });
+        let (n, _) = allocations_in(|| {
+            go.wait();
+            done.wait();
+        });
+        assert!(n >= 1, "an allocation on a worker thread");
+    });
 }
 
 #[test]
 fn execute_does_not_allocate() {
+    WATCHED.with(|w| w.set(Some(true)));
+    counter_counts_watched_threads();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    for name in [
-        "mlp",
-        "mlp_bf16",
-        "cnn",
-        "transformer",
-        "token_model",
-        "stateful",
-        "dynamic_batch",
-        "cond",
-    ] {
-        let mut m = Module::from_file(dir.join(name).join("model.pte")).unwrap();
-        let meta = m.method_meta("forward").unwrap();
-        let inputs: Vec<Value> = meta
-            .inputs()
-            .iter()
-            .map(|i| match (&i.tag, &i.tensor) {
-                (Tag::Tensor, Some(t)) => Value::Tensor(Tensor::zeros(t.dtype, &t.sizes).unwrap()),
-                _ => Value::Int(1),
-            })
-            .collect();
-        let method = m.method("forward").unwrap();
-        method.set_inputs(&inputs).unwrap();
-        method.execute().unwrap();
-        method.set_inputs(&inputs).unwrap();
-        let (n, bytes, largest, foreign) = allocations_in(|| method.execute().unwrap());
-        eprintln!("{name}: {n} allocations inside gemm ({bytes} bytes, largest {largest})");
-        assert_eq!(foreign, 0, "{name}: etch allocated during execute");
+    let programs = [
+        "mlp/model.pte",
+        "mlp_bf16/model.pte",
+        "cnn/model.pte",
+        "transformer/model.pte",
+        "token_model/model.pte",
+        "stateful/model.pte",
+        "dynamic_batch/model.pte",
+        "cond/model.pte",
+        "misc/threads.pte",
+    ];
+    for threads in [1, 4] {
+        etch::set_num_threads(threads);
+        for name in programs {
+            let mut m = Module::from_file(dir.join(name)).unwrap();
+            let meta = m.method_meta("forward").unwrap();
+            let inputs: Vec<Value> = meta
+                .inputs()
+                .iter()
+                .map(|i| match (&i.tag, &i.tensor) {
+                    (Tag::Tensor, Some(t)) => {
+                        Value::Tensor(Tensor::zeros(t.dtype, &t.sizes).unwrap())
+                    }
+                    _ => Value::Int(1),
+                })
+                .collect();
+            let method = m.method("forward").unwrap();
+            method.set_inputs(&inputs).unwrap();
+            method.execute().unwrap();
+            method.set_inputs(&inputs).unwrap();
+            let (n, bytes) = allocations_in(|| method.execute().unwrap());
+            assert_eq!(
+                n, 0,
+                "{name} with {threads} threads: {n} allocations ({bytes} bytes) during execute"
+            );
+        }
     }
+    etch::set_num_threads(0);
 }

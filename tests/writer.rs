@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fixtures_dir, load_input, manifest, manifest_in};
+use common::{fixtures_dir, manifest, manifest_in};
 use etch::{Module, Program, ProgramParts, WriteOptions};
 use std::path::PathBuf;
 
@@ -48,12 +48,7 @@ fn read_write_read_is_identity() {
 fn rewritten_programs_run_with_identical_outputs() {
     for fx in manifest() {
         let case = &fx.cases[0];
-        let inputs: Vec<_> = case
-            .inputs
-            .iter()
-            .zip(&case.input_dtypes)
-            .map(|(p, d)| load_input(p, d))
-            .collect();
+        let inputs = case.load_inputs();
         let bytes = {
             let p = Program::from_file(&fx.pte).unwrap();
             ProgramParts::from_program(&p)

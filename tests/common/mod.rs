@@ -29,6 +29,17 @@ pub struct Case {
     pub atol: f64,
 }
 
+impl Case {
+    /// The case's inputs, read from their `.npy` files.
+    pub fn load_inputs(&self) -> Vec<Value> {
+        self.inputs
+            .iter()
+            .zip(&self.input_dtypes)
+            .map(|(p, d)| load_input(p, d))
+            .collect()
+    }
+}
+
 pub struct Fixture {
     pub name: String,
     pub pte: PathBuf,

@@ -751,6 +751,48 @@ def export_misc() -> None:
         f.write(prog.buffer)
 
 
+class ThreadsNet(nn.Module):
+    """Operators on tensors large enough that etch splits them over threads (convolutions,
+    depthwise convolution, pooling, norms, matrix products, softmax, elementwise ops)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 32, 3, padding=1)
+        self.bn = nn.BatchNorm2d(32)
+        self.dw = nn.Conv2d(32, 32, 3, stride=2, padding=1, groups=32)
+        self.pw = nn.Conv2d(32, 64, 1)
+        self.ln = nn.LayerNorm(64)
+        self.qkv = nn.Linear(64, 192)
+        self.proj = nn.Linear(64, 64)
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = torch.nn.functional.relu6(self.bn(self.conv(x)))
+        x = self.pw(self.dw(x))
+        x = x * torch.sigmoid(x.mean(dim=(2, 3), keepdim=True))
+        x = torch.nn.functional.max_pool2d(x, 2)
+        t = x.flatten(2).transpose(1, 2)  # [1, 576, 64]
+        q, k, v = self.qkv(self.ln(t)).reshape(1, 576, 3, 4, 16).permute(2, 0, 3, 1, 4)
+        a = torch.softmax(q @ k.transpose(-1, -2) * 0.25, dim=-1) @ v
+        t = t + torch.nn.functional.gelu(self.proj(a.transpose(1, 2).reshape(1, 576, 64)))
+        return self.head(t.mean(dim=1))
+
+
+def export_threads_fixture() -> None:
+    """misc/threads.pte: a small program whose activations are large enough to run on
+    several threads (tests/threads.rs and tests/no_alloc.rs feed it their own inputs)."""
+    torch.manual_seed(11)
+    model = ThreadsNet().eval()
+    with torch.no_grad():
+        model.bn.running_mean.uniform_(-0.5, 0.5)
+        model.bn.running_var.uniform_(0.5, 1.5)
+    ep = torch.export.export(model, (torch.randn(1, 8, 96, 96),))
+    d = os.path.join(FIXTURES, "misc")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "threads.pte"), "wb") as f:
+        f.write(to_edge(ep).to_executorch().buffer)
+
+
 def main() -> int:
     torch.set_num_threads(1)
     if os.path.isdir(FIXTURES):
@@ -785,6 +827,7 @@ def main() -> int:
     )
 
     export_misc()
+    export_threads_fixture()
 
     # Bundled example model + input.
     shutil.copyfile(os.path.join(FIXTURES, "mlp", "model.pte"), os.path.join(EXAMPLES, "mlp.pte"))

@@ -10,6 +10,7 @@ the return values after the arguments.
 """
 
 import json
+import math
 import os
 import random
 
@@ -37,6 +38,9 @@ torch.manual_seed(1234)
 
 
 def rand(shape, dtype):
+    if dtype == torch.float64:
+        # Few decimals: exactly the double the short JSON number parses to (smaller table).
+        return torch.round(torch.randn(shape).double() * 2, decimals=3)
     if dtype in FLOATS:
         return (torch.randn(shape) * 2).to(dtype)
     if dtype == torch.bool:
@@ -58,7 +62,21 @@ def enc(v):
     return v
 
 
-def tensor_json(t, channels_last=None):
+def short_half(v, dtype):
+    """The shortest decimal within a quarter ulp of `v`, a float16 or bfloat16 value: it
+    rounds back to `v` whatever the conversion path (direct or through float32)."""
+    if v != v or v in (float("inf"), float("-inf")) or v == 0.0:
+        return v
+    _, ex = math.frexp(v)
+    ulp = 2.0 ** max(ex - 11, -24) if dtype == torch.float16 else 2.0 ** (ex - 8)
+    for p in range(1, 10):
+        d = float(f"{v:.{p}g}")
+        if abs(d - v) <= ulp / 4:
+            return d
+    return v
+
+
+def tensor_json(t, channels_last=None, expected=False):
     t = t.detach()
     if channels_last is None:
         channels_last = t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
@@ -68,9 +86,14 @@ def tensor_json(t, channels_last=None):
     else:
         mem = t.contiguous()
         order = list(range(t.dim()))
-    if t.dtype in (torch.float32, torch.float16, torch.bfloat16):
+    if t.dtype == torch.float32:
         # The shortest decimal that round-trips through float32 keeps the table small.
-        data = [float(str(v)) for v in mem.to(torch.float32).flatten().numpy()]
+        data = [float(str(v)) for v in mem.flatten().numpy()]
+    elif t.dtype in (torch.float16, torch.bfloat16):
+        data = [short_half(float(v), t.dtype) for v in mem.to(torch.float32).flatten().numpy()]
+    elif t.dtype == torch.float64 and expected:
+        # 13 significant digits are well inside the float64 tolerance (1e-10).
+        data = [float(f"{v:.13g}") for v in mem.flatten().tolist()]
     elif t.dtype == torch.float64:
         data = mem.flatten().tolist()
     else:
@@ -102,7 +125,7 @@ def case(op, args, outs, fn, tol_dtype=None):
         res = (res,)
     rtol, atol = TOL.get(tol_dtype or res[0].dtype, (0.0, 0.0))
     cases.append({
-        "op": op, "args": args, "expected": [tensor_json(r, False)["tensor"] for r in res],
+        "op": op, "args": args, "expected": [tensor_json(r, False, True)["tensor"] for r in res],
         "rtol": rtol, "atol": atol,
     })
 
@@ -194,7 +217,7 @@ def op(name, *args, out=None, tol=None, ref_contig=False, out_cl=False, **kw):
                 a["out"]["dim_order"] = [0, 2, 3, 1]
     fl = [r.dtype for r in res if r.dtype.is_floating_point]
     rtol, atol = TOL.get(tol or (fl[0] if fl else None), (0.0, 0.0))
-    cases.append({"op": name, "args": args_json, "expected": [tensor_json(r, out_cl)["tensor"] for r in res],
+    cases.append({"op": name, "args": args_json, "expected": [tensor_json(r, out_cl, True)["tensor"] for r in res],
                   "rtol": rtol, "atol": atol})
 
 
@@ -556,6 +579,32 @@ def index_ops():
             op("aten::index_put.out", x, [torch.tensor([1, 1, 0])], rand([5], dtype), True)
         op("aten::scatter.src_out", x, 1, torch.tensor([[0, 4], [1, 2], [3, 2]]), rand([3, 4], dtype))
         op("aten::scatter.src_out", x, -2, torch.tensor([[2, 0, 1]]), rand([2, 5], dtype))
+    # Boolean masks (and uint8 masks, which PyTorch still reads as masks): the result's size
+    # depends on the data; a mask over d dims acts as d index tensors of its true positions.
+    for dtype in [torch.float32, torch.float64, torch.int64, torch.int8, torch.bool, torch.float16]:
+        x = rand([3, 4, 2], dtype)
+        m = torch.rand(3, 4) > 0.5
+        op("aten::index.Tensor_out", x, [m])  # over the leading dims
+        op("aten::index.Tensor_out", x, [torch.rand(3) > 0.5, None, torch.rand(2) > 0.5])
+        op("aten::index.Tensor_out", x, [None, torch.rand(4) > 0.5])  # after a slice
+        op("aten::index.Tensor_out", x, [torch.zeros(3, dtype=torch.bool)])  # all false: size 0
+        op("aten::index.Tensor_out", x, [None, (torch.rand(4, 2) > 0.5).to(torch.uint8)])
+        op("aten::index_put.out", x, [m], rand([2], dtype), False)
+        op("aten::index_put.out", x, [None, torch.tensor([True, False, True, True])], rand([3, 3, 1], dtype), False)
+        if dtype != torch.bool:
+            op("aten::index_put.out", x, [torch.rand(3) > 0.3], rand([1], dtype), True)
+    x = rand([3, 4, 2], torch.float32)
+    # Masks mixed with integer indices broadcast with the mask's true count.
+    op("aten::index.Tensor_out", x, [torch.tensor([True, False, True]), torch.tensor([[3], [0]])])
+    op("aten::index.Tensor_out", x, [torch.tensor([True, False, True]), None, torch.tensor([1])])
+    op("aten::index.Tensor_out", x, [torch.tensor([1, 2]), torch.tensor([False, True, True, False])])
+    op("aten::index_put.out", x, [torch.tensor([2, 0]), torch.tensor([True, False, False, True])], rand([2, 2], torch.float32), True)
+    op("aten::index.Tensor_out", x, [torch.tensor([True, True, False]), torch.tensor([0, 1, 2])])  # error: 2 vs 3
+    op("aten::index.Tensor_out", x, [torch.rand(4) > 0.5])  # error: mask shape
+    op("aten::index.Tensor_out", x, [None, torch.rand(4, 3) > 0.5])  # error: mask shape
+    op("aten::index.Tensor_out", x, [torch.tensor(True)])  # error: 0-d mask
+    op("aten::index.Tensor_out", x, [torch.tensor([True, False, True]), torch.tensor([5])])  # error: range
+    op("aten::index_put.out", x, [torch.tensor([True, False, True])], rand([3, 4, 2], torch.float32), False)  # error
     x = rand([3, 5], torch.float32)
     # Out-of-range indices are errors.
     op("aten::embedding.out", rand([10, 4], torch.float32), torch.tensor([0, 10]))
@@ -583,7 +632,22 @@ def linalg_ops():
         op("aten::baddbmm.out", rand([1, 3, 1], dtype), x, y, beta=2, alpha=0.5)
         op("aten::linear.out", rand([2, 3, 5], dtype), rand([4, 5], dtype), rand([4], dtype))
         op("aten::linear.out", rand([5], dtype), rand([4, 5], dtype), None)
-    # Integer mm/bmm (ExecuTorch's portable kernels accept them) are not implemented in etch yet.
+    # Integer products (ExecuTorch's portable mm/bmm/addmm take every real dtype) wrap as in
+    # PyTorch: int8/uint8 sums of five products already overflow.
+    for dtype in INTS:
+        a, b = rand([3, 5], dtype), rand([5, 4], dtype)
+        op("aten::mm.out", a, b)
+        op("aten::addmm.out", rand([4], dtype), a, b, beta=2, alpha=3)
+        op("aten::bmm.out", rand([2, 3, 5], dtype), rand([2, 5, 2], dtype))
+        op("aten::baddbmm.out", rand([2, 1, 2], dtype), rand([2, 3, 5], dtype), rand([2, 5, 2], dtype), beta=-1, alpha=2)
+        op("aten::linear.out", rand([2, 5], dtype), rand([4, 5], dtype), rand([4], dtype))
+    op("aten::mm.out", torch.full([2, 3], 100, dtype=torch.int8), torch.full([3, 2], 100, dtype=torch.int8))
+    op("aten::mm.out", torch.full([1, 2], 2**62, dtype=torch.int64), torch.tensor([[3], [5]]))
+    op("aten::addmm.out", rand([2, 2], torch.int64), rand([2, 3], torch.int64), rand([3, 2], torch.int64), beta=0.5, alpha=2.5)
+    op("aten::mm.out", rand([0, 3], torch.int32), rand([3, 2], torch.int32))
+    op("aten::bmm.out", rand([2, 3, 0], torch.int16), rand([2, 0, 2], torch.int16))
+    op("aten::mm.out", rand([2, 3], torch.bool), rand([3, 2], torch.bool))  # error: bool
+    op("aten::mm.out", rand([2, 3], torch.int32), rand([3, 2], torch.int64), out=torch.int32)  # error: mixed
     op("aten::mm.out", rand([3, 5], torch.float32), rand([4, 4], torch.float32))  # error
     op("aten::mm.out", rand([0, 5], torch.float32), rand([5, 2], torch.float32))
     op("aten::mm.out", rand([2, 0], torch.float32), rand([0, 2], torch.float32))
@@ -597,6 +661,11 @@ def conv_ops():
             w, b = rand([6, 2, 3, 3], dtype), rand([6], dtype)
             op("aten::convolution.out", x, w, b, [2, 1], [1, 2], [1, 2], False, [0, 0], 2)
             op("aten::convolution.out", x, rand([4, 3, 2, 2], dtype), None, [2, 2], [0, 1], [1, 1], True, [1, 0], 2)
+            if dtype in (torch.float32, torch.bfloat16):  # in place (f32/f64) and widened paths
+                # Depthwise (computed directly), a depth multiplier of 2, and 1x1 (no im2col).
+                op("aten::convolution.out", x, rand([4, 1, 3, 3], dtype), rand([4], dtype), [1, 2], [1, 1], [2, 1], False, [0, 0], 4)
+                op("aten::convolution.out", x, rand([8, 1, 3, 2], dtype), None, [2, 1], [1, 0], [1, 1], False, [0, 0], 4)
+                op("aten::convolution.out", x, rand([5, 4, 1, 1], dtype), rand([5], dtype), [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
             op("aten::max_pool2d_with_indices.out", x, [3, 3], [2, 2], [1, 1], [1, 1], chl, out=[dtype, torch.int64])
             op("aten::avg_pool2d.out", x, [3, 2], [2, 1], [1, 0], chl, not chl, None)
             op("aten::avg_pool2d.out", x, [2, 2], [], [0, 0], False, True, 3)
@@ -696,6 +765,12 @@ def main():
     conv_ops()
     prim_ops()
     inplace_ops()
+    # The replay takes the tolerance of the first floating-point output when none is given.
+    by_name = {NAMES[d]: tol for d, tol in TOL.items()}
+    for c in cases:
+        floats = [e["dtype"] for e in c.get("expected", []) if e["dtype"] in by_name]
+        if "rtol" in c and (c["rtol"], c["atol"]) == (by_name[floats[0]] if floats else (0.0, 0.0)):
+            del c["rtol"], c["atol"]
     with open(OUT, "w") as f:
         json.dump(cases, f, separators=(",", ":"))
     print(f"{len(cases)} cases, {os.path.getsize(OUT)} bytes -> {OUT}")

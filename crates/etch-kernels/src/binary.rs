@@ -6,9 +6,11 @@ use crate::util::*;
 use etch_core::{Error, KernelContext, KernelRegistry, Result, Scalar, ScalarType, TensorRef};
 
 /// A binary arithmetic operation, generic over the compute type.
-pub trait BinOp: Copy {
+pub trait BinOp: Copy + Sync {
     /// True when the result is always floating point (true division).
     const FLOAT_ONLY: bool = false;
+    /// The least elements a thread is given (lower for costly ops).
+    const MIN_TASK: usize = ELEMENTWISE_TASK;
     /// True when integer inputs need a non-zero divisor.
     const INT_DIVISION: bool = false;
     /// Applies the operation.
@@ -20,7 +22,7 @@ pub trait BinOp: Copy {
 }
 
 /// A comparison producing a bool.
-pub trait CmpOp: Copy {
+pub trait CmpOp: Copy + Sync {
     /// Compares.
     fn cmp<C: Compute>(&self, a: C, b: C) -> bool;
 }
@@ -44,13 +46,14 @@ fn integral_only(op: &str, common: ScalarType) -> Result<()> {
 }
 
 macro_rules! binop {
-    ($(#[$m:meta])* $name:ident $(($ft:ty))?, |$s:ident, $a:ident, $b:ident| $e:expr $(, check = $chk:expr)? $(, float_only = $fo:expr)? $(, int_div = $idv:expr)?) => {
+    ($(#[$m:meta])* $name:ident $(($ft:ty))?, |$s:ident, $a:ident, $b:ident| $e:expr $(, check = $chk:expr)? $(, float_only = $fo:expr)? $(, int_div = $idv:expr)? $(, min_task = $mt:expr)?) => {
         $(#[$m])*
         #[derive(Clone, Copy)]
         pub struct $name $((pub $ft))?;
         impl BinOp for $name {
             $(const FLOAT_ONLY: bool = $fo;)?
             $(const INT_DIVISION: bool = $idv;)?
+            $(const MIN_TASK: usize = $mt;)?
             #[inline(always)]
             #[allow(unused_variables)]
             fn apply<C: Compute>(&self, $a: C, $b: C) -> C {
@@ -99,7 +102,7 @@ binop!(
     Fmod, |s, a, b| a.fmod(b), int_div = true);
 binop!(
     /// `a ** b`.
-    Pow, |s, a, b| a.pow(b), check = no_bool);
+    Pow, |s, a, b| a.pow(b), check = no_bool, min_task = MATH_TASK);
 binop!(
     /// NaN-propagating maximum.
     Maximum, |s, a, b| a.max_nan(b));
@@ -108,7 +111,7 @@ binop!(
     Minimum, |s, a, b| a.min_nan(b));
 binop!(
     /// `atan2(a, b)`, always floating point.
-    Atan2, |s, a, b| C::from_f64(a.to_f64().atan2(b.to_f64())), float_only = true);
+    Atan2, |s, a, b| C::from_f64(a.to_f64().atan2(b.to_f64())), float_only = true, min_task = MATH_TASK);
 binop!(
     /// Bitwise and.
     BitAnd, |s, a, b| a.bitand(b), check = integral_only);
@@ -196,9 +199,17 @@ pub fn apply2<O: BinOp>(
         return dispatch_all!(common, name, "input", |T| {
             let (x, y) = (a.data::<T>()?, b.data::<T>()?);
             let o = out.data_mut::<T>()?;
-            map2(&shape, x, &sa, y, &sb, o, &so, |p: T, q: T| {
-                T::from_c(op.apply(p.to_c(), q.to_c()))
-            });
+            map2_with(
+                O::MIN_TASK,
+                &shape,
+                x,
+                &sa,
+                y,
+                &sb,
+                o,
+                &so,
+                move |p: T, q: T| T::from_c(op.apply(p.to_c(), q.to_c())),
+            );
             Ok(())
         });
     }
@@ -275,7 +286,7 @@ pub fn apply_scalar<O: BinOp>(
             let x = a.data::<T>()?;
             let o = out.data_mut::<T>()?;
             let sc = <<T as Elem>::C as Compute>::from_scalar(s);
-            map1(&shape, x, &sa, o, &so, |p: T| {
+            map1_with(O::MIN_TASK, &shape, x, &sa, o, &so, move |p: T| {
                 T::from_c(op.apply(p.to_c(), sc))
             });
             Ok(())
@@ -368,7 +379,7 @@ fn compare<O: CmpOp>(
                 return dispatch_all!(common, name, "input", |T| {
                     let (x, y) = (a.data::<T>()?, b.data::<T>()?);
                     let o = out.data_mut::<Bool>()?;
-                    map2(&shape, x, &sa, y, &sb, o, &so, |p: T, q: T| {
+                    map2(&shape, x, &sa, y, &sb, o, &so, move |p: T, q: T| {
                         Bool::new(op.cmp(p.to_c(), q.to_c()))
                     });
                     Ok(())
@@ -379,7 +390,7 @@ fn compare<O: CmpOp>(
                     let x = a.data::<T>()?;
                     let o = out.data_mut::<Bool>()?;
                     let sc = <<T as Elem>::C as Compute>::from_scalar(s);
-                    map1(&shape, x, &sa, o, &so, |p: T| {
+                    map1(&shape, x, &sa, o, &so, move |p: T| {
                         Bool::new(op.cmp(p.to_c(), sc))
                     });
                     Ok(())
@@ -542,7 +553,7 @@ fn masked_fill_scalar_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         let x = a.data::<T>()?;
         let o = out.data_mut::<T>()?;
         let fill = T::from_c(<<T as Elem>::C as Compute>::from_scalar(v));
-        map2(&shape, mask, &sm, x, &sa, o, &so, |k: u8, p: T| {
+        map2(&shape, mask, &sm, x, &sa, o, &so, move |k: u8, p: T| {
             if k != 0 { fill } else { p }
         });
         Ok(())
@@ -675,13 +686,11 @@ ts!(
 );
 
 /// `pow(self, exponent)` with a scalar exponent; float exponents on integer tensors
-/// promote, and `x ** 2` stays exact.
+/// promote, and `x ** 2` (either exponent kind) is `x * x`: exact, and no `powf` call.
 fn pow_tensor_scalar_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     const NAME: &str = "aten::pow.Tensor_Scalar_out";
     let e = ctx.scalar(1)?;
-    if let Scalar::Double(v) = e
-        && v == 2.0
-    {
+    if matches!(e, Scalar::Int(2)) || matches!(e, Scalar::Double(v) if v == 2.0) {
         let a = ctx.tensor(0)?;
         let common = promote_scalar(a.dtype(), e);
         no_bool(NAME, common)?;

@@ -2,7 +2,9 @@
 //! through their strides, so channels-last tensors work without conversion.
 
 use crate::dispatch_float;
+use crate::gemm::{Axis, Plan, Strides};
 use crate::linalg::{GemmDims, MatRef, gemm_batched};
+use crate::threads::{self, SharedMut};
 use crate::util::*;
 use etch_core::{Error, KernelContext, KernelRegistry, Result, TensorRef};
 
@@ -162,88 +164,400 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             out.dim_order()
         )));
     }
-    let kk = cin_g * kh * kw;
-    let npix = oh * ow;
+    let geom = Conv {
+        xv,
+        wv,
+        ov,
+        g,
+        cin_g,
+        cout_g,
+        kh,
+        kw,
+        stride: (sh, sw),
+        pad: (ph, pw),
+        dil: (dh, dw),
+        oh,
+        ow,
+    };
     dispatch_float!(x.dtype(), OP, "input", |T| {
-        type F = <T as FElem>::F;
-        let xs = x.data::<T>()?;
-        let ws = w.data::<T>()?;
         let bs = match &bias {
             Some(b) => Some(b.data::<T>()?),
             None => None,
         };
-        let o = out.data_mut::<T>()?;
-        // scratch: widened weights [cout, kk], the im2col matrix [kk, npix] and the
-        // product [cout_g, npix] of one group.
-        let mut wf = crate::scratch::take::<F>(0, F::ZERO);
-        wf.reserve(cout * kk);
+        conv2d::<T>(
+            &geom,
+            x.data::<T>()?,
+            w.data::<T>()?,
+            bs,
+            out.data_mut::<T>()?,
+        );
+        Ok(())
+    })
+}
+
+/// Multiply-adds of a convolution below which it stays on the calling thread, and the
+/// least work a thread is given.
+pub const CONV_TASK_WORK: usize = 1 << 19;
+
+/// The geometry of a (non-transposed) convolution.
+struct Conv {
+    xv: View4,
+    wv: View4,
+    ov: View4,
+    g: usize,
+    cin_g: usize,
+    cout_g: usize,
+    kh: usize,
+    kw: usize,
+    stride: (usize, usize),
+    pad: (usize, usize),
+    dil: (usize, usize),
+    oh: usize,
+    ow: usize,
+}
+
+/// `s` as a slice of `F` when `T` is `F` (the `f32` and `f64` paths use tensors in place).
+fn as_same<T: 'static, F: 'static>(s: &[T]) -> Option<&[F]> {
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<F>() {
+        // SAFETY: `T` and `F` are the same type.
+        Some(unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<F>(), s.len()) })
+    } else {
+        None
+    }
+}
+
+/// Calls `f(y, xs..xe, p)` for the output rows of pixels `p0..p1` (`p`: the first pixel's
+/// index).
+fn rows_of_pixels(
+    ow: usize,
+    pix: std::ops::Range<usize>,
+    mut f: impl FnMut(usize, usize, usize, usize),
+) {
+    let mut p = pix.start;
+    while p < pix.end {
+        let (y, x0) = (p / ow, p % ow);
+        let x1 = ow.min(x0 + pix.end - p);
+        f(y, x0, x1, p);
+        p += x1 - x0;
+    }
+}
+
+/// Convolution by im2col and `gemm`, per batch item and group. Work above
+/// [`CONV_TASK_WORK`] is split over the thread pool: over (batch item, group) units when
+/// there are enough of them (depthwise convolutions), else over blocks of output pixels
+/// of each unit. With `f32`/`f64` data, a 1×1 stride-1 convolution reads its input in place
+/// and a contiguous output is written by `gemm` directly (bias first).
+fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T]) {
+    let zero = <T::F as Compute>::ZERO;
+    let (xv, wv, ov) = (c.xv, c.wv, c.ov);
+    let (cin_g, cout_g, kh, kw) = (c.cin_g, c.cout_g, c.kh, c.kw);
+    let ((sh, sw), (ph, pw), (dh, dw)) = (c.stride, c.pad, c.dil);
+    let (oh, ow) = (c.oh, c.ow);
+    let kk = cin_g * kh * kw;
+    let npix = oh * ow;
+    let cout = cout_g * c.g;
+    if xv.n == 0 || cout == 0 || npix == 0 {
+        return;
+    }
+    // Weights as an F matrix [cout, kk]: the tensor itself when possible.
+    let w_in_place = as_same::<T, T::F>(ws).filter(|_| {
+        (kw == 1 || wv.s[3] == 1)
+            && (kh == 1 || wv.s[2] == kw)
+            && (cin_g == 1 || wv.s[1] == kh * kw)
+            && (cout == 1 || wv.s[0] == kk)
+    });
+    // scratch: the weights widened to F, when not used in place.
+    let mut wbuf = crate::scratch::take(0, zero);
+    if w_in_place.is_none() {
+        wbuf.reserve(cout * kk);
         for co in 0..cout {
             for ci in 0..cin_g {
                 for i in 0..kh {
                     for j in 0..kw {
-                        wf.push(ws[co * wv.s[0] + ci * wv.s[1] + i * wv.s[2] + j * wv.s[3]].to_f());
+                        wbuf.push(
+                            ws[co * wv.s[0] + ci * wv.s[1] + i * wv.s[2] + j * wv.s[3]].to_f(),
+                        );
                     }
                 }
             }
         }
-        let mut col = crate::scratch::take(kk * npix, F::ZERO);
-        let mut acc = crate::scratch::take(cout_g * npix, F::ZERO);
-        for n in 0..xv.n {
-            for gi in 0..g {
-                for ci in 0..cin_g {
-                    let cbase = n * xv.s[0] + (gi * cin_g + ci) * xv.s[1];
-                    for i in 0..kh {
-                        for j in 0..kw {
-                            let row = &mut col[((ci * kh + i) * kw + j) * npix..][..npix];
-                            for y in 0..oh {
-                                let ih = (y * sh + i * dh) as isize - ph as isize;
-                                for xo in 0..ow {
-                                    let iw = (xo * sw + j * dw) as isize - pw as isize;
-                                    row[y * ow + xo] = if ih >= 0
-                                        && (ih as usize) < xv.h
-                                        && iw >= 0
-                                        && (iw as usize) < xv.w
-                                    {
-                                        xs[cbase + ih as usize * xv.s[2] + iw as usize * xv.s[3]]
-                                            .to_f()
-                                    } else {
-                                        F::ZERO
-                                    };
-                                }
+    }
+    let wf: &[T::F] = w_in_place.unwrap_or(&wbuf);
+    if cin_g == 1 && cout_g == 1 && c.g > 1 {
+        return depthwise(c, xs, wf, bs, o);
+    }
+    let x_same = as_same::<T, T::F>(xs);
+    let direct_in = kh == 1
+        && kw == 1
+        && (sh, sw, ph, pw) == (1, 1, 0, 0)
+        && xv.s[3] == 1
+        && (xv.h == 1 || xv.s[2] == xv.w)
+        && x_same.is_some();
+    let direct_out =
+        as_same::<T, T::F>(o).is_some() && ov.s[3] == 1 && (ov.h == 1 || ov.s[2] == ow);
+    let (col_rs, acc_rs) = (
+        if direct_in { xv.s[1] } else { npix },
+        if direct_out { ov.s[1] } else { npix },
+    );
+    let strides = Strides {
+        dst: [acc_rs, 1],
+        lhs: [kk, 1],
+        rhs: [col_rs, 1],
+    };
+    let plan = Plan::new::<T::F>(cout_g, npix, kk, strides);
+    let units = xv.n * c.g;
+    let work = units.saturating_mul(cout_g * kk).saturating_mul(npix);
+    // At most two blocks per thread: every block packs its own copy of one operand.
+    let tasks = threads::tasks_for(work, CONV_TASK_WORK).min(2 * threads::num_threads());
+    // Fewer units than tasks: split each unit's output pixels or, when there are too few
+    // pixels (late layers), its output channels (after im2col of the whole unit).
+    let blocks = |axis: Axis, len: usize| match plan.align(axis) {
+        Some(a) if tasks > units => (tasks.min(len.div_ceil(a)), a),
+        _ => (1, 1),
+    };
+    let (by_pix, pa) = blocks(Axis::Cols, npix);
+    let (by_chan, ca) = blocks(Axis::Rows, cout_g);
+    let (split, (chunks, a, len)) = if by_pix >= by_chan {
+        (Axis::Cols, (by_pix, pa, npix))
+    } else {
+        (Axis::Rows, (by_chan, ca, cout_g))
+    };
+    let block = |j: usize| {
+        let r = threads::part(len.div_ceil(a), chunks, j);
+        (r.start * a)..(r.end * a).min(len)
+    };
+    let widest = (0..chunks).map(|j| block(j).len()).max().unwrap_or(0);
+    let col_len = if direct_in { 0 } else { kk * npix };
+    let acc_len = if direct_out { 0 } else { cout_g * npix };
+    let ws_len = match split {
+        Axis::Cols => plan.workspace_len::<T::F>(cout_g, widest),
+        Axis::Rows => plan.workspace_len::<T::F>(widest, npix),
+    };
+    // Per task: its own im2col and accumulator buffers (unit split) or only its packing
+    // workspace (block split, sharing one im2col and accumulator buffer).
+    let (tasks, per_task, shared) = if chunks > 1 {
+        (chunks, ws_len, col_len + acc_len)
+    } else {
+        (tasks.min(units), col_len + acc_len + ws_len, 0)
+    };
+    // scratch: im2col matrices, product accumulators and gemm packing workspaces.
+    let mut buf = crate::scratch::take(shared + tasks * per_task, zero);
+    let buf = SharedMut::new(&mut buf);
+    let out = SharedMut::new(o);
+    let (xaddr, waddr) = (xs.as_ptr() as usize, wf.as_ptr() as usize);
+    // The im2col matrix (at `col` in `buf`) of unit `u`, for pixels `pix`.
+    let im2col = |u: usize, pix: std::ops::Range<usize>, col: usize| {
+        let (n, gi) = (u / c.g, u % c.g);
+        for ci in 0..cin_g {
+            let cbase = n * xv.s[0] + (gi * cin_g + ci) * xv.s[1];
+            for i in 0..kh {
+                for j in 0..kw {
+                    let r = (ci * kh + i) * kw + j;
+                    // x range whose input column is inside the image
+                    let lo = (pw.saturating_sub(j * dw)).div_ceil(sw);
+                    let hi = (xv.w + pw).saturating_sub(j * dw).div_ceil(sw);
+                    rows_of_pixels(ow, pix.clone(), |y, x0, x1, p| {
+                        // SAFETY: this unit's pixels of row `r` are written by this task only.
+                        let row = unsafe { buf.slice(col + r * npix + p, x1 - x0) };
+                        let ih = (y * sh + i * dh) as isize - ph as isize;
+                        if ih < 0 || ih as usize >= xv.h {
+                            row.fill(zero);
+                            return;
+                        }
+                        let base = cbase + ih as usize * xv.s[2];
+                        // Zeros left and right of the image, a strided copy between.
+                        let a = lo.clamp(x0, x1);
+                        let b = hi.clamp(a, x1);
+                        row[..a - x0].fill(zero);
+                        row[b - x0..].fill(zero);
+                        if a == b {
+                            return;
+                        }
+                        let first = base + (a * sw + j * dw - pw) * xv.s[3];
+                        let step = sw * xv.s[3];
+                        for (k, v) in row[a - x0..b - x0].iter_mut().enumerate() {
+                            *v = xs[first + k * step].to_f();
+                        }
+                    });
+                }
+            }
+        }
+    };
+    // Output channels `chans` × pixels `pix` of unit `u` (its im2col matrix done), with the
+    // accumulator at `acc` in `buf` and the packing workspace `wsp`.
+    let compute = |u: usize,
+                   chans: std::ops::Range<usize>,
+                   pix: std::ops::Range<usize>,
+                   col: usize,
+                   acc: usize,
+                   wsp: &mut [T::F]| {
+        let (n, gi) = (u / c.g, u % c.g);
+        let obase = n * ov.s[0] + gi * cout_g * ov.s[1];
+        if direct_out {
+            // Bias first: gemm adds the product to it.
+            for co in chans.clone() {
+                let bv = bs.map_or(T::from_f(zero), |b| b[gi * cout_g + co]);
+                rows_of_pixels(ow, pix.clone(), |y, x0, x1, _| {
+                    // SAFETY: this block of the output belongs to this task.
+                    let row =
+                        unsafe { out.slice(obase + co * ov.s[1] + y * ov.s[2] + x0, x1 - x0) };
+                    row.fill(bv);
+                });
+            }
+        }
+        let dst = if direct_out {
+            out.as_ptr().cast::<T::F>().wrapping_add(obase)
+        } else {
+            buf.as_ptr().wrapping_add(acc)
+        };
+        let rhs = if direct_in {
+            (xaddr as *const T::F).wrapping_add(n * xv.s[0] + gi * cin_g * xv.s[1])
+        } else {
+            buf.as_ptr().wrapping_add(col) as *const T::F
+        };
+        // SAFETY: the operands are the weight rows of group `gi`, the unit's input (or its
+        // im2col matrix) and its output (or accumulator), sized for `strides`; this task
+        // alone writes the block.
+        unsafe {
+            plan.run(
+                dst,
+                (waddr as *const T::F).wrapping_add(gi * cout_g * kk),
+                rhs,
+                strides,
+                <T::F as Compute>::ONE,
+                <T::F as Compute>::ONE,
+                direct_out,
+                chans.clone(),
+                pix.clone(),
+                wsp,
+            );
+        }
+        if !direct_out {
+            for co in chans {
+                let bv = bs.map_or(zero, |b| b[gi * cout_g + co].to_f());
+                rows_of_pixels(ow, pix.clone(), |y, x0, x1, p| {
+                    // SAFETY: as above; the accumulator row segment is this task's.
+                    let a = unsafe { buf.slice(acc + co * npix + p, x1 - x0) };
+                    let ob = obase + co * ov.s[1] + y * ov.s[2];
+                    for (k, &v) in a.iter().enumerate() {
+                        // SAFETY: this output element belongs to this task.
+                        unsafe { out.write(ob + (x0 + k) * ov.s[3], T::from_f(v + bv)) };
+                    }
+                });
+            }
+        }
+    };
+    if chunks > 1 {
+        for u in 0..units {
+            if split == Axis::Rows && !direct_in {
+                im2col(u, 0..npix, 0);
+            }
+            threads::run(chunks, &|t| {
+                // SAFETY: task `t` owns packing workspace `t`.
+                let wsp = unsafe { buf.slice(shared + t * per_task, per_task) };
+                match split {
+                    Axis::Cols => {
+                        if !direct_in {
+                            im2col(u, block(t), 0);
+                        }
+                        compute(u, 0..cout_g, block(t), 0, col_len, wsp);
+                    }
+                    Axis::Rows => compute(u, block(t), 0..npix, 0, col_len, wsp),
+                }
+            });
+        }
+    } else {
+        threads::run(tasks, &|t| {
+            let base = t * per_task;
+            // SAFETY: task `t` owns its region of `buf`.
+            let wsp = unsafe { buf.slice(base + col_len + acc_len, ws_len) };
+            for u in threads::part(units, tasks, t) {
+                if !direct_in {
+                    im2col(u, 0..npix, base);
+                }
+                compute(u, 0..cout_g, 0..npix, base, base + col_len, wsp);
+            }
+        });
+    }
+}
+
+/// A depthwise convolution (one input and one output channel per group), computed
+/// directly: every output row accumulates the kernel taps in order over a row buffer.
+/// Split over (batch item, channel) planes above [`CONV_TASK_WORK`].
+fn depthwise<T: FElem>(c: &Conv, xs: &[T], wf: &[T::F], bs: Option<&[T]>, o: &mut [T]) {
+    let zero = <T::F as Compute>::ZERO;
+    let (xv, ov) = (c.xv, c.ov);
+    let (kh, kw, oh, ow) = (c.kh, c.kw, c.oh, c.ow);
+    let ((sh, sw), (ph, pw), (dh, dw)) = (c.stride, c.pad, c.dil);
+    let planes = xv.n * c.g;
+    let tasks = threads::tasks_for(planes * oh * ow * kh * kw, CONV_TASK_WORK).min(planes);
+    // scratch: per kernel column, the output columns whose input column is inside the image.
+    let mut xr = crate::scratch::take(2 * kw, 0usize);
+    for j in 0..kw {
+        let lo = (pw.saturating_sub(j * dw)).div_ceil(sw).min(ow);
+        xr[2 * j] = lo;
+        xr[2 * j + 1] = (xv.w + pw)
+            .saturating_sub(j * dw)
+            .div_ceil(sw)
+            .clamp(lo, ow);
+    }
+    let xr = &xr[..];
+    // scratch: one output row of accumulators per task.
+    let mut rows = crate::scratch::take(tasks * ow, zero);
+    let rows = SharedMut::new(&mut rows);
+    let out = SharedMut::new(o);
+    threads::run(tasks, &|t| {
+        // SAFETY: task `t`'s own accumulator row.
+        let acc = unsafe { rows.slice(t * ow, ow) };
+        for plane in threads::part(planes, tasks, t) {
+            let (n, ch) = (plane / c.g, plane % c.g);
+            let xbase = n * xv.s[0] + ch * xv.s[1];
+            let obase = n * ov.s[0] + ch * ov.s[1];
+            let w = &wf[ch * kh * kw..(ch + 1) * kh * kw];
+            let bv = bs.map_or(zero, |b| b[ch].to_f());
+            for y in 0..oh {
+                acc.fill(zero);
+                for i in 0..kh {
+                    let ih = (y * sh + i * dh) as isize - ph as isize;
+                    if ih < 0 || ih as usize >= xv.h {
+                        continue;
+                    }
+                    let rbase = xbase + ih as usize * xv.s[2];
+                    for j in 0..kw {
+                        let (lo, hi) = (xr[2 * j], xr[2 * j + 1]);
+                        if lo == hi {
+                            continue;
+                        }
+                        let wv = w[i * kw + j];
+                        let first = rbase + (lo * sw + j * dw - pw) * xv.s[3];
+                        let step = sw * xv.s[3];
+                        if step == 1 {
+                            for (a, x) in acc[lo..hi].iter_mut().zip(&xs[first..]) {
+                                *a += wv * x.to_f();
+                            }
+                        } else {
+                            for (k, a) in acc[lo..hi].iter_mut().enumerate() {
+                                *a += wv * xs[first + k * step].to_f();
                             }
                         }
                     }
                 }
-                let d = GemmDims {
-                    batch: 1,
-                    m: cout_g,
-                    n: npix,
-                    k: kk,
-                };
-                let a = MatRef {
-                    data: &wf[gi * cout_g * kk..(gi + 1) * cout_g * kk],
-                    strides: [0, kk, 1],
-                };
-                let b = MatRef {
-                    data: &col,
-                    strides: [0, npix, 1],
-                };
-                gemm_batched(OP, d, a, b, &mut acc, [0, npix, 1], F::ONE, false)?;
-                for co in 0..cout_g {
-                    let c = gi * cout_g + co;
-                    let bias_v = bs.map_or(F::ZERO, |b| b[c].to_f());
-                    let obase = n * ov.s[0] + c * ov.s[1];
-                    for y in 0..oh {
-                        for xo in 0..ow {
-                            o[obase + y * ov.s[2] + xo * ov.s[3]] =
-                                T::from_f(acc[co * npix + y * ow + xo] + bias_v);
-                        }
+                let orow = obase + y * ov.s[2];
+                if ov.s[3] == 1 {
+                    // SAFETY: plane (n, ch) is this task's.
+                    let o = unsafe { out.slice(orow, ow) };
+                    for (o, &a) in o.iter_mut().zip(acc.iter()) {
+                        *o = T::from_f(a + bv);
+                    }
+                } else {
+                    for (x, &a) in acc.iter().enumerate() {
+                        // SAFETY: as above.
+                        unsafe { out.write(orow + x * ov.s[3], T::from_f(a + bv)) };
                     }
                 }
             }
         }
-        Ok(())
-    })
+    });
 }
 
 /// Transposed convolution (`convolution` with `transposed=True`): per batch item and group,
@@ -387,6 +701,10 @@ fn conv_transposed(ctx: &mut KernelContext<'_>) -> Result<()> {
     })
 }
 
+/// Window elements of pooling work below which it stays on the calling thread, and the
+/// least a thread is given.
+const POOL_TASK: usize = 1 << 15;
+
 fn pool_out_size(
     op: &str,
     i: usize,
@@ -447,12 +765,14 @@ fn max_pool2d_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         )));
     }
     let (ov, iv) = (view4(OP, &out, false)?, view4(OP, &idx, false)?);
-    let io = idx.data_mut::<i64>()?;
+    let io = SharedMut::new(idx.data_mut::<i64>()?);
+    let tasks = threads::tasks_for(xv.n * xv.c * oh * ow * kh * kw, POOL_TASK);
     dispatch_float!(x.dtype(), OP, "input", |T| {
         let xs = x.data::<T>()?;
-        let o = out.data_mut::<T>()?;
-        for n in 0..xv.n {
-            for c in 0..xv.c {
+        let o = SharedMut::new(out.data_mut::<T>()?);
+        threads::run_parts(xv.n * xv.c, tasks, &|planes| {
+            for plane in planes {
+                let (n, c) = (plane / xv.c, plane % xv.c);
                 let base = n * xv.s[0] + c * xv.s[1];
                 for y in 0..oh {
                     for xo in 0..ow {
@@ -476,12 +796,19 @@ fn max_pool2d_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
                                 }
                             }
                         }
-                        o[n * ov.s[0] + c * ov.s[1] + y * ov.s[2] + xo * ov.s[3]] = T::from_f(best);
-                        io[n * iv.s[0] + c * iv.s[1] + y * iv.s[2] + xo * iv.s[3]] = bi.max(0);
+                        let (oi, ii) = (
+                            n * ov.s[0] + c * ov.s[1] + y * ov.s[2] + xo * ov.s[3],
+                            n * iv.s[0] + c * iv.s[1] + y * iv.s[2] + xo * iv.s[3],
+                        );
+                        // SAFETY: plane (n, c) is this task's.
+                        unsafe {
+                            o.write(oi, T::from_f(best));
+                            io.write(ii, bi.max(0));
+                        }
                     }
                 }
             }
-        }
+        });
         Ok(())
     })
 }
@@ -514,12 +841,14 @@ fn avg_pool2d_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let mut out = ctx.resize_out(7, &osz)?;
     same_dtype(OP, x.dtype(), out.dtype())?;
     let ov = view4(OP, &out, false)?;
+    let tasks = threads::tasks_for(xv.n * xv.c * oh * ow * kh * kw, POOL_TASK);
     dispatch_float!(x.dtype(), OP, "input", |T| {
         type F = <T as FElem>::F;
         let xs = x.data::<T>()?;
-        let o = out.data_mut::<T>()?;
-        for n in 0..xv.n {
-            for c in 0..xv.c {
+        let o = SharedMut::new(out.data_mut::<T>()?);
+        threads::run_parts(xv.n * xv.c, tasks, &|planes| {
+            for plane in planes {
+                let (n, c) = (plane / xv.c, plane % xv.c);
                 let base = n * xv.s[0] + c * xv.s[1];
                 for y in 0..oh {
                     for xo in 0..ow {
@@ -549,11 +878,13 @@ fn avg_pool2d_out(ctx: &mut KernelContext<'_>) -> Result<()> {
                         } else {
                             sum.div(<F as Compute>::from_i64(div))
                         };
-                        o[n * ov.s[0] + c * ov.s[1] + y * ov.s[2] + xo * ov.s[3]] = T::from_f(v);
+                        let oi = n * ov.s[0] + c * ov.s[1] + y * ov.s[2] + xo * ov.s[3];
+                        // SAFETY: plane (n, c) is this task's.
+                        unsafe { o.write(oi, T::from_f(v)) };
                     }
                 }
             }
-        }
+        });
         Ok(())
     })
 }
@@ -573,12 +904,14 @@ fn adaptive_avg_pool2d_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let mut out = ctx.resize_out(2, &osz)?;
     same_dtype(OP, x.dtype(), out.dtype())?;
     let ov = view4(OP, &out, false)?;
+    let tasks = threads::tasks_for(xv.n * xv.c * xv.h.max(oh) * xv.w.max(ow), POOL_TASK);
     dispatch_float!(x.dtype(), OP, "input", |T| {
         type F = <T as FElem>::F;
         let xs = x.data::<T>()?;
-        let o = out.data_mut::<T>()?;
-        for n in 0..xv.n {
-            for c in 0..xv.c {
+        let o = SharedMut::new(out.data_mut::<T>()?);
+        threads::run_parts(xv.n * xv.c, tasks, &|planes| {
+            for plane in planes {
+                let (n, c) = (plane / xv.c, plane % xv.c);
                 let base = n * xv.s[0] + c * xv.s[1];
                 for y in 0..oh {
                     let (hs, he) = (y * xv.h / oh, ((y + 1) * xv.h).div_ceil(oh));
@@ -591,12 +924,14 @@ fn adaptive_avg_pool2d_out(ctx: &mut KernelContext<'_>) -> Result<()> {
                             }
                         }
                         let cnt = ((he - hs) * (we - ws)).max(1) as i64;
-                        o[n * ov.s[0] + c * ov.s[1] + y * ov.s[2] + xo * ov.s[3]] =
-                            T::from_f(sum.div(<F as Compute>::from_i64(cnt)));
+                        let oi = n * ov.s[0] + c * ov.s[1] + y * ov.s[2] + xo * ov.s[3];
+                        let v = T::from_f(sum.div(<F as Compute>::from_i64(cnt)));
+                        // SAFETY: plane (n, c) is this task's.
+                        unsafe { o.write(oi, v) };
                     }
                 }
             }
-        }
+        });
         Ok(())
     })
 }

@@ -1,5 +1,6 @@
-//! Indexing: `embedding`, `index_select`, `gather`, `index.Tensor`. Every index is checked
-//! against its dimension; an out-of-range index is an error, never an out-of-bounds read.
+//! Indexing: `embedding`, `index_select`, `gather`, `index.Tensor` and `index_put` (integer
+//! indices and boolean masks), `scatter`. Every index is checked against its dimension; an
+//! out-of-range index is an error, never an out-of-bounds read.
 
 use crate::dispatch_all;
 use crate::shape::{Strided, copy_strided};
@@ -172,48 +173,138 @@ enum Src {
     Bcast(usize),
 }
 
-/// The plan of `self[indices]` (PyTorch advanced indexing with integer index tensors).
+/// The index values of one indexed dim: an integer index tensor, or the coordinates along
+/// that dim of a boolean mask's true elements (`coords[start..start + count]`).
+enum Reader<'a> {
+    Tensor(Indices<'a>),
+    Coords(usize),
+}
+
+/// The plan of `self[indices]` (PyTorch advanced indexing). Integer index tensors and
+/// masks broadcast together; a mask over `d` dims acts as `d` one-dimensional index tensors
+/// (its true elements' coordinates, in row-major order), as in PyTorch.
 struct IndexPlan<'a> {
     /// The result's shape.
     osz: Shape,
     srcs: [Src; MAX_DIMS],
-    readers: [Option<(Indices<'a>, Shape)>; MAX_DIMS],
-    nl: usize,
+    /// Per dim of `self`: its index values and their strides over the broadcast shape.
+    readers: [Option<(Reader<'a>, Shape)>; MAX_DIMS],
+    nd: usize,
+    /// Coordinates of the masks' true elements.
+    coords: crate::scratch::Scratch<i64>,
+}
+
+fn is_mask(t: &TensorRef<'_>) -> bool {
+    t.dtype() == etch_core::ScalarType::Bool || t.dtype() == etch_core::ScalarType::Byte
+}
+
+/// Appends the coordinates of `mask`'s true elements, dim by dim (`count` values per dim),
+/// and returns `count`.
+fn mask_coords(
+    op: &str,
+    mask: &TensorRef<'_>,
+    coords: &mut crate::scratch::Scratch<i64>,
+) -> Result<usize> {
+    let bytes: &[u8] = if mask.dtype() == etch_core::ScalarType::Bool {
+        let b = mask.data::<Bool>()?;
+        // SAFETY: `Bool` is a transparent `u8`.
+        unsafe { std::slice::from_raw_parts(b.as_ptr().cast(), b.len()) }
+    } else {
+        mask.data::<u8>()?
+    };
+    let (sizes, strides) = (mask.sizes(), mask.strides());
+    let d = sizes.len();
+    let numel = mask.numel();
+    let offset_of = |mut li: usize| {
+        let mut off = 0;
+        for k in (0..d).rev() {
+            off += (li % sizes[k]) * strides[k];
+            li /= sizes[k];
+        }
+        off
+    };
+    let count = (0..numel).filter(|&li| bytes[offset_of(li)] != 0).count();
+    let start = coords.len();
+    coords.resize(start + count * d, 0);
+    let mut j = 0;
+    for li in 0..numel {
+        if bytes[offset_of(li)] == 0 {
+            continue;
+        }
+        let mut rest = li;
+        for k in (0..d).rev() {
+            coords[start + k * count + j] = (rest % sizes[k]) as i64;
+            rest /= sizes[k];
+        }
+        j += 1;
+    }
+    if j != count {
+        return Err(Error::internal(format!("{op}: mask changed while read")));
+    }
+    Ok(count)
 }
 
 impl<'a> IndexPlan<'a> {
     /// Plans indexing a tensor of `sizes` with the optional tensor list at arg `list_i`.
-    /// Integer index tensors broadcast together; when the indexed dims are not adjacent the
-    /// indexed result dims come first, as in PyTorch. Boolean masks are not supported.
+    /// Integer index tensors and boolean (or uint8) masks broadcast together; when the
+    /// indexed dims are not adjacent the indexed result dims come first, as in PyTorch.
     fn new(op: &str, ctx: &KernelContext<'a>, list_i: usize, sizes: &[usize]) -> Result<Self> {
         let nl = ctx.tensor_list_len(list_i)?;
         let nd = sizes.len();
+        // Every item indexes at least one dim.
         if nl > nd {
             return Err(Error::invalid_argument(format!(
                 "{op}: {nl} indices for a {nd}-d tensor"
             )));
         }
-        let mut idx: [Option<TensorRef<'a>>; MAX_DIMS] = [None; MAX_DIMS];
+        // Per list item: the first self dim it indexes, and the tensor.
+        let mut items: [Option<(usize, TensorRef<'a>)>; MAX_DIMS] = [None; MAX_DIMS];
+        // Per list item: the mask's true count (masks only).
+        let mut counts = [0usize; MAX_DIMS];
+        // scratch: coordinates of the masks' true elements.
+        let mut coords = crate::scratch::take(0, 0i64);
         let mut bshape = Shape::new();
         let (mut first, mut last, mut count) = (usize::MAX, 0usize, 0usize);
-        for (d, slot) in idx.iter_mut().enumerate().take(nl) {
-            if let Some(t) = ctx.opt_tensor_list_item(list_i, d)? {
-                if t.dtype() == etch_core::ScalarType::Bool
-                    || t.dtype() == etch_core::ScalarType::Byte
-                {
-                    return Err(Error::not_supported(format!("{op}: boolean mask indices")));
+        let mut dim = 0usize;
+        for j in 0..nl {
+            let Some(t) = ctx.opt_tensor_list_item(list_i, j)? else {
+                dim += 1;
+                continue;
+            };
+            let (span, shape) = if is_mask(&t) {
+                if t.dim() == 0 {
+                    return Err(Error::invalid_argument(format!(
+                        "{op}: a 0-d mask index is not supported"
+                    )));
                 }
+                let end = dim + t.dim();
+                if end > nd || sizes[dim..end] != *t.sizes() {
+                    return Err(Error::invalid_argument(format!(
+                        "{op}: mask of shape {:?} does not match dims {dim}.. of self {sizes:?}",
+                        t.sizes()
+                    )));
+                }
+                counts[j] = mask_coords(op, &t, &mut coords)?;
+                (t.dim(), Shape::from_slice(&[counts[j]])?)
+            } else {
                 Indices::of(op, &t)?;
-                bshape = if count == 0 {
-                    Shape::from_slice(t.sizes())?
-                } else {
-                    broadcast_shape(op, &bshape, t.sizes())?
-                };
-                first = first.min(d);
-                last = d;
-                count += 1;
-                *slot = Some(t);
-            }
+                (1, Shape::from_slice(t.sizes())?)
+            };
+            bshape = if count == 0 {
+                shape
+            } else {
+                broadcast_shape(op, &bshape, &shape)?
+            };
+            first = first.min(dim);
+            last = dim + span - 1;
+            count += span;
+            items[j] = Some((dim, t));
+            dim += span;
+        }
+        if dim > nd {
+            return Err(Error::invalid_argument(format!(
+                "{op}: {nl} indices index {dim} dims of a {nd}-d tensor"
+            )));
         }
         if count == 0 {
             return Err(Error::invalid_argument(format!(
@@ -221,6 +312,21 @@ impl<'a> IndexPlan<'a> {
             )));
         }
         let adjacent = last + 1 - first == count;
+        let mut readers: [Option<(Reader<'a>, Shape)>; MAX_DIMS] = Default::default();
+        let mut start = 0usize;
+        for (j, item) in items.iter().enumerate().take(nl) {
+            let Some((d, t)) = item else { continue };
+            if is_mask(t) {
+                let c = counts[j];
+                let strides = broadcast_strides(&[c], &[1], &bshape);
+                for k in 0..t.dim() {
+                    readers[d + k] = Some((Reader::Coords(start + k * c), strides));
+                }
+                start += c * t.dim();
+            } else {
+                readers[*d] = Some((Reader::Tensor(Indices::of(op, t)?), bstrides(t, &bshape)));
+            }
+        }
         let mut srcs = [Src::Bcast(0); MAX_DIMS];
         let mut osz = Shape::new();
         let insert_at = if adjacent { first } else { 0 };
@@ -239,22 +345,17 @@ impl<'a> IndexPlan<'a> {
                     push(Src::Bcast(k), b, &mut osz)?;
                 }
             }
-            if idx.get(d).is_some_and(|t| t.is_some()) {
+            if readers[d].is_some() {
                 continue;
             }
             push(Src::SelfDim(d), sizes[d], &mut osz)?;
-        }
-        let mut readers: [Option<(Indices<'a>, Shape)>; MAX_DIMS] = Default::default();
-        for d in 0..nl {
-            if let Some(t) = &idx[d] {
-                readers[d] = Some((Indices::of(op, t)?, bstrides(t, &bshape)));
-            }
         }
         Ok(IndexPlan {
             osz,
             srcs,
             readers,
-            nl,
+            nd,
+            coords,
         })
     }
 
@@ -271,6 +372,7 @@ impl<'a> IndexPlan<'a> {
         let total: usize = self.osz.iter().product();
         let on = self.osz.len();
         let mut pos = [0usize; MAX_DIMS];
+        // scratch: the source offset of every result element.
         let mut offs = crate::scratch::take(0, 0usize);
         offs.reserve(total);
         for pass in 0..2 {
@@ -282,7 +384,7 @@ impl<'a> IndexPlan<'a> {
                             src += pos[k] * strides[d];
                         }
                     }
-                    for d in 0..self.nl {
+                    for d in 0..self.nd {
                         if let Some((r, bs)) = &self.readers[d] {
                             let mut off = 0usize;
                             for k in 0..on {
@@ -290,7 +392,11 @@ impl<'a> IndexPlan<'a> {
                                     off += pos[k] * bs[b];
                                 }
                             }
-                            src += check_index(op, r.get(off), sizes[d])? * strides[d];
+                            let v = match r {
+                                Reader::Tensor(ix) => ix.get(off),
+                                Reader::Coords(start) => self.coords[start + off],
+                            };
+                            src += check_index(op, v, sizes[d])? * strides[d];
                         }
                     }
                     offs.push(src);

@@ -10,6 +10,7 @@
 pub mod binary;
 pub mod conv;
 pub mod device_copy;
+pub mod gemm;
 pub mod index;
 pub mod linalg;
 pub mod norm;
@@ -17,6 +18,7 @@ pub mod prim;
 pub mod reduce;
 pub mod scratch;
 pub mod shape;
+pub mod threads;
 pub mod unary;
 pub mod upsample;
 pub mod util;

@@ -2,7 +2,11 @@
 //!
 //! `f32` and `f64` call `gemm` on the tensors in place (any strides); `f16` and `bf16` are
 //! widened to `f32`, multiplied with `f32` accumulation, and rounded once per element.
+//! Integer dtypes (as in ExecuTorch's portable `mm`/`bmm`/`addmm`) use plain loops with
+//! wrapping `i64` arithmetic, which PyTorch's results match after truncation to the dtype.
 
+use crate::gemm::{Axis, GemmElem, Plan, Strides};
+use crate::threads::{self, SharedMut};
 use crate::util::*;
 use etch_core::{Error, KernelContext, KernelRegistry, Result, ScalarType, TensorRef, bf16, f16};
 
@@ -32,9 +36,17 @@ fn max_offset(batch: usize, r: usize, c: usize, s: [usize; 3]) -> usize {
     (batch.saturating_sub(1)) * s[0] + r.saturating_sub(1) * s[1] + c.saturating_sub(1) * s[2]
 }
 
+/// Multiply-adds below which a product (or a batch of them) stays on the calling thread,
+/// and the least work a thread is given.
+pub const GEMM_TASK_WORK: usize = 1 << 20;
+
 /// `out[b] = (read_dst ? out[b] : 0) + alpha · a[b] · rhs[b]` for `f32` or `f64`.
+///
+/// Packing memory comes from the scratch pool (nothing allocates once warm). Large work is
+/// split over the thread pool: over the batch, and within a product over blocks of output
+/// rows or columns ([`crate::gemm`]); the result does not depend on the split.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_batched<F: Float>(
+pub fn gemm_batched<F: Float + GemmElem>(
     op: &str,
     d: GemmDims,
     a: MatRef<'_, F>,
@@ -59,7 +71,7 @@ pub fn gemm_batched<F: Float>(
         }
         return Ok(());
     }
-    // Soundness: every address gemm touches must lie inside the slices.
+    // Soundness: every address the product touches must lie inside the slices.
     if max_offset(d.batch, d.m, d.k, a.strides) >= a.data.len()
         || max_offset(d.batch, d.k, d.n, b.strides) >= b.data.len()
         || max_offset(d.batch, d.m, d.n, so) >= out.len()
@@ -68,35 +80,70 @@ pub fn gemm_batched<F: Float>(
             "{op}: matrix operand out of bounds"
         )));
     }
-    // Single-threaded: gemm's own threading measured slower on these sizes (BENCHMARKS.md).
-    let par = gemm::Parallelism::None;
-    for bi in 0..d.batch {
-        // SAFETY: the bounds were checked above; `out` does not alias `a` or `b` (it is
-        // borrowed mutably while they are shared).
-        unsafe {
-            gemm::gemm(
-                d.m,
-                d.n,
-                d.k,
-                out.as_mut_ptr().add(bi * so[0]),
-                so[2] as isize,
-                so[1] as isize,
-                read_dst,
-                a.data.as_ptr().add(bi * a.strides[0]),
-                a.strides[2] as isize,
-                a.strides[1] as isize,
-                b.data.as_ptr().add(bi * b.strides[0]),
-                b.strides[2] as isize,
-                b.strides[1] as isize,
-                F::ONE,
-                alpha,
-                false,
-                false,
-                false,
-                par,
-            );
+    let s = Strides {
+        dst: [so[1], so[2]],
+        lhs: [a.strides[1], a.strides[2]],
+        rhs: [b.strides[1], b.strides[2]],
+    };
+    let plan = Plan::new::<F>(d.m, d.n, d.k, s);
+    let work = d.batch.saturating_mul(d.m * d.n).saturating_mul(d.k);
+    // At most two blocks per thread: every block packs its own copy of one operand.
+    let mut tasks = threads::tasks_for(work, GEMM_TASK_WORK).min(2 * threads::num_threads());
+    // Units of work: `per_item` blocks of each batch item.
+    let (axis, mult, len) = match plan.split() {
+        Some((ax, mult)) => (ax, mult, if ax == Axis::Rows { d.m } else { d.n }),
+        None => (Axis::Rows, 1, d.m),
+    };
+    let per_item = if tasks > d.batch && plan.split().is_some() {
+        tasks.div_ceil(d.batch).min(len.div_ceil(mult)).max(1)
+    } else {
+        1
+    };
+    let units = d.batch * per_item;
+    tasks = tasks.min(units);
+    // Block `j` of an item: a range of rows or columns on multiples of `mult`.
+    let chunks = len.div_ceil(mult);
+    let block = |j: usize| {
+        let r = threads::part(chunks, per_item, j);
+        (r.start * mult)..(r.end * mult).min(len)
+    };
+    let widest = (0..per_item).map(|j| block(j).len()).max().unwrap_or(0);
+    let ws_len = match axis {
+        Axis::Rows => plan.workspace_len::<F>(widest, d.n),
+        Axis::Cols => plan.workspace_len::<F>(d.m, widest),
+    };
+    // scratch: one packing workspace per task.
+    let mut ws = crate::scratch::take(tasks * ws_len, F::ZERO);
+    let ws = SharedMut::new(&mut ws);
+    let dst = SharedMut::new(out);
+    let (pa, pb) = (a.data.as_ptr() as usize, b.data.as_ptr() as usize);
+    threads::run(tasks, &|t| {
+        // SAFETY: task `t` owns workspace `t`.
+        let w = unsafe { ws.slice(t * ws_len, ws_len) };
+        for u in threads::part(units, tasks, t) {
+            let (bi, j) = (u / per_item, u % per_item);
+            let (rows, cols) = match axis {
+                Axis::Rows => (block(j), 0..d.n),
+                Axis::Cols => (0..d.m, block(j)),
+            };
+            // SAFETY: the bounds were checked above; `out` does not alias `a` or `b` (it is
+            // borrowed mutably while they are shared); units write disjoint blocks.
+            unsafe {
+                plan.run(
+                    dst.as_ptr().add(bi * so[0]),
+                    (pa as *const F).add(bi * a.strides[0]),
+                    (pb as *const F).add(bi * b.strides[0]),
+                    s,
+                    F::ONE,
+                    alpha,
+                    read_dst,
+                    rows,
+                    cols,
+                    w,
+                );
+            }
         }
-    }
+    });
     Ok(())
 }
 
@@ -175,7 +222,7 @@ pub fn matmul(
     // With beta == 0 the bias is ignored entirely (NaN/inf in it do not propagate).
     let bias = bias.filter(|b| b.beta != 0.0);
     #[allow(clippy::too_many_arguments)]
-    fn native<F: Float + Elem>(
+    fn native<F: Float + Elem + GemmElem>(
         op: &str,
         d: GemmDims,
         a: MatRef<'_, F>,
@@ -292,8 +339,77 @@ pub fn matmul(
             );
             half(op, d, ma, mb, bias, alpha, out.data_mut::<bf16>()?, so)
         }
+        ScalarType::Byte => int_matmul::<u8>(op, d, a, sa, b, sb, bias, alpha, out, so),
+        ScalarType::Char => int_matmul::<i8>(op, d, a, sa, b, sb, bias, alpha, out, so),
+        ScalarType::Short => int_matmul::<i16>(op, d, a, sa, b, sb, bias, alpha, out, so),
+        ScalarType::Int => int_matmul::<i32>(op, d, a, sa, b, sb, bias, alpha, out, so),
+        ScalarType::Long => int_matmul::<i64>(op, d, a, sa, b, sb, bias, alpha, out, so),
         other => Err(bad_dtype(op, "input", other)),
     }
+}
+
+/// `out = beta · bias + alpha · a · b` for an integer dtype: `i64` wrapping arithmetic,
+/// truncated to the dtype once per element (PyTorch's result modulo 2^bits). Float `alpha`
+/// and `beta` truncate toward zero, as PyTorch converts them for integer tensors.
+#[allow(clippy::too_many_arguments)]
+fn int_matmul<T: Elem<C = i64>>(
+    op: &str,
+    d: GemmDims,
+    a: &TensorRef<'_>,
+    sa: [usize; 3],
+    b: &TensorRef<'_>,
+    sb: [usize; 3],
+    bias: Option<Bias<'_>>,
+    alpha: f64,
+    out: &mut TensorRef<'_>,
+    so: [usize; 3],
+) -> Result<()> {
+    let (x, y) = (a.data::<T>()?, b.data::<T>()?);
+    let bias = match &bias {
+        Some(bias) => Some((bias.t.data::<T>()?, bias.strides, bias.beta as i64)),
+        None => None,
+    };
+    let o = out.data_mut::<T>()?;
+    if d.batch == 0 || d.m == 0 || d.n == 0 {
+        return Ok(());
+    }
+    let oob = |len: usize, r: usize, c: usize, s: [usize; 3]| {
+        r > 0 && c > 0 && max_offset(d.batch, r, c, s) >= len
+    };
+    if oob(x.len(), d.m, d.k, sa)
+        || oob(y.len(), d.k, d.n, sb)
+        || oob(o.len(), d.m, d.n, so)
+        || bias.is_some_and(|(t, s, _)| oob(t.len(), d.m, d.n, s))
+    {
+        return Err(Error::internal(format!(
+            "{op}: matrix operand out of bounds"
+        )));
+    }
+    let alpha = alpha as i64;
+    // scratch: one output row of i64 accumulators.
+    let mut acc = crate::scratch::take(d.n, 0i64);
+    for bi in 0..d.batch {
+        for i in 0..d.m {
+            acc.iter_mut().for_each(|v| *v = 0);
+            let arow = bi * sa[0] + i * sa[1];
+            for kk in 0..d.k {
+                let av = x[arow + kk * sa[2]].to_c();
+                let brow = bi * sb[0] + kk * sb[1];
+                for (j, v) in acc.iter_mut().enumerate() {
+                    *v = v.wrapping_add(av.wrapping_mul(y[brow + j * sb[2]].to_c()));
+                }
+            }
+            for (j, &v) in acc.iter().enumerate() {
+                let mut r = alpha.wrapping_mul(v);
+                if let Some((t, s, beta)) = bias {
+                    r = r
+                        .wrapping_add(beta.wrapping_mul(t[bi * s[0] + i * s[1] + j * s[2]].to_c()));
+                }
+                o[bi * so[0] + i * so[1] + j * so[2]] = T::from_c(r);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn need_dim(op: &str, what: &str, t: &TensorRef<'_>, n: usize) -> Result<()> {

@@ -2,8 +2,13 @@
 //! `_native_batch_norm_legit_no_training`. Half types compute in `f32`.
 
 use crate::dispatch_float;
+use crate::threads::{self, SharedMut};
 use crate::util::*;
 use etch_core::{Error, KernelContext, KernelRegistry, Result, TensorRef};
+
+/// Elements of row-wise work (softmax, layer and group norm) below which it stays on the
+/// calling thread, and the least a thread is given.
+const ROW_TASK: usize = 1 << 13;
 
 /// Shape with `dim` set to 1: iterating it visits every row along `dim` once.
 fn rows_of(sizes: &[usize], dim: usize) -> Result<Shape> {
@@ -38,8 +43,9 @@ fn softmax_impl(ctx: &mut KernelContext<'_>, op: &str, log: bool) -> Result<()> 
     );
     dispatch_float!(a.dtype(), op, "input", |T| {
         let x = a.data::<T>()?;
-        let o = out.data_mut::<T>()?;
-        walk(&rows, [&sa, &so], |[oa, oo], len, [xa, xo]| {
+        let o = SharedMut::new(out.data_mut::<T>()?);
+        let min_rows = (ROW_TASK / n.max(1)).max(1);
+        par_walk(&rows, [&sa, &so], min_rows, |[oa, oo], len, [xa, xo]| {
             for r in 0..len {
                 let (ba, bo) = (oa + r * xa, oo + r * xo);
                 let mut mx = <T as FElem>::F::NEG_INFINITY;
@@ -56,12 +62,16 @@ fn softmax_impl(ctx: &mut KernelContext<'_>, op: &str, log: bool) -> Result<()> 
                 if log {
                     let lse = sum.ln();
                     for i in 0..n {
-                        o[bo + i * sso] = T::from_f(x[ba + i * ssa].to_f().sub(mx).sub(lse));
+                        let v = T::from_f(x[ba + i * ssa].to_f().sub(mx).sub(lse));
+                        // SAFETY: every row is one task's.
+                        unsafe { o.write(bo + i * sso, v) };
                     }
                 } else {
                     let inv = <T as FElem>::F::ONE.div(sum);
                     for i in 0..n {
-                        o[bo + i * sso] = T::from_f(x[ba + i * ssa].to_f().sub(mx).exp() * inv);
+                        let v = T::from_f(x[ba + i * ssa].to_f().sub(mx).exp() * inv);
+                        // SAFETY: every row is one task's.
+                        unsafe { o.write(bo + i * sso, v) };
                     }
                 }
             }
@@ -150,39 +160,45 @@ fn native_layer_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             Some(t) => Some(t.data::<T>()?),
             None => None,
         };
-        let o = out.data_mut::<T>()?;
-        let mo = mean_t.data_mut::<T>()?;
-        let ro = rstd_t.data_mut::<T>()?;
+        let o = SharedMut::new(out.data_mut::<T>()?);
+        let mo = SharedMut::new(mean_t.data_mut::<T>()?);
+        let ro = SharedMut::new(rstd_t.data_mut::<T>()?);
         let nf = <F as Compute>::from_i64(n as i64);
         let epsf = <F as Compute>::from_f64(eps);
-        for r in 0..m {
-            let row = &xs[r * n..(r + 1) * n];
-            let mut sum = F::ZERO;
-            for &v in row {
-                sum += v.to_f();
-            }
-            let mean = sum.div(nf);
-            let mut var = F::ZERO;
-            for &v in row {
-                let d = v.to_f().sub(mean);
-                var += d * d;
-            }
-            let var = var.div(nf);
-            let rstd = F::ONE.div((var + epsf).sqrt());
-            mo[r] = T::from_f(mean);
-            ro[r] = T::from_f(rstd);
-            let orow = &mut o[r * n..(r + 1) * n];
-            for i in 0..n {
-                let mut y = row[i].to_f().sub(mean) * rstd;
-                if let Some(ws) = ws {
-                    y *= ws[i].to_f();
+        let tasks = threads::tasks_for(m * n, ROW_TASK);
+        threads::run_parts(m, tasks, &|rows| {
+            for r in rows {
+                let row = &xs[r * n..(r + 1) * n];
+                let mut sum = F::ZERO;
+                for &v in row {
+                    sum += v.to_f();
                 }
-                if let Some(bs) = bs {
-                    y += bs[i].to_f();
+                let mean = sum.div(nf);
+                let mut var = F::ZERO;
+                for &v in row {
+                    let d = v.to_f().sub(mean);
+                    var += d * d;
                 }
-                orow[i] = T::from_f(y);
+                let var = var.div(nf);
+                let rstd = F::ONE.div((var + epsf).sqrt());
+                // SAFETY: row `r` and its statistics are this task's.
+                let orow = unsafe {
+                    mo.write(r, T::from_f(mean));
+                    ro.write(r, T::from_f(rstd));
+                    o.slice(r * n, n)
+                };
+                for i in 0..n {
+                    let mut y = row[i].to_f().sub(mean) * rstd;
+                    if let Some(ws) = ws {
+                        y *= ws[i].to_f();
+                    }
+                    if let Some(bs) = bs {
+                        y += bs[i].to_f();
+                    }
+                    orow[i] = T::from_f(y);
+                }
             }
-        }
+        });
         Ok(())
     })
 }
@@ -231,22 +247,34 @@ fn batch_norm_no_training_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             None => None,
         };
         let (ms, vs) = (rm.data::<T>()?, rv.data::<T>()?);
-        let o = out.data_mut::<T>()?;
+        let o = SharedMut::new(out.data_mut::<T>()?);
         let epsf = <F as Compute>::from_f64(eps);
-        for ch in 0..c {
-            let rstd = F::ONE.div((vs[ch].to_f() + epsf).sqrt());
-            let scale = ws.map_or(F::ONE, |w| w[ch].to_f()) * rstd;
-            let shift = bs
-                .map_or(F::ZERO, |b| b[ch].to_f())
-                .sub(ms[ch].to_f() * scale);
-            let (bx, bo) = (ch * cx, ch * co);
-            walk(&rows, [&sx, &so], |[ox, oo], len, [xx, xo]| {
-                for i in 0..len {
-                    let v = xs[bx + ox + i * xx].to_f();
-                    o[bo + oo + i * xo] = T::from_f(v * scale + shift);
-                }
-            });
-        }
+        let tasks = threads::tasks_for(x.numel(), ELEMENTWISE_TASK);
+        threads::run_parts(c, tasks, &|chans| {
+            for ch in chans {
+                let rstd = F::ONE.div((vs[ch].to_f() + epsf).sqrt());
+                let scale = ws.map_or(F::ONE, |w| w[ch].to_f()) * rstd;
+                let shift = bs
+                    .map_or(F::ZERO, |b| b[ch].to_f())
+                    .sub(ms[ch].to_f() * scale);
+                let (bx, bo) = (ch * cx, ch * co);
+                walk(&rows, [&sx, &so], |[ox, oo], len, [xx, xo]| {
+                    if xx == 1 && xo == 1 {
+                        // SAFETY: channel `ch` is this task's.
+                        let orow = unsafe { o.slice(bo + oo, len) };
+                        for (y, v) in orow.iter_mut().zip(&xs[bx + ox..bx + ox + len]) {
+                            *y = T::from_f(v.to_f() * scale + shift);
+                        }
+                    } else {
+                        for i in 0..len {
+                            let v = xs[bx + ox + i * xx].to_f();
+                            // SAFETY: as above.
+                            unsafe { o.write(bo + oo + i * xo, T::from_f(v * scale + shift)) };
+                        }
+                    }
+                });
+            }
+        });
         Ok(())
     })
 }
@@ -295,40 +323,47 @@ fn native_group_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             Some(t) => Some(t.data::<T>()?),
             None => None,
         };
-        let o = out.data_mut::<T>()?;
-        let mo = mean_t.data_mut::<T>()?;
-        let ro = rstd_t.data_mut::<T>()?;
-        for r in 0..n * group {
-            let base = r * len;
-            let row = &xs[base..base + len];
-            let mut sum = 0f64;
-            for &v in row {
-                sum += v.to_f().to_f64();
-            }
-            let mean = if len > 0 { sum / len as f64 } else { 0.0 };
-            let mut var = 0f64;
-            for &v in row {
-                let d = v.to_f().to_f64() - mean;
-                var += d * d;
-            }
-            let var = if len > 0 { var / len as f64 } else { 0.0 };
-            let rstd = 1.0 / (var + eps).sqrt();
-            mo[r] = T::from_f(<F as Compute>::from_f64(mean));
-            ro[r] = T::from_f(<F as Compute>::from_f64(rstd));
-            for ci in 0..cg {
-                let ch = (r % group) * cg + ci;
-                let scale = ws.map_or(1.0, |w| w[ch].to_f().to_f64()) * rstd;
-                let shift = bs.map_or(0.0, |b| b[ch].to_f().to_f64()) - mean * scale;
-                let (sc, sh) = (
-                    <F as Compute>::from_f64(scale),
-                    <F as Compute>::from_f64(shift),
-                );
-                let at = base + ci * hw;
-                for i in at..at + hw {
-                    o[i] = T::from_f(xs[i].to_f() * sc + sh);
+        let o = SharedMut::new(out.data_mut::<T>()?);
+        let mo = SharedMut::new(mean_t.data_mut::<T>()?);
+        let ro = SharedMut::new(rstd_t.data_mut::<T>()?);
+        let tasks = threads::tasks_for(x.numel(), ROW_TASK);
+        threads::run_parts(n * group, tasks, &|rows| {
+            for r in rows {
+                let base = r * len;
+                let row = &xs[base..base + len];
+                let mut sum = 0f64;
+                for &v in row {
+                    sum += v.to_f().to_f64();
+                }
+                let mean = if len > 0 { sum / len as f64 } else { 0.0 };
+                let mut var = 0f64;
+                for &v in row {
+                    let d = v.to_f().to_f64() - mean;
+                    var += d * d;
+                }
+                let var = if len > 0 { var / len as f64 } else { 0.0 };
+                let rstd = 1.0 / (var + eps).sqrt();
+                // SAFETY: group row `r` and its statistics are this task's.
+                let orow = unsafe {
+                    mo.write(r, T::from_f(<F as Compute>::from_f64(mean)));
+                    ro.write(r, T::from_f(<F as Compute>::from_f64(rstd)));
+                    o.slice(base, len)
+                };
+                for ci in 0..cg {
+                    let ch = (r % group) * cg + ci;
+                    let scale = ws.map_or(1.0, |w| w[ch].to_f().to_f64()) * rstd;
+                    let shift = bs.map_or(0.0, |b| b[ch].to_f().to_f64()) - mean * scale;
+                    let (sc, sh) = (
+                        <F as Compute>::from_f64(scale),
+                        <F as Compute>::from_f64(shift),
+                    );
+                    let at = ci * hw;
+                    for i in at..at + hw {
+                        orow[i] = T::from_f(xs[base + i].to_f() * sc + sh);
+                    }
                 }
             }
-        }
+        });
         Ok(())
     })
 }

@@ -2,6 +2,7 @@
 //! Floats accumulate in `f32` (`f64` for doubles), integers in `i64`.
 
 use crate::binary::{Class, class_of};
+use crate::threads::SharedMut;
 use crate::util::*;
 use crate::{dispatch_all, dispatch_float};
 use etch_core::{EValue, Error, KernelContext, KernelRegistry, Result, ScalarType, TensorRef};
@@ -128,6 +129,80 @@ fn for_each_output(
     });
 }
 
+/// Elements of reduction work below which it stays on the calling thread, and the least a
+/// thread is given.
+const REDUCE_TASK: usize = 1 << 16;
+
+/// [`for_each_output`] split over the thread pool by outputs when the reduction is large:
+/// `f(base, out_offset, reduced_offsets)`, where `base` is the input offset of the output's
+/// first reduced element. Every output is one task's, reduced in the same order whatever
+/// the thread count.
+fn par_for_each_output(
+    p: &Plan,
+    so: &[usize],
+    f: impl Fn(usize, usize, &mut dyn FnMut(&mut dyn FnMut(usize))) + Sync,
+) {
+    let kept = if p.kept.is_empty() {
+        Shape::new()
+    } else {
+        p.kept
+    };
+    let visit = |base: usize, oo: usize| {
+        let mut inner = |g: &mut dyn FnMut(usize)| {
+            walk(&p.red, [&p.red_in[..]], |[o], len, [x]| {
+                for i in 0..len {
+                    g(base + o + i * x);
+                }
+            });
+        };
+        f(base, oo, &mut inner);
+    };
+    let min_outputs = (REDUCE_TASK / p.count.max(1)).max(1);
+    par_walk(
+        &kept,
+        [&p.kept_in[..], so],
+        min_outputs,
+        |[oi, oo], len, [xi, xo]| {
+            for i in 0..len {
+                visit(oi + i * xi, oo + i * xo);
+            }
+        },
+    );
+}
+
+/// True when every output reduces one contiguous run of `count` input elements.
+fn reduces_contiguous(p: &Plan) -> bool {
+    let mut expect = 1usize;
+    for d in (0..p.red.len()).rev() {
+        if p.red[d] == 1 {
+            continue;
+        }
+        if p.red_in[d] != expect {
+            return false;
+        }
+        expect *= p.red[d];
+    }
+    true
+}
+
+/// The sum of `x` in eight interleaved partial sums (vectorisable, and with less rounding
+/// error than one running sum).
+fn sum_lanes<T: FElem>(x: &[T]) -> T::F {
+    let mut acc = [<T::F as Compute>::ZERO; 8];
+    let chunks = x.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for k in 0..8 {
+            acc[k] += c[k].to_f();
+        }
+    }
+    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for &v in rest {
+        s += v.to_f();
+    }
+    s
+}
+
 fn opt_dims(ctx: &KernelContext<'_>, i: usize) -> Result<Option<etch_core::Dims>> {
     match ctx.value(i)? {
         EValue::None => Ok(None),
@@ -165,12 +240,21 @@ fn sum_mean(ctx: &mut KernelContext<'_>, op: &str, mean: bool) -> Result<()> {
         return dispatch_float!(a.dtype(), op, "input", |T| {
             type F = <T as FElem>::F;
             let x = a.data::<T>()?;
-            let o = out.data_mut::<T>()?;
+            let o = SharedMut::new(out.data_mut::<T>()?);
             let n = <F as Compute>::from_i64(count as i64);
-            for_each_output(&p, &so, |oo, inner| {
-                let mut acc = F::ZERO;
-                inner(&mut |i| acc += x[i].to_f());
-                o[oo] = T::from_f(if mean { acc.div(n) } else { acc });
+            let contiguous = reduces_contiguous(&p);
+            par_for_each_output(&p, &so, |base, oo, inner| {
+                let acc = if count == 0 {
+                    F::ZERO
+                } else if contiguous {
+                    sum_lanes(&x[base..base + count])
+                } else {
+                    let mut acc = F::ZERO;
+                    inner(&mut |i| acc += x[i].to_f());
+                    acc
+                };
+                // SAFETY: every output element is one task's.
+                unsafe { o.write(oo, T::from_f(if mean { acc.div(n) } else { acc })) };
             });
             Ok(())
         });
@@ -230,8 +314,8 @@ fn amax_amin(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
     let so = kept_out_strides(&p, &out, keepdim, &a, Some(&dims))?;
     dispatch_all!(a.dtype(), op, "input", |T| {
         let x = a.data::<T>()?;
-        let o = out.data_mut::<T>()?;
-        for_each_output(&p, &so, |oo, inner| {
+        let o = SharedMut::new(out.data_mut::<T>()?);
+        par_for_each_output(&p, &so, |_, oo, inner| {
             let mut best: Option<<T as Elem>::C> = None;
             inner(&mut |i| {
                 let v = x[i].to_c();
@@ -242,7 +326,8 @@ fn amax_amin(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
                 });
             });
             if let Some(b) = best {
-                o[oo] = T::from_c(b);
+                // SAFETY: every output element is one task's.
+                unsafe { o.write(oo, T::from_c(b)) };
             }
         });
         Ok(())

@@ -7,13 +7,13 @@ use crate::{dispatch_all, dispatch_float};
 use etch_core::{Error, KernelContext, KernelRegistry, Result, Scalar, ScalarType, TensorRef};
 
 /// A floating-point unary function, generic over `f32`/`f64`.
-pub trait FloatOp: Copy {
+pub trait FloatOp: Copy + Sync {
     /// Applies the function.
     fn apply<F: Float>(&self, x: F) -> F;
 }
 
 /// A unary function on any compute type.
-pub trait UnaryOp: Copy {
+pub trait UnaryOp: Copy + Sync {
     /// Applies the function.
     fn apply<C: Compute>(&self, x: C) -> C;
 }
@@ -180,24 +180,37 @@ unary_op!(
 unary_op!(
     /// `max(x, 0)`, keeping NaN.
     Relu, |s, x| if x > C::ZERO || x.is_nan() { x } else { C::ZERO });
-unary_op!(
-/// `clamp(x, min, max)` with optional bounds (NaN stays NaN).
-Clamp(Option<Scalar>, Option<Scalar>), |s, x| {
-    let mut y = x;
-    if let Some(lo) = s.0 {
-        let lo = C::from_scalar(lo);
-        if y < lo {
-            y = lo;
+/// `clamp(x, min, max)` with optional bounds (NaN stays NaN). The bounds are kept in both
+/// compute kinds (a missing one as the widest value), so the per-element work is two
+/// selects that the compiler vectorises.
+#[derive(Clone, Copy)]
+pub struct Clamp {
+    lo: (f64, i64),
+    hi: (f64, i64),
+}
+
+impl Clamp {
+    fn new(lo: Option<Scalar>, hi: Option<Scalar>) -> Self {
+        let both = |s: Scalar| (s.to_f64(), s.to_i64());
+        Clamp {
+            lo: lo.map_or((f64::NEG_INFINITY, i64::MIN), both),
+            hi: hi.map_or((f64::INFINITY, i64::MAX), both),
         }
     }
-    if let Some(hi) = s.1 {
-        let hi = C::from_scalar(hi);
-        if y > hi {
-            y = hi;
-        }
+}
+
+impl UnaryOp for Clamp {
+    #[inline(always)]
+    fn apply<C: Compute>(&self, x: C) -> C {
+        let (lo, hi) = if C::IS_FLOAT {
+            (C::from_f64(self.lo.0), C::from_f64(self.hi.0))
+        } else {
+            (C::from_i64(self.lo.1), C::from_i64(self.hi.1))
+        };
+        let y = if x < lo { lo } else { x };
+        if y > hi { hi } else { y }
     }
-    y
-});
+}
 
 /// Float unary op: arg 0 in, out at `out_i` (integer inputs compute in the out dtype).
 pub fn unary_float<O: FloatOp>(
@@ -233,7 +246,9 @@ pub fn apply_float<O: FloatOp>(
         return dispatch_float!(a.dtype(), name, "input", |T| {
             let x = a.data::<T>()?;
             let o = out.data_mut::<T>()?;
-            map1(&shape, x, &sa, o, &so, |p: T| T::from_f(op.apply(p.to_f())));
+            map1_with(MATH_TASK, &shape, x, &sa, o, &so, move |p: T| {
+                T::from_f(op.apply(p.to_f()))
+            });
             Ok(())
         });
     }
@@ -284,7 +299,9 @@ pub fn unary_any<O: UnaryOp>(
         return dispatch_all!(common, name, "input", |T| {
             let x = a.data::<T>()?;
             let o = out.data_mut::<T>()?;
-            map1(&shape, x, &sa, o, &so, |p: T| T::from_c(op.apply(p.to_c())));
+            map1(&shape, x, &sa, o, &so, move |p: T| {
+                T::from_c(op.apply(p.to_c()))
+            });
             Ok(())
         });
     }
@@ -385,13 +402,13 @@ fn bitwise_not_out(ctx: &mut KernelContext<'_>) -> Result<()> {
                 ScalarType::Bool => {
                     let x = a.data::<Bool>()?;
                     let o = out.data_mut::<Bool>()?;
-                    map1(&shape, x, &sa, o, &so, |p: Bool| Bool::new(!p.get()));
+                    map1(&shape, x, &sa, o, &so, move |p: Bool| Bool::new(!p.get()));
                     Ok(())
                 }
                 $(ScalarType::$dt => {
                     let x = a.data::<$t>()?;
                     let o = out.data_mut::<$t>()?;
-                    map1(&shape, x, &sa, o, &so, |p: $t| !p);
+                    map1(&shape, x, &sa, o, &so, move |p: $t| !p);
                     Ok(())
                 })*
                 other => Err(bad_dtype(NAME, "input", other)),
@@ -412,7 +429,7 @@ macro_rules! rounding_kernels {
                 unary_float(ctx, $n, $op, 1)
             } else {
                 // Rounding an integer is the identity.
-                unary_any(ctx, $n, Clamp(None, None), dt, 1)
+                unary_any(ctx, $n, Clamp::new(None, None), dt, 1)
             }
         }
     )*};
@@ -473,7 +490,7 @@ fn clamp_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             "{NAME}: not supported for bool tensors"
         )));
     }
-    unary_any(ctx, NAME, Clamp(lo, hi), common, 3)
+    unary_any(ctx, NAME, Clamp::new(lo, hi), common, 3)
 }
 
 fn hardtanh_out(ctx: &mut KernelContext<'_>) -> Result<()> {
@@ -486,7 +503,7 @@ fn hardtanh_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             "{NAME}: not supported for bool tensors"
         )));
     }
-    unary_any(ctx, NAME, Clamp(Some(lo), Some(hi)), dt, 3)
+    unary_any(ctx, NAME, Clamp::new(Some(lo), Some(hi)), dt, 3)
 }
 
 fn logical_not_out(ctx: &mut KernelContext<'_>) -> Result<()> {
@@ -502,7 +519,9 @@ fn logical_not_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         return dispatch_all!(a.dtype(), NAME, "input", |T| {
             let x = a.data::<T>()?;
             let o = out.data_mut::<Bool>()?;
-            map1(&shape, x, &sa, o, &so, |p: T| Bool::new(!p.to_c().truthy()));
+            map1(&shape, x, &sa, o, &so, move |p: T| {
+                Bool::new(!p.to_c().truthy())
+            });
             Ok(())
         });
     }
@@ -525,7 +544,7 @@ fn sign_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let dt = ctx.tensor(0)?.dtype();
     if dt == ScalarType::Bool {
         // The sign of a bool is the bool itself.
-        return unary_any(ctx, NAME, Clamp(None, None), dt, 1);
+        return unary_any(ctx, NAME, Clamp::new(None, None), dt, 1);
     }
     unary_any(ctx, NAME, Sign, dt, 1)
 }
@@ -548,7 +567,7 @@ fn float_test(ctx: &mut KernelContext<'_>, name: &str, inf: bool) -> Result<()> 
     dispatch_all!(a.dtype(), name, "input", |T| {
         let x = a.data::<T>()?;
         let o = out.data_mut::<Bool>()?;
-        map1(&shape, x, &sa, o, &so, |p: T| {
+        map1(&shape, x, &sa, o, &so, move |p: T| {
             let v = p.to_c().to_f64();
             Bool::new(if inf { v.is_infinite() } else { v.is_nan() })
         });

@@ -515,7 +515,7 @@ pub trait Elem: Element {
 /// A floating-point tensor element type (`f32`, `f64`, `f16`, `bf16`).
 pub trait FElem: Elem {
     /// The float compute type (`f32` for the half types).
-    type F: Float + crate::scratch::ScratchElem;
+    type F: Float + crate::scratch::ScratchElem + crate::gemm::GemmElem;
     /// Widens to the float compute type.
     fn to_f(self) -> Self::F;
     /// Rounds from the float compute type.
@@ -939,6 +939,102 @@ pub fn bstrides(t: &TensorRef<'_>, out: &[usize]) -> Shape {
     broadcast_strides(t.sizes(), t.strides(), out)
 }
 
+/// A strided iteration with the dims that are contiguous for every operand merged:
+/// `n` dims, innermost first, their sizes and every operand's strides.
+struct Coalesced<const N: usize> {
+    n: usize,
+    cs: [usize; MAX_DIMS],
+    cst: [[usize; MAX_DIMS]; N],
+}
+
+impl<const N: usize> Coalesced<N> {
+    /// `None` when the iteration is empty.
+    fn new(sizes: &[usize], strides: [&[usize]; N]) -> Option<Self> {
+        if sizes.contains(&0) {
+            return None;
+        }
+        let mut c = Coalesced {
+            n: 0,
+            cs: [0; MAX_DIMS],
+            cst: [[0; MAX_DIMS]; N],
+        };
+        for d in (0..sizes.len()).rev() {
+            if sizes[d] == 1 {
+                continue;
+            }
+            let n = c.n;
+            if n > 0 && (0..N).all(|k| strides[k][d] == c.cst[k][n - 1] * c.cs[n - 1]) {
+                c.cs[n - 1] *= sizes[d];
+                continue;
+            }
+            c.cs[n] = sizes[d];
+            for k in 0..N {
+                c.cst[k][n] = strides[k][d];
+            }
+            c.n += 1;
+        }
+        Some(c)
+    }
+
+    /// Length of a row and every operand's step along it.
+    fn row(&self) -> (usize, [usize; N]) {
+        if self.n == 0 {
+            return (1, [0; N]);
+        }
+        let mut step = [0usize; N];
+        for k in 0..N {
+            step[k] = self.cst[k][0];
+        }
+        (self.cs[0], step)
+    }
+
+    /// Number of rows.
+    fn rows(&self) -> usize {
+        self.cs[1..self.n.max(1)].iter().product()
+    }
+
+    /// Calls `f` for rows `rows` in order.
+    fn each_row(
+        &self,
+        rows: std::ops::Range<usize>,
+        f: &mut impl FnMut([usize; N], usize, [usize; N]),
+    ) {
+        let (len, step) = self.row();
+        if rows.is_empty() {
+            return;
+        }
+        // The multi-index and offsets of the first row.
+        let mut idx = [0usize; MAX_DIMS];
+        let mut off = [0usize; N];
+        let mut r = rows.start;
+        for j in 1..self.n {
+            idx[j] = r % self.cs[j];
+            r /= self.cs[j];
+            for k in 0..N {
+                off[k] += idx[j] * self.cst[k][j];
+            }
+        }
+        for _ in rows {
+            f(off, len, step);
+            let mut j = 1;
+            while j < self.n {
+                idx[j] += 1;
+                for k in 0..N {
+                    off[k] += self.cst[k][j];
+                }
+                if idx[j] < self.cs[j] {
+                    break;
+                }
+                for k in 0..N {
+                    off[k] -= self.cst[k][j] * self.cs[j];
+                }
+                idx[j] = 0;
+                j += 1;
+            }
+        }
+    }
+}
+
 /// Walks an `N`-operand strided iteration over `sizes`, calling `f(offsets, len, steps)`
 /// for each innermost row: the element offsets of the row's first element in every operand,
 /// the row length, and every operand's step along the row. Dims that are contiguous for
@@ -948,86 +1044,152 @@ pub fn walk<const N: usize>(
     strides: [&[usize]; N],
     mut f: impl FnMut([usize; N], usize, [usize; N]),
 ) {
-    if sizes.contains(&0) {
-        return;
-    }
-    // Coalesced dims, innermost first.
-    let mut cs = [0usize; MAX_DIMS];
-    let mut cst = [[0usize; MAX_DIMS]; N];
-    let mut n = 0usize;
-    for d in (0..sizes.len()).rev() {
-        if sizes[d] == 1 {
-            continue;
-        }
-        if n > 0 && (0..N).all(|k| strides[k][d] == cst[k][n - 1] * cs[n - 1]) {
-            cs[n - 1] *= sizes[d];
-            continue;
-        }
-        cs[n] = sizes[d];
-        for k in 0..N {
-            cst[k][n] = strides[k][d];
-        }
-        n += 1;
-    }
-    if n == 0 {
-        f([0; N], 1, [0; N]);
-        return;
-    }
-    let len = cs[0];
-    let mut step = [0usize; N];
-    for k in 0..N {
-        step[k] = cst[k][0];
-    }
-    let mut idx = [0usize; MAX_DIMS];
-    let mut off = [0usize; N];
-    loop {
-        f(off, len, step);
-        let mut j = 1;
-        loop {
-            if j >= n {
-                return;
-            }
-            idx[j] += 1;
-            for k in 0..N {
-                off[k] += cst[k][j];
-            }
-            if idx[j] < cs[j] {
-                break;
-            }
-            for k in 0..N {
-                off[k] -= cst[k][j] * cs[j];
-            }
-            idx[j] = 0;
-            j += 1;
-        }
+    if let Some(c) = Coalesced::new(sizes, strides) {
+        c.each_row(0..c.rows(), &mut f);
     }
 }
 
-/// `out[i] = f(a[i])` over a strided iteration.
-pub fn map1<A: Copy, O>(
+/// Elements below which elementwise work stays on the calling thread, and the least a
+/// thread is given (cheap operations: arithmetic, comparisons, copies).
+pub const ELEMENTWISE_TASK: usize = 1 << 16;
+
+/// The same for costly elementwise math (`exp`, `tanh`, `erf`, `pow`, …).
+pub const MATH_TASK: usize = 1 << 14;
+
+/// [`walk`] split over the thread pool when the iteration has at least `2 · min_task`
+/// elements: the rows (or the one long row, for dense operands) are divided into
+/// contiguous parts. `f` sees the same rows or pieces of them, in any order and
+/// concurrently, so it must only write elements of its own rows.
+pub fn par_walk<const N: usize>(
+    sizes: &[usize],
+    strides: [&[usize]; N],
+    min_task: usize,
+    f: impl Fn([usize; N], usize, [usize; N]) + Sync,
+) {
+    let Some(c) = Coalesced::new(sizes, strides) else {
+        return;
+    };
+    let (len, step) = c.row();
+    let rows = c.rows();
+    let tasks = crate::threads::tasks_for(rows * len, min_task);
+    if tasks <= 1 {
+        c.each_row(0..rows, &mut |o, l, s| f(o, l, s));
+    } else if rows == 1 {
+        // One long row: pieces of it.
+        crate::threads::run_parts(len, tasks, &|r| {
+            let mut off = [0usize; N];
+            for k in 0..N {
+                off[k] = r.start * step[k];
+            }
+            f(off, r.len(), step);
+        });
+    } else {
+        crate::threads::run_parts(rows, tasks, &|r| c.each_row(r, &mut |o, l, s| f(o, l, s)));
+    }
+}
+
+/// `o[i] = f(a[i])`, with `f` copied to the stack first: the compiler then knows that
+/// stores to `o` leave `f`'s state alone, hoists loop-invariant work (an op's parameters)
+/// out of the loop and vectorises it.
+#[inline(always)]
+fn map_row<A: Copy, O>(o: &mut [O], a: &[A], f: impl Fn(A) -> O) {
+    for (o, &x) in o.iter_mut().zip(a) {
+        *o = f(x);
+    }
+}
+
+/// `out[i] = f(a[i])` over a strided iteration (split over the thread pool when large).
+pub fn map1<A: Copy + Sync, O: Send>(
     sizes: &[usize],
     a: &[A],
     sa: &[usize],
     out: &mut [O],
     so: &[usize],
-    f: impl Fn(A) -> O,
+    f: impl Fn(A) -> O + Sync + Copy,
 ) {
-    walk(sizes, [sa, so], |[oa, oo], len, [xa, xo]| {
+    map1_with(ELEMENTWISE_TASK, sizes, a, sa, out, so, f)
+}
+
+/// [`map1`] with the least elements a thread is given.
+pub fn map1_with<A: Copy + Sync, O: Send>(
+    min_task: usize,
+    sizes: &[usize],
+    a: &[A],
+    sa: &[usize],
+    out: &mut [O],
+    so: &[usize],
+    f: impl Fn(A) -> O + Sync + Copy,
+) {
+    let out = crate::threads::SharedMut::new(out);
+    if let Some(c) = Coalesced::new(sizes, [sa, so])
+        && c.n >= 2
+        && c.cst[1][0] == 1
+        && c.cst[0][0] != 1
+        && c.cst[0][1] == 1
+    {
+        return map1_transposed(&c, a, out, min_task, f);
+    }
+    par_walk(sizes, [sa, so], min_task, |[oa, oo], len, [xa, xo]| {
         if xa == 1 && xo == 1 {
-            for (o, &x) in out[oo..oo + len].iter_mut().zip(&a[oa..oa + len]) {
-                *o = f(x);
-            }
+            // SAFETY: rows of a dense out do not overlap; each row is one task's.
+            map_row(unsafe { out.slice(oo, len) }, &a[oa..oa + len], f);
         } else {
             for i in 0..len {
-                out[oo + i * xo] = f(a[oa + i * xa]);
+                // SAFETY: as above.
+                unsafe { out.write(oo + i * xo, f(a[oa + i * xa])) };
             }
         }
     });
 }
 
-/// `out[i] = f(a[i], b[i])` over a strided (broadcasting) iteration.
+/// [`map1`] when the two innermost merged dims are transposed between `a` and `out` (a
+/// transposing copy, e.g. `permute_copy` of a matrix): 32×32 tiles, so that both sides
+/// stay in cache, split over the thread pool by tile columns.
+fn map1_transposed<A: Copy + Sync, O: Send>(
+    c: &Coalesced<2>,
+    a: &[A],
+    out: crate::threads::SharedMut<'_, O>,
+    min_task: usize,
+    f: impl Fn(A) -> O + Sync + Copy,
+) {
+    const TILE: usize = 32;
+    // dim 0: contiguous in `out`, stride `sa0` in `a`; dim 1: contiguous in `a`.
+    let (l0, l1, sa0, so1) = (c.cs[0], c.cs[1], c.cst[0][0], c.cst[1][1]);
+    let outer = c.cs[2..c.n].iter().product::<usize>();
+    let jblocks = l1.div_ceil(TILE);
+    let units = outer * jblocks;
+    let tasks = crate::threads::tasks_for(outer * l0 * l1, min_task);
+    crate::threads::run_parts(units, tasks, &|r| {
+        for u in r {
+            let (ob, jb) = (u / jblocks, u % jblocks);
+            // Offsets of outer index `ob` (dims 2.., innermost first).
+            let (mut oa, mut oo, mut rest) = (0, 0, ob);
+            for d in 2..c.n {
+                let i = rest % c.cs[d];
+                rest /= c.cs[d];
+                oa += i * c.cst[0][d];
+                oo += i * c.cst[1][d];
+            }
+            let js = jb * TILE..((jb + 1) * TILE).min(l1);
+            for ib in (0..l0).step_by(TILE) {
+                let len = TILE.min(l0 - ib);
+                for j in js.clone() {
+                    // SAFETY: column `j` of the output belongs to this unit alone.
+                    let o = unsafe { out.slice(oo + j * so1 + ib, len) };
+                    let base = oa + j + ib * sa0;
+                    for (k, o) in o.iter_mut().enumerate() {
+                        *o = f(a[base + k * sa0]);
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// `out[i] = f(a[i], b[i])` over a strided (broadcasting) iteration (split over the thread
+/// pool when large).
 #[allow(clippy::too_many_arguments)]
-pub fn map2<A: Copy, B: Copy, O>(
+pub fn map2<A: Copy + Sync, B: Copy + Sync, O: Send>(
     sizes: &[usize],
     a: &[A],
     sa: &[usize],
@@ -1035,34 +1197,78 @@ pub fn map2<A: Copy, B: Copy, O>(
     sb: &[usize],
     out: &mut [O],
     so: &[usize],
+    f: impl Fn(A, B) -> O + Sync + Copy,
+) {
+    map2_with(ELEMENTWISE_TASK, sizes, a, sa, b, sb, out, so, f)
+}
+
+/// [`map2`] with the least elements a thread is given.
+#[allow(clippy::too_many_arguments)]
+pub fn map2_with<A: Copy + Sync, B: Copy + Sync, O: Send>(
+    min_task: usize,
+    sizes: &[usize],
+    a: &[A],
+    sa: &[usize],
+    b: &[B],
+    sb: &[usize],
+    out: &mut [O],
+    so: &[usize],
+    f: impl Fn(A, B) -> O + Sync + Copy,
+) {
+    let out = crate::threads::SharedMut::new(out);
+    par_walk(
+        sizes,
+        [sa, sb, so],
+        min_task,
+        |[oa, ob, oo], len, [xa, xb, xo]| {
+            if xo == 1 {
+                // SAFETY: rows of a dense out do not overlap; each row is one task's.
+                let o = unsafe { out.slice(oo, len) };
+                map2_row(o, a, oa, xa, b, ob, xb, f);
+            } else {
+                for i in 0..len {
+                    // SAFETY: as above.
+                    unsafe { out.write(oo + i * xo, f(a[oa + i * xa], b[ob + i * xb])) };
+                }
+            }
+        },
+    );
+}
+
+/// `o[i] = f(a[oa + i·xa], b[ob + i·xb])`, with `f` on the stack (see [`map_row`]) and the
+/// dense and broadcast cases written out so that they vectorise.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn map2_row<A: Copy, B: Copy, O>(
+    o: &mut [O],
+    a: &[A],
+    oa: usize,
+    xa: usize,
+    b: &[B],
+    ob: usize,
+    xb: usize,
     f: impl Fn(A, B) -> O,
 ) {
-    walk(sizes, [sa, sb, so], |[oa, ob, oo], len, [xa, xb, xo]| {
-        let o = &mut out[oo..];
-        if xo == 1 && xa == 1 && xb == 1 {
-            for ((o, &x), &y) in o[..len]
-                .iter_mut()
-                .zip(&a[oa..oa + len])
-                .zip(&b[ob..ob + len])
-            {
-                *o = f(x, y);
-            }
-        } else if xo == 1 && xa == 1 && xb == 0 {
-            let y = b[ob];
-            for (o, &x) in o[..len].iter_mut().zip(&a[oa..oa + len]) {
-                *o = f(x, y);
-            }
-        } else if xo == 1 && xa == 0 && xb == 1 {
-            let x = a[oa];
-            for (o, &y) in o[..len].iter_mut().zip(&b[ob..ob + len]) {
-                *o = f(x, y);
-            }
-        } else {
-            for i in 0..len {
-                o[i * xo] = f(a[oa + i * xa], b[ob + i * xb]);
-            }
+    let len = o.len();
+    if xa == 1 && xb == 1 {
+        for ((o, &x), &y) in o.iter_mut().zip(&a[oa..oa + len]).zip(&b[ob..ob + len]) {
+            *o = f(x, y);
         }
-    });
+    } else if xa == 1 && xb == 0 {
+        let y = b[ob];
+        for (o, &x) in o.iter_mut().zip(&a[oa..oa + len]) {
+            *o = f(x, y);
+        }
+    } else if xa == 0 && xb == 1 {
+        let x = a[oa];
+        for (o, &y) in o.iter_mut().zip(&b[ob..ob + len]) {
+            *o = f(x, y);
+        }
+    } else {
+        for (i, o) in o.iter_mut().enumerate() {
+            *o = f(a[oa + i * xa], b[ob + i * xb]);
+        }
+    }
 }
 
 /// A tensor's elements of whatever dtype, for the (slower) mixed-dtype paths.

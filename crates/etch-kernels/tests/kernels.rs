@@ -541,7 +541,75 @@ fn embedding_and_gather() {
     assert_eq!(e.get::<f32>(io), vec![1.0, 0.0, 11.0, 10.0, 21.0, 20.0]);
 }
 
+#[test]
+fn boolean_mask_index_resizes_the_out_within_its_capacity() {
+    let mut e = Env::default();
+    let w = e.t(&[0.0f32, 1.0, 10.0, 11.0, 20.0, 21.0], &[3, 2]);
+    use etch_kernels::util::Bool;
+    let mask = e.t(&[Bool(1), Bool(0), Bool(1)], &[3]);
+    let list = e.push(EValue::OptionalTensorList(vec![Some(mask)].into()));
+    // The out's capacity (3×2) bounds the data-dependent result (2×2): resized down.
+    let o = e.dyn_out(ScalarType::Float, &[3, 2]);
+    e.run("aten::index.Tensor_out", &[w, list, o, o]).unwrap();
+    assert_eq!(e.sizes(o), vec![2, 2]);
+    assert_eq!(e.get::<f32>(o), vec![0.0, 1.0, 20.0, 21.0]);
+    // A result larger than the out's capacity is a typed error, not a panic.
+    let small = e.dyn_out(ScalarType::Float, &[1, 2]);
+    code(
+        e.run("aten::index.Tensor_out", &[w, list, small, small]),
+        ErrorCode::InvalidArgument,
+    );
+}
+
 // ---------------------------------------------------------------- shape ops
+
+#[test]
+fn tiled_transposes_match_a_plain_copy() {
+    // Odd sizes around the 32×32 tiles, batched and not, several thread counts.
+    for (sizes, perm) in [
+        (vec![70usize, 45], vec![1i64, 0]),
+        (vec![400, 333], vec![1, 0]), // large enough to split over threads
+        (vec![3, 40, 33], vec![0, 2, 1]),
+        (vec![5, 2, 37, 64], vec![2, 1, 0, 3]),
+        (vec![2, 65, 3, 31], vec![0, 3, 2, 1]),
+    ] {
+        let n: usize = sizes.iter().product();
+        let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let out_sizes: Vec<usize> = perm.iter().map(|&d| sizes[d as usize]).collect();
+        // The expected result, index by index.
+        let mut in_strides = vec![1usize; sizes.len()];
+        for d in (0..sizes.len() - 1).rev() {
+            in_strides[d] = in_strides[d + 1] * sizes[d + 1];
+        }
+        let mut want = Vec::with_capacity(n);
+        let mut idx = vec![0usize; sizes.len()];
+        for _ in 0..n {
+            let off: usize = idx
+                .iter()
+                .zip(&perm)
+                .map(|(&i, &d)| i * in_strides[d as usize])
+                .sum();
+            want.push(off as f32);
+            for k in (0..idx.len()).rev() {
+                idx[k] += 1;
+                if idx[k] < out_sizes[k] {
+                    break;
+                }
+                idx[k] = 0;
+            }
+        }
+        for threads in [1, 3] {
+            etch_kernels::threads::set_num_threads(threads);
+            let mut e = Env::default();
+            let x = e.t(&data, &sizes);
+            let p = e.ints(&perm);
+            let o = e.out(ScalarType::Float, &out_sizes);
+            e.run("aten::permute_copy.out", &[x, p, o, o]).unwrap();
+            assert_eq!(e.get::<f32>(o), want, "{sizes:?} by {perm:?}");
+        }
+        etch_kernels::threads::set_num_threads(0);
+    }
+}
 
 #[test]
 fn view_like_copies() {
