@@ -199,6 +199,9 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 /// least work a thread is given.
 pub const CONV_TASK_WORK: usize = 1 << 19;
 
+/// The same for depthwise convolutions, whose multiply-adds cost more each (short rows).
+pub const DEPTHWISE_TASK_WORK: usize = 1 << 16;
+
 /// The geometry of a (non-transposed) convolution.
 struct Conv {
     xv: View4,
@@ -307,7 +310,8 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
     let plan = Plan::new::<T::F>(cout_g, npix, kk, strides);
     let units = xv.n * c.g;
     let work = units.saturating_mul(cout_g * kk).saturating_mul(npix);
-    // At most two blocks per thread: every block packs its own copy of one operand.
+    // At most two blocks per thread (should tasks per thread rise): every block packs its
+    // own copy of one operand.
     let tasks = threads::tasks_for(work, CONV_TASK_WORK).min(2 * threads::num_threads());
     // Fewer units than tasks: split each unit's output pixels or, when there are too few
     // pixels (late layers), its output channels (after im2col of the whole unit).
@@ -490,7 +494,7 @@ fn depthwise<T: FElem>(c: &Conv, xs: &[T], wf: &[T::F], bs: Option<&[T]>, o: &mu
     let (kh, kw, oh, ow) = (c.kh, c.kw, c.oh, c.ow);
     let ((sh, sw), (ph, pw), (dh, dw)) = (c.stride, c.pad, c.dil);
     let planes = xv.n * c.g;
-    let tasks = threads::tasks_for(planes * oh * ow * kh * kw, CONV_TASK_WORK).min(planes);
+    let tasks = threads::tasks_for(planes * oh * ow * kh * kw, DEPTHWISE_TASK_WORK).min(planes);
     // scratch: per kernel column, the output columns whose input column is inside the image.
     let mut xr = crate::scratch::take(2 * kw, 0usize);
     for j in 0..kw {
@@ -502,13 +506,15 @@ fn depthwise<T: FElem>(c: &Conv, xs: &[T], wf: &[T::F], bs: Option<&[T]>, o: &mu
             .clamp(lo, ow);
     }
     let xr = &xr[..];
-    // scratch: one output row of accumulators per task.
-    let mut rows = crate::scratch::take(tasks * ow, zero);
+    // scratch: one output row of accumulators per task, a cache line apart (no false
+    // sharing between tasks).
+    let stride = (ow + 16).next_multiple_of(16);
+    let mut rows = crate::scratch::take(tasks * stride, zero);
     let rows = SharedMut::new(&mut rows);
     let out = SharedMut::new(o);
     threads::run(tasks, &|t| {
         // SAFETY: task `t`'s own accumulator row.
-        let acc = unsafe { rows.slice(t * ow, ow) };
+        let acc = unsafe { rows.slice(t * stride, ow) };
         for plane in threads::part(planes, tasks, t) {
             let (n, ch) = (plane / c.g, plane % c.g);
             let xbase = n * xv.s[0] + ch * xv.s[1];

@@ -87,7 +87,8 @@ pub fn gemm_batched<F: Float + GemmElem>(
     };
     let plan = Plan::new::<F>(d.m, d.n, d.k, s);
     let work = d.batch.saturating_mul(d.m * d.n).saturating_mul(d.k);
-    // At most two blocks per thread: every block packs its own copy of one operand.
+    // At most two blocks per thread (should tasks per thread rise): every block packs its
+    // own copy of one operand.
     let mut tasks = threads::tasks_for(work, GEMM_TASK_WORK).min(2 * threads::num_threads());
     // Units of work: `per_item` blocks of each batch item.
     let (axis, mult, len) = match plan.split() {
