@@ -134,21 +134,32 @@ static POOL: Pool = Pool {
 static BUSY: AtomicBool = AtomicBool::new(false);
 
 /// How long an idle worker, or a caller waiting for workers, spins before it sleeps.
-const SPIN: Duration = Duration::from_micros(200);
+/// Long enough that workers stay awake between the parallel operations of one inference:
+/// a sleeping worker is woken onto the caller's core and shares it for a while (with
+/// 200 µs, two threads often ran a 3x3 convolution no faster than one).
+const SPIN: Duration = Duration::from_millis(5);
 
 thread_local! {
     static IN_TASK: Cell<bool> = const { Cell::new(false) };
 }
 
-/// One round of a spin-wait: a CPU pause, and after the first few hundred rounds a yield,
-/// so a waiting thread gives its core up when threads outnumber free cores.
+/// The number of CPUs this process may use.
+fn cpus() -> usize {
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// One round of a spin-wait: a CPU pause, or, with more threads than CPUs, a yield so the
+/// thread with work gets the core. No yield otherwise: a yielding thread stays queued on
+/// its core, and on this 2-vCPU host the worker then often shared the caller's core (a 3x3
+/// convolution took the single-thread time on two threads).
 #[inline(always)]
 fn pause(spins: &mut u32) {
-    *spins += 1;
-    if *spins < 256 {
-        std::hint::spin_loop();
-    } else {
+    *spins = spins.wrapping_add(1);
+    if num_threads() > cpus() {
         std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
     }
 }
 
