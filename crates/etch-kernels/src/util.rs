@@ -949,6 +949,7 @@ struct Coalesced<const N: usize> {
 
 impl<const N: usize> Coalesced<N> {
     /// `None` when the iteration is empty.
+    #[inline(always)]
     fn new(sizes: &[usize], strides: [&[usize]; N]) -> Option<Self> {
         if sizes.contains(&0) {
             return None;
@@ -977,6 +978,7 @@ impl<const N: usize> Coalesced<N> {
     }
 
     /// Length of a row and every operand's step along it.
+    #[inline(always)]
     fn row(&self) -> (usize, [usize; N]) {
         if self.n == 0 {
             return (1, [0; N]);
@@ -989,11 +991,13 @@ impl<const N: usize> Coalesced<N> {
     }
 
     /// Number of rows.
+    #[inline(always)]
     fn rows(&self) -> usize {
         self.cs[1..self.n.max(1)].iter().product()
     }
 
     /// Calls `f` for rows `rows` in order.
+    #[inline(always)]
     fn each_row(
         &self,
         rows: std::ops::Range<usize>,
@@ -1008,6 +1012,9 @@ impl<const N: usize> Coalesced<N> {
         let mut off = [0usize; N];
         let mut r = rows.start;
         for j in 1..self.n {
+            if r == 0 {
+                break;
+            }
             idx[j] = r % self.cs[j];
             r /= self.cs[j];
             for k in 0..N {
@@ -1066,9 +1073,17 @@ pub fn par_walk<const N: usize>(
     min_task: usize,
     f: impl Fn([usize; N], usize, [usize; N]) + Sync,
 ) {
-    let Some(c) = Coalesced::new(sizes, strides) else {
-        return;
-    };
+    if let Some(c) = Coalesced::new(sizes, strides) {
+        par_walk_merged(&c, min_task, f);
+    }
+}
+
+/// [`par_walk`] over an iteration already merged.
+fn par_walk_merged<const N: usize>(
+    c: &Coalesced<N>,
+    min_task: usize,
+    f: impl Fn([usize; N], usize, [usize; N]) + Sync,
+) {
     let (len, step) = c.row();
     let rows = c.rows();
     let tasks = crate::threads::tasks_for(rows * len, min_task);
@@ -1120,16 +1135,35 @@ pub fn map1_with<A: Copy + Sync, O: Send>(
     so: &[usize],
     f: impl Fn(A) -> O + Sync + Copy,
 ) {
-    let out = crate::threads::SharedMut::new(out);
-    if let Some(c) = Coalesced::new(sizes, [sa, so])
-        && c.n >= 2
+    let Some(c) = Coalesced::new(sizes, [sa, so]) else {
+        return;
+    };
+    // A transposing copy of a matrix larger than a few tiles goes tile by tile.
+    if c.n >= 2
         && c.cst[1][0] == 1
         && c.cst[0][0] != 1
         && c.cst[0][1] == 1
+        && c.cs[0] >= 64
+        && c.cs[1] >= 64
     {
-        return map1_transposed(&c, a, out, min_task, f);
+        return map1_transposed(&c, a, crate::threads::SharedMut::new(out), min_task, f);
     }
-    par_walk(sizes, [sa, so], min_task, |[oa, oo], len, [xa, xo]| {
+    let (len, _) = c.row();
+    if crate::threads::tasks_for(c.rows() * len, min_task) <= 1 {
+        // One thread: plain slices (the common case of small tensors).
+        c.each_row(0..c.rows(), &mut |[oa, oo], len, [xa, xo]| {
+            if xa == 1 && xo == 1 {
+                map_row(&mut out[oo..oo + len], &a[oa..oa + len], f);
+            } else {
+                for i in 0..len {
+                    out[oo + i * xo] = f(a[oa + i * xa]);
+                }
+            }
+        });
+        return;
+    }
+    let out = crate::threads::SharedMut::new(out);
+    par_walk_merged(&c, min_task, |[oa, oo], len, [xa, xo]| {
         if xa == 1 && xo == 1 {
             // SAFETY: rows of a dense out do not overlap; each row is one task's.
             map_row(unsafe { out.slice(oo, len) }, &a[oa..oa + len], f);
@@ -1215,24 +1249,36 @@ pub fn map2_with<A: Copy + Sync, B: Copy + Sync, O: Send>(
     so: &[usize],
     f: impl Fn(A, B) -> O + Sync + Copy,
 ) {
-    let out = crate::threads::SharedMut::new(out);
-    par_walk(
-        sizes,
-        [sa, sb, so],
-        min_task,
-        |[oa, ob, oo], len, [xa, xb, xo]| {
+    let Some(c) = Coalesced::new(sizes, [sa, sb, so]) else {
+        return;
+    };
+    let (len, _) = c.row();
+    if crate::threads::tasks_for(c.rows() * len, min_task) <= 1 {
+        // One thread: plain slices (the common case of small tensors).
+        c.each_row(0..c.rows(), &mut |[oa, ob, oo], len, [xa, xb, xo]| {
             if xo == 1 {
-                // SAFETY: rows of a dense out do not overlap; each row is one task's.
-                let o = unsafe { out.slice(oo, len) };
-                map2_row(o, a, oa, xa, b, ob, xb, f);
+                map2_row(&mut out[oo..oo + len], a, oa, xa, b, ob, xb, f);
             } else {
                 for i in 0..len {
-                    // SAFETY: as above.
-                    unsafe { out.write(oo + i * xo, f(a[oa + i * xa], b[ob + i * xb])) };
+                    out[oo + i * xo] = f(a[oa + i * xa], b[ob + i * xb]);
                 }
             }
-        },
-    );
+        });
+        return;
+    }
+    let out = crate::threads::SharedMut::new(out);
+    par_walk_merged(&c, min_task, |[oa, ob, oo], len, [xa, xb, xo]| {
+        if xo == 1 {
+            // SAFETY: rows of a dense out do not overlap; each row is one task's.
+            let o = unsafe { out.slice(oo, len) };
+            map2_row(o, a, oa, xa, b, ob, xb, f);
+        } else {
+            for i in 0..len {
+                // SAFETY: as above.
+                unsafe { out.write(oo + i * xo, f(a[oa + i * xa], b[ob + i * xb])) };
+            }
+        }
+    });
 }
 
 /// `o[i] = f(a[oa + i·xa], b[ob + i·xb])`, with `f` on the stack (see [`map_row`]) and the
