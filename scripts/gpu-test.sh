@@ -33,7 +33,7 @@ keep = []
 for e in json.load(open(os.path.join(src, "manifest.json"))):
     d = os.path.join(src, e["name"])
     size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
-    if size < 16 << 20:
+    if size < 4 << 20:
         shutil.copytree(d, os.path.join(dst, e["name"]))
         keep.append(e)
 json.dump(keep, open(os.path.join(dst, "manifest.json"), "w"), indent=1)
