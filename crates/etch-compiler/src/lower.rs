@@ -196,11 +196,10 @@ pub struct LowerSummary {
 }
 
 fn op_key(o: &pte::Operator) -> String {
-    let name = o.name.as_deref().unwrap_or("");
-    match o.overload.as_deref() {
-        Some(ov) if !ov.is_empty() => format!("{name}.{ov}"),
-        _ => name.to_string(),
-    }
+    etch_core::operator_name(
+        o.name.as_deref().unwrap_or(""),
+        o.overload.as_deref().unwrap_or(""),
+    )
 }
 
 /// The constant data of a program (the constant segment).
@@ -291,33 +290,22 @@ pub fn lower(parts: &mut ProgramParts, opts: &LowerOptions) -> Result<LowerSumma
         }
     }
     let mut summary = LowerSummary::default();
-    let nplans = parts.program.execution_plan.as_ref().map_or(0, |p| p.len());
-    for pi in 0..nplans {
-        let plan = parts.program.execution_plan.as_ref().unwrap()[pi].clone();
-        let (plan, blobs, mut m) = lower_plan(parts, plan, opts)?;
-        // Delegate blobs go to new segments.
-        let mut plan = plan;
-        for d in plan.delegates.iter_mut().flatten() {
-            if let Some(p) = d.processed.as_mut()
-                && d.id.as_deref() == Some(EXECUTOR_BACKEND_ID)
-                && p.location == pte::DataLocation::Segment
-                && p.index >= u32::MAX / 2
-            {
-                let k = (p.index - u32::MAX / 2) as usize;
-                p.index = parts.segments.len() as u32;
-                parts.segments.push(blobs[k].clone());
-            }
-        }
-        m.method = plan.name.clone().unwrap_or_default();
-        parts.program.execution_plan.as_mut().unwrap()[pi] = plan;
+    let mut plans = parts.program.execution_plan.take().unwrap_or_default();
+    for plan in plans.iter_mut() {
+        // Delegate blobs go to new segments, after those the program has.
+        let (lowered, blobs, mut m) = lower_plan(parts, plan.clone(), opts)?;
+        parts.segments.extend(blobs);
+        m.method = lowered.name.clone().unwrap_or_default();
+        *plan = lowered;
         summary.methods.push(m);
     }
+    parts.program.execution_plan = Some(plans);
     compact_constants(parts)?;
     Ok(summary)
 }
 
-/// Lowers one method. New delegates refer to their blob as segment `u32::MAX / 2 + k`
-/// (fixed up by the caller).
+/// Lowers one method. Delegate `k` it creates refers to its blob (the `k`-th returned) as
+/// segment `parts.segments.len() + k`: the caller appends the blobs in order.
 fn lower_plan(
     parts: &ProgramParts,
     mut plan: pte::ExecutionPlan,
@@ -905,7 +893,8 @@ fn lower_plan(
             id: Some(EXECUTOR_BACKEND_ID.to_string()),
             processed: Some(Box::new(pte::BackendDelegateDataReference {
                 location: pte::DataLocation::Segment,
-                index: u32::MAX / 2 + (blobs.len() - 1) as u32,
+                index: u32::try_from(parts.segments.len() + blobs.len() - 1)
+                    .map_err(|_| Error::invalid_program("too many segments"))?,
             })),
             compile_specs: Some(vec![pte::CompileSpec {
                 key: Some(TARGET_DEVICE_KEY.to_string()),

@@ -32,6 +32,14 @@ pub struct GemmDims {
     pub k: usize,
 }
 
+/// A tensor's elements as a matrix operand with the given strides.
+fn mat<'a, T: etch_core::Element>(t: &TensorRef<'a>, strides: [usize; 3]) -> Result<MatRef<'a, T>> {
+    Ok(MatRef {
+        data: t.data::<T>()?,
+        strides,
+    })
+}
+
 fn max_offset(batch: usize, r: usize, c: usize, s: [usize; 3]) -> usize {
     (batch.saturating_sub(1)) * s[0] + r.saturating_sub(1) * s[1] + c.saturating_sub(1) * s[2]
 }
@@ -289,55 +297,19 @@ pub fn matmul(
     }
     match dt {
         ScalarType::Float => {
-            let (ma, mb) = (
-                MatRef {
-                    data: a.data::<f32>()?,
-                    strides: sa,
-                },
-                MatRef {
-                    data: b.data::<f32>()?,
-                    strides: sb,
-                },
-            );
+            let (ma, mb) = (mat::<f32>(a, sa)?, mat::<f32>(b, sb)?);
             native(op, d, ma, mb, bias, alpha, out.data_mut::<f32>()?, so)
         }
         ScalarType::Double => {
-            let (ma, mb) = (
-                MatRef {
-                    data: a.data::<f64>()?,
-                    strides: sa,
-                },
-                MatRef {
-                    data: b.data::<f64>()?,
-                    strides: sb,
-                },
-            );
+            let (ma, mb) = (mat::<f64>(a, sa)?, mat::<f64>(b, sb)?);
             native(op, d, ma, mb, bias, alpha, out.data_mut::<f64>()?, so)
         }
         ScalarType::Half => {
-            let (ma, mb) = (
-                MatRef {
-                    data: a.data::<f16>()?,
-                    strides: sa,
-                },
-                MatRef {
-                    data: b.data::<f16>()?,
-                    strides: sb,
-                },
-            );
+            let (ma, mb) = (mat::<f16>(a, sa)?, mat::<f16>(b, sb)?);
             half(op, d, ma, mb, bias, alpha, out.data_mut::<f16>()?, so)
         }
         ScalarType::BFloat16 => {
-            let (ma, mb) = (
-                MatRef {
-                    data: a.data::<bf16>()?,
-                    strides: sa,
-                },
-                MatRef {
-                    data: b.data::<bf16>()?,
-                    strides: sb,
-                },
-            );
+            let (ma, mb) = (mat::<bf16>(a, sa)?, mat::<bf16>(b, sb)?);
             half(op, d, ma, mb, bias, alpha, out.data_mut::<bf16>()?, so)
         }
         ScalarType::Byte => int_matmul::<u8>(op, d, a, sa, b, sb, bias, alpha, out, so),
