@@ -128,6 +128,22 @@ pub fn default_kernels() -> KernelRegistry {
     etch_kernels::portable_registry()
 }
 
+/// The operators etch's CUDA kernels implement with the dtypes each takes (empty without
+/// the `cuda` feature): what `etch lower --ops cuda` delegates.
+pub fn cuda_op_support() -> Vec<(String, Vec<ScalarType>)> {
+    #[cfg(feature = "cuda")]
+    {
+        etch_kernels_cuda::op_support()
+            .into_iter()
+            .map(|(n, d)| (n.to_string(), d.to_vec()))
+            .collect()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Vec::new()
+    }
+}
+
 /// The operators etch's CUDA kernels implement (empty without the `cuda` feature): what
 /// `etch lower --ops cuda` delegates.
 pub fn cuda_kernel_names() -> Vec<String> {

@@ -37,6 +37,22 @@ pub fn register_cuda(reg: &mut KernelRegistry) -> Result<()> {
     Ok(())
 }
 
+/// The floating-point dtypes of the first kernels.
+const FLOATS: &[ScalarType] = &[ScalarType::Float, ScalarType::Half, ScalarType::BFloat16];
+
+/// Every operator with a CUDA kernel and the dtypes its tensors may have (inputs and
+/// outputs together): what `etch lower --ops cuda` asks before delegating an instruction.
+pub fn op_support() -> Vec<(&'static str, &'static [ScalarType])> {
+    cuda_registry()
+        .names()
+        .into_iter()
+        .map(|n| {
+            let n: &'static str = Box::leak(n.to_string().into_boxed_str());
+            (n, FLOATS)
+        })
+        .collect()
+}
+
 /// A registry holding the CUDA kernels.
 pub fn cuda_registry() -> KernelRegistry {
     let mut r = KernelRegistry::new();
