@@ -103,6 +103,24 @@ pub fn driver_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
+/// The CUDA devices for a test or benchmark: `Ok(None)` (skip) when there are none, unless
+/// `ETCH_REQUIRE_CUDA=1`, which makes a missing device an error, so a GPU run cannot pass by
+/// skipping.
+pub fn cuda_for_tests() -> Result<Option<CudaAllocator>> {
+    let required = std::env::var("ETCH_REQUIRE_CUDA").is_ok_and(|v| v == "1");
+    match CudaAllocator::new() {
+        Ok(a) => Ok(Some(a)),
+        Err(e) if required => Err(Error::not_found(format!(
+            "ETCH_REQUIRE_CUDA=1 but no CUDA device is usable: {}",
+            e.message()
+        ))),
+        Err(e) => {
+            eprintln!("skipped: no CUDA device ({})", e.message());
+            Ok(None)
+        }
+    }
+}
+
 /// Enables peer access between every pair of devices that supports it, so device-to-device
 /// copies across GPUs go over NVLink/PCIe directly instead of through the host.
 fn enable_peer_access(gpus: &[Gpu]) -> Vec<Vec<bool>> {

@@ -304,11 +304,8 @@ fn cuda_kernels_match_cpu_kernels() {
 fn unsupported_cases_are_errors() {
     let Some(devs) = registry() else { return };
     let gpu = etch_kernels_cuda::cuda_registry();
-    // An int64 add has no CUDA kernel yet: an error, not a crash.
-    let a = Tensor::from_slice(&[1i64, 2, 3], &[3])
-        .unwrap()
-        .to_device(Device::cuda(ix()), devs)
-        .unwrap();
+    // A host input to a CUDA kernel: an error, not a crash.
+    let a = Tensor::from_slice(&[1i64, 2, 3], &[3]).unwrap();
     let o = Tensor::empty_on(ScalarType::Long, &[3], Device::cuda(ix()), devs).unwrap();
     let mut values = vec![
         EValue::Tensor(a.view()),
@@ -321,5 +318,5 @@ fn unsupported_cases_are_errors() {
     let mut ctx =
         unsafe { KernelContext::new(&mut values, &idx, "aten::add.out") }.with_devices(devs, false);
     let e = gpu.get("aten::add.out").unwrap()(&mut ctx).unwrap_err();
-    assert_eq!(e.code(), etch_core::ErrorCode::NotSupported);
+    assert_eq!(e.code(), etch_core::ErrorCode::InvalidArgument);
 }

@@ -203,10 +203,9 @@ fn sym_not(ctx: &mut KernelContext<'_>) -> Result<()> {
     ctx.set_bool(1, a.to_f64() == 0.0)
 }
 
-/// Registers this module's kernels (the overload-less names too, since the emitter drops
-/// `default`).
-pub fn register(reg: &mut KernelRegistry) -> Result<()> {
-    let list: &[(&str, etch_core::KernelFn)] = &[
+/// This module's kernels (the overload-less names too, since the emitter drops `default`).
+fn list() -> &'static [(&'static str, etch_core::KernelFn)] {
+    &[
         ("aten::sym_size.int", sym_size),
         ("aten::sym_stride.int", sym_stride),
         ("aten::sym_numel", sym_numel),
@@ -237,9 +236,24 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
         ("executorch_prim::trunc.Scalar", trunc),
         ("executorch_prim::round.Scalar", round),
         ("executorch_prim::sym_not.Scalar", sym_not),
-    ];
-    for &(n, f) in list {
+    ]
+}
+
+/// Registers this module's kernels.
+pub fn register(reg: &mut KernelRegistry) -> Result<()> {
+    for &(n, f) in list() {
         reg.register(n, f)?;
     }
     Ok(())
+}
+
+/// The kernels that read only tensor metadata and scalars (every one but
+/// `_local_scalar_dense`, which reads data): they run on the host for tensors on any
+/// device, so a device's registry lists them too.
+pub fn metadata_kernels() -> Vec<(&'static str, etch_core::KernelFn)> {
+    list()
+        .iter()
+        .filter(|(n, _)| !n.starts_with("aten::_local_scalar_dense"))
+        .copied()
+        .collect()
 }

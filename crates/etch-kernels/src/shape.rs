@@ -161,7 +161,115 @@ pub fn infer_size(op: &str, size: &[i64], numel: usize) -> Result<Shape> {
     Ok(out)
 }
 
-fn view_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+/// The data-touching primitives the shape kernels are written in. The CPU implements them
+/// with host loops ([`Host`]); a device crate implements them with its kernels, so both
+/// share every argument check and output-shape rule of this module.
+pub trait Mover {
+    /// Copies `sizes` elements from `src` (through `sv`) to `dst` (through `dv`),
+    /// converting the dtype when the two differ.
+    fn copy_strided(
+        ctx: &KernelContext<'_>,
+        op: &str,
+        src: &TensorRef<'_>,
+        sv: &Strided,
+        sizes: &[usize],
+        dst: &mut TensorRef<'_>,
+        dv: &Strided,
+    ) -> Result<()>;
+    /// Fills every element of `out` with `s` (errors as [`fill`]).
+    fn fill(ctx: &KernelContext<'_>, op: &str, out: &mut TensorRef<'_>, s: Scalar) -> Result<()>;
+    /// `out[i] = start + i * step`, in integers when `all_int`, else in f64.
+    fn arange(
+        ctx: &KernelContext<'_>,
+        op: &str,
+        out: &mut TensorRef<'_>,
+        start: Scalar,
+        step: Scalar,
+        all_int: bool,
+    ) -> Result<()>;
+    /// `out` = `a` reversed along the dims marked in `flipped` (same shape and dtype).
+    fn flip(
+        ctx: &KernelContext<'_>,
+        op: &str,
+        a: &TensorRef<'_>,
+        out: &mut TensorRef<'_>,
+        flipped: &[bool],
+    ) -> Result<()>;
+    /// Copies all of `src` into `dst` (same sizes), converting dtype and dim order.
+    fn copy_all(
+        ctx: &KernelContext<'_>,
+        op: &str,
+        src: &TensorRef<'_>,
+        dst: &mut TensorRef<'_>,
+    ) -> Result<()> {
+        if src.sizes() != dst.sizes() {
+            return Err(Error::invalid_argument(format!(
+                "{op}: shape mismatch: {:?} vs {:?}",
+                src.sizes(),
+                dst.sizes()
+            )));
+        }
+        let sizes = Shape::from_slice(src.sizes())?;
+        let (sv, dv) = (Strided::of(src)?, Strided::of(dst)?);
+        Self::copy_strided(ctx, op, src, &sv, &sizes, dst, &dv)
+    }
+}
+
+/// The CPU's data primitives.
+pub struct Host;
+
+impl Mover for Host {
+    fn copy_strided(
+        _: &KernelContext<'_>,
+        op: &str,
+        src: &TensorRef<'_>,
+        sv: &Strided,
+        sizes: &[usize],
+        dst: &mut TensorRef<'_>,
+        dv: &Strided,
+    ) -> Result<()> {
+        copy_strided(op, src, sv, sizes, dst, dv)
+    }
+    fn fill(_: &KernelContext<'_>, op: &str, out: &mut TensorRef<'_>, s: Scalar) -> Result<()> {
+        fill(op, out, s)
+    }
+    fn arange(
+        _: &KernelContext<'_>,
+        op: &str,
+        out: &mut TensorRef<'_>,
+        start: Scalar,
+        step: Scalar,
+        all_int: bool,
+    ) -> Result<()> {
+        let (s, st) = (start.to_f64(), step.to_f64());
+        dispatch_all!(out.dtype(), op, "out", |T| {
+            let o = out.data_mut::<T>()?;
+            for (i, v) in o.iter_mut().enumerate() {
+                *v = if all_int {
+                    <T as Element>::from_i64(
+                        start
+                            .to_i64()
+                            .wrapping_add((i as i64).wrapping_mul(step.to_i64())),
+                    )
+                } else {
+                    <T as Element>::from_f64(s + i as f64 * st)
+                };
+            }
+            Ok(())
+        })
+    }
+    fn flip(
+        _: &KernelContext<'_>,
+        op: &str,
+        a: &TensorRef<'_>,
+        out: &mut TensorRef<'_>,
+        flipped: &[bool],
+    ) -> Result<()> {
+        flip_host(op, a, out, flipped)
+    }
+}
+
+fn view_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::view_copy.out";
     let a = ctx.tensor(0)?;
     let sizes = infer_size(OP, ctx.int_list(1)?, a.numel())?;
@@ -169,11 +277,16 @@ fn view_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     require_contiguous(OP, "self", &a)?;
     require_contiguous(OP, "out", &out)?;
     same_dtype(OP, a.dtype(), out.dtype())?;
-    out.bytes_mut()?.copy_from_slice(a.bytes()?);
-    Ok(())
+    // Both are row-major: copy the elements as one flat run.
+    let flat = Shape::from_slice(&[a.numel()])?;
+    let unit = Strided {
+        offset: 0,
+        strides: Shape::from_slice(&[1])?,
+    };
+    M::copy_strided(ctx, OP, &a, &unit, &flat, &mut out, &unit)
 }
 
-fn permute_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn permute_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::permute_copy.out";
     let a = ctx.tensor(0)?;
     let dims = ctx.dims(1)?;
@@ -200,7 +313,8 @@ fn permute_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let mut out = ctx.resize_out(2, &sizes)?;
     same_dtype(OP, a.dtype(), out.dtype())?;
     let dv = Strided::of(&out)?;
-    copy_strided(
+    M::copy_strided(
+        ctx,
         OP,
         &a,
         &Strided { offset: 0, strides },
@@ -210,7 +324,7 @@ fn permute_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     )
 }
 
-fn transpose_impl(
+fn transpose_impl<M: Mover>(
     ctx: &mut KernelContext<'_>,
     op: &str,
     d0: i64,
@@ -233,7 +347,8 @@ fn transpose_impl(
     let mut out = ctx.resize_out(out_i, &sizes)?;
     same_dtype(op, a.dtype(), out.dtype())?;
     let dv = Strided::of(&out)?;
-    copy_strided(
+    M::copy_strided(
+        ctx,
         op,
         &a,
         &Strided { offset: 0, strides },
@@ -243,22 +358,22 @@ fn transpose_impl(
     )
 }
 
-fn transpose_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn transpose_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     let (d0, d1) = (ctx.int(1)?, ctx.int(2)?);
-    transpose_impl(ctx, "aten::transpose_copy.int_out", d0, d1, 3)
+    transpose_impl::<M>(ctx, "aten::transpose_copy.int_out", d0, d1, 3)
 }
 
-fn t_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn t_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::t_copy.out";
     if ctx.tensor(0)?.dim() > 2 {
         return Err(Error::invalid_argument(format!(
             "{OP}: self must be at most 2-D"
         )));
     }
-    transpose_impl(ctx, OP, 0, -1, 1)
+    transpose_impl::<M>(ctx, OP, 0, -1, 1)
 }
 
-fn expand_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn expand_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::expand_copy.out";
     let a = ctx.tensor(0)?;
     let size = ctx.dims(1)?;
@@ -296,7 +411,8 @@ fn expand_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     same_dtype(OP, a.dtype(), out.dtype())?;
     let strides = bstrides(&a, &sizes);
     let dv = Strided::of(&out)?;
-    copy_strided(
+    M::copy_strided(
+        ctx,
         OP,
         &a,
         &Strided { offset: 0, strides },
@@ -308,7 +424,8 @@ fn expand_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 
 /// Copies `a` into `out` reshaped to `sizes` where only size-1 dims were added or removed
 /// (`keep[i]` maps each new dim to the old dim it came from, or `None` for a new 1).
-fn reshape_ones(
+fn reshape_ones<M: Mover>(
+    ctx: &KernelContext<'_>,
     op: &str,
     a: &TensorRef<'_>,
     sizes: &[usize],
@@ -321,10 +438,10 @@ fn reshape_ones(
         strides.push(k.map(|d| a.strides()[d]).unwrap_or(0))?;
     }
     let dv = Strided::of(out)?;
-    copy_strided(op, a, &Strided { offset: 0, strides }, sizes, out, &dv)
+    M::copy_strided(ctx, op, a, &Strided { offset: 0, strides }, sizes, out, &dv)
 }
 
-fn unsqueeze_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn unsqueeze_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::unsqueeze_copy.out";
     let a = ctx.tensor(0)?;
     let d = wrap(OP, ctx.int(1)?, a.dim() + 1)?;
@@ -339,10 +456,10 @@ fn unsqueeze_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         };
     }
     let mut out = ctx.resize_out(2, &sizes)?;
-    reshape_ones(OP, &a, &sizes, &keep[..sizes.len()], &mut out)
+    reshape_ones::<M>(ctx, OP, &a, &sizes, &keep[..sizes.len()], &mut out)
 }
 
-fn squeeze_impl(
+fn squeeze_impl<M: Mover>(
     ctx: &mut KernelContext<'_>,
     op: &str,
     dims: Option<&[i64]>,
@@ -377,29 +494,34 @@ fn squeeze_impl(
         }
     }
     let mut out = ctx.resize_out(out_i, &sizes)?;
-    reshape_ones(op, &a, &sizes, &keep[..sizes.len()], &mut out)
+    reshape_ones::<M>(ctx, op, &a, &sizes, &keep[..sizes.len()], &mut out)
 }
 
-fn squeeze_copy_dim_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn squeeze_copy_dim_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     let d = ctx.int(1)?;
-    squeeze_impl(ctx, "aten::squeeze_copy.dim_out", Some(&[d]), 2)
+    squeeze_impl::<M>(ctx, "aten::squeeze_copy.dim_out", Some(&[d]), 2)
 }
-fn squeeze_copy_dims_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn squeeze_copy_dims_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     let d = ctx.dims(1)?;
-    squeeze_impl(ctx, "aten::squeeze_copy.dims_out", Some(&d), 2)
+    squeeze_impl::<M>(ctx, "aten::squeeze_copy.dims_out", Some(&d), 2)
 }
-fn squeeze_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    squeeze_impl(ctx, "aten::squeeze_copy.out", None, 1)
+fn squeeze_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
+    squeeze_impl::<M>(ctx, "aten::squeeze_copy.out", None, 1)
 }
 
 /// Copy to `out` (resized to self's shape), converting dtype and dim order.
-fn copy_to_out(ctx: &mut KernelContext<'_>, op: &str, out_i: usize, same_type: bool) -> Result<()> {
+fn copy_to_out<M: Mover>(
+    ctx: &mut KernelContext<'_>,
+    op: &str,
+    out_i: usize,
+    same_type: bool,
+) -> Result<()> {
     let a = ctx.tensor(0)?;
     let mut out = ctx.resize_out(out_i, a.sizes())?;
     if same_type {
         same_dtype(op, a.dtype(), out.dtype())?;
     }
-    copy_all(op, &a, &mut out)
+    M::copy_all(ctx, op, &a, &mut out)
 }
 
 fn check_dim_order_arg(ctx: &KernelContext<'_>, op: &str, i: usize, out_i: usize) -> Result<()> {
@@ -420,35 +542,40 @@ fn check_dim_order_arg(ctx: &KernelContext<'_>, op: &str, i: usize, out_i: usize
     Ok(())
 }
 
-fn clone_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    copy_to_out(ctx, "aten::clone.out", 2, true)
+fn clone_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
+    copy_to_out::<M>(ctx, "aten::clone.out", 2, true)
 }
-fn to_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    copy_to_out(ctx, "aten::_to_copy.out", 3, false)
+fn to_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
+    copy_to_out::<M>(ctx, "aten::_to_copy.out", 3, false)
 }
-fn to_dim_order_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn to_dim_order_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "dim_order_ops::_to_dim_order_copy.out";
     let sizes = Shape::from_slice(ctx.tensor(0)?.sizes())?;
     ctx.resize_out(3, &sizes)?;
     check_dim_order_arg(ctx, OP, 2, 3)?;
-    copy_to_out(ctx, OP, 3, false)
+    copy_to_out::<M>(ctx, OP, 3, false)
 }
-fn clone_dim_order_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn clone_dim_order_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "dim_order_ops::_clone_dim_order.out";
     let sizes = Shape::from_slice(ctx.tensor(0)?.sizes())?;
     ctx.resize_out(3, &sizes)?;
     check_dim_order_arg(ctx, OP, 2, 3)?;
-    copy_to_out(ctx, OP, 3, true)
+    copy_to_out::<M>(ctx, OP, 3, true)
 }
-fn alias_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    copy_to_out(ctx, "aten::alias_copy.out", 1, true)
+fn alias_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
+    copy_to_out::<M>(ctx, "aten::alias_copy.out", 1, true)
 }
-fn detach_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    copy_to_out(ctx, "aten::detach_copy.out", 1, true)
+fn detach_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
+    copy_to_out::<M>(ctx, "aten::detach_copy.out", 1, true)
 }
 
 /// Broadcast-copies `src` into `dst` (dst's shape), converting dtype.
-fn broadcast_copy(op: &str, src: &TensorRef<'_>, dst: &mut TensorRef<'_>) -> Result<()> {
+fn broadcast_copy<M: Mover>(
+    ctx: &KernelContext<'_>,
+    op: &str,
+    src: &TensorRef<'_>,
+    dst: &mut TensorRef<'_>,
+) -> Result<()> {
     let sizes = Shape::from_slice(dst.sizes())?;
     let shape = broadcast_shape(op, src.sizes(), &sizes)?;
     if shape != sizes {
@@ -463,20 +590,20 @@ fn broadcast_copy(op: &str, src: &TensorRef<'_>, dst: &mut TensorRef<'_>) -> Res
         strides: bstrides(src, &sizes),
     };
     let dv = Strided::of(dst)?;
-    copy_strided(op, src, &sv, &sizes, dst, &dv)
+    M::copy_strided(ctx, op, src, &sv, &sizes, dst, &dv)
 }
 
 /// `copy(self, src, non_blocking)`: args [self, src, non_blocking, out].
-fn copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::copy.out";
     let a = ctx.tensor(0)?;
     let src = ctx.tensor(1)?;
     let mut out = ctx.resize_out(3, a.sizes())?;
-    broadcast_copy(OP, &src, &mut out)
+    broadcast_copy::<M>(ctx, OP, &src, &mut out)
 }
 
 /// In-place `self.copy_(src)`: args [self, src, non_blocking, ret].
-fn copy_inplace(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn copy_inplace<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::copy_";
     let sizes = Shape::from_slice(ctx.tensor(0)?.sizes())?;
     let src = ctx.tensor(1)?;
@@ -487,11 +614,11 @@ fn copy_inplace(ctx: &mut KernelContext<'_>) -> Result<()> {
     {
         return Ok(());
     }
-    broadcast_copy(OP, &src, &mut dst)
+    broadcast_copy::<M>(ctx, OP, &src, &mut dst)
 }
 
 /// Output shape of concatenating `n` tensors of list argument 0 along `dim`.
-fn cat_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn cat_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::cat.out";
     let n = ctx.tensor_list_len(0)?;
     let dim_arg = ctx.int(1)?;
@@ -549,13 +676,13 @@ fn cat_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             offset: at * ostrides[dim],
             strides: ostrides,
         };
-        copy_strided(OP, &t, &Strided::of(&t)?, t.sizes(), &mut out, &dv)?;
+        M::copy_strided(ctx, OP, &t, &Strided::of(&t)?, t.sizes(), &mut out, &dv)?;
         at += t.sizes()[dim];
     }
     Ok(())
 }
 
-fn stack_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn stack_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::stack.out";
     let n = ctx.tensor_list_len(0)?;
     if n == 0 {
@@ -585,7 +712,7 @@ fn stack_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             offset: j * ostrides[dim],
             strides: inner,
         };
-        copy_strided(OP, &t, &Strided::of(&t)?, t.sizes(), &mut out, &dv)?;
+        M::copy_strided(ctx, OP, &t, &Strided::of(&t)?, t.sizes(), &mut out, &dv)?;
     }
     Ok(())
 }
@@ -593,7 +720,7 @@ fn stack_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 /// Copies consecutive chunks of `self` along `dim` into the tensors of list argument
 /// `list_i`. List outputs cannot be resized through the kernel ABI, so they must already
 /// have the right shapes.
-fn split_into(
+fn split_into<M: Mover>(
     ctx: &mut KernelContext<'_>,
     op: &str,
     dim: usize,
@@ -628,7 +755,7 @@ fn split_into(
             strides: sstrides,
         };
         let dv = Strided::of(&out)?;
-        copy_strided(op, &a, &sv, &want, &mut out, &dv)?;
+        M::copy_strided(ctx, op, &a, &sv, &want, &mut out, &dv)?;
         at += len;
     }
     if at != a.sizes()[dim] {
@@ -640,7 +767,7 @@ fn split_into(
     Ok(())
 }
 
-fn split_with_sizes_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn split_with_sizes_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::split_with_sizes_copy.out";
     let a = ctx.tensor(0)?;
     let mut sizes = crate::scratch::take(0, 0i64); // scratch: the split sizes (pooled).
@@ -652,10 +779,10 @@ fn split_with_sizes_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             ctx.tensor_list_len(3)?
         )));
     }
-    split_into(ctx, OP, dim, &|j| sizes[j] as usize, 3)
+    split_into::<M>(ctx, OP, dim, &|j| sizes[j] as usize, 3)
 }
 
-fn split_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn split_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::split_copy.Tensor_out";
     let a = ctx.tensor(0)?;
     let split = ctx.int(1)?;
@@ -672,7 +799,7 @@ fn split_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     }
     let total = a.sizes()[dim];
     let split = split as usize;
-    split_into(
+    split_into::<M>(
         ctx,
         OP,
         dim,
@@ -681,7 +808,7 @@ fn split_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     )
 }
 
-fn unbind_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn unbind_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::unbind_copy.int_out";
     let a = ctx.tensor(0)?;
     let dim = wrap(OP, ctx.int(1)?, a.dim())?;
@@ -712,7 +839,8 @@ fn unbind_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         }
         same_dtype(OP, a.dtype(), out.dtype())?;
         let dv = Strided::of(&out)?;
-        copy_strided(
+        M::copy_strided(
+            ctx,
             OP,
             &a,
             &Strided {
@@ -727,7 +855,7 @@ fn unbind_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     Ok(())
 }
 
-fn select_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn select_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::select_copy.int_out";
     let a = ctx.tensor(0)?;
     if a.dim() == 0 {
@@ -745,7 +873,15 @@ fn select_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let mut out = ctx.resize_out(3, &sizes)?;
     same_dtype(OP, a.dtype(), out.dtype())?;
     let dv = Strided::of(&out)?;
-    copy_strided(OP, &a, &Strided { offset, strides }, &sizes, &mut out, &dv)
+    M::copy_strided(
+        ctx,
+        OP,
+        &a,
+        &Strided { offset, strides },
+        &sizes,
+        &mut out,
+        &dv,
+    )
 }
 
 /// PyTorch's slice bounds: clamps `start`/`end` into `[0, n]`.
@@ -760,7 +896,7 @@ pub fn slice_bounds(start: Option<i64>, end: Option<i64>, n: usize) -> (usize, u
     (s as usize, e as usize)
 }
 
-fn slice_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn slice_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::slice_copy.Tensor_out";
     let a = ctx.tensor(0)?;
     if a.dim() == 0 {
@@ -786,52 +922,60 @@ fn slice_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let mut out = ctx.resize_out(5, &sizes)?;
     same_dtype(OP, a.dtype(), out.dtype())?;
     let dv = Strided::of(&out)?;
-    copy_strided(OP, &a, &Strided { offset, strides }, &sizes, &mut out, &dv)
+    M::copy_strided(
+        ctx,
+        OP,
+        &a,
+        &Strided { offset, strides },
+        &sizes,
+        &mut out,
+        &dv,
+    )
 }
 
-fn full_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn full_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::full.out";
     let sizes = to_sizes(OP, ctx.int_list(0)?)?;
     let v = ctx.scalar(1)?;
     let mut out = ctx.resize_out(2, &sizes)?;
-    fill(OP, &mut out, v)
+    M::fill(ctx, OP, &mut out, v)
 }
-fn full_like_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn full_like_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::full_like.out";
     let sizes = Shape::from_slice(ctx.tensor(0)?.sizes())?;
     let v = ctx.scalar(1)?;
     let mut out = ctx.resize_out(3, &sizes)?;
-    fill(OP, &mut out, v)
+    M::fill(ctx, OP, &mut out, v)
 }
-fn zeros_like_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn zeros_like_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     let sizes = Shape::from_slice(ctx.tensor(0)?.sizes())?;
     let mut out = ctx.resize_out(2, &sizes)?;
-    fill("aten::zeros_like.out", &mut out, Scalar::Int(0))
+    M::fill(ctx, "aten::zeros_like.out", &mut out, Scalar::Int(0))
 }
-fn ones_like_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn ones_like_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     let sizes = Shape::from_slice(ctx.tensor(0)?.sizes())?;
     let mut out = ctx.resize_out(2, &sizes)?;
-    fill("aten::ones_like.out", &mut out, Scalar::Int(1))
+    M::fill(ctx, "aten::ones_like.out", &mut out, Scalar::Int(1))
 }
-fn fill_scalar_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn fill_scalar_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     let sizes = Shape::from_slice(ctx.tensor(0)?.sizes())?;
     let v = ctx.scalar(1)?;
     let mut out = ctx.resize_out(2, &sizes)?;
-    fill("aten::fill.Scalar_out", &mut out, v)
+    M::fill(ctx, "aten::fill.Scalar_out", &mut out, v)
 }
-fn fill_inplace(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn fill_inplace<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     let sizes = Shape::from_slice(ctx.tensor(0)?.sizes())?;
     let v = ctx.scalar(1)?;
     let mut out = ctx.resize_out(0, &sizes)?;
-    fill("aten::fill_.Scalar", &mut out, v)
+    M::fill(ctx, "aten::fill_.Scalar", &mut out, v)
 }
-fn scalar_tensor_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn scalar_tensor_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     let v = ctx.scalar(0)?;
     let mut out = ctx.resize_out(1, &[])?;
-    fill("aten::scalar_tensor.out", &mut out, v)
+    M::fill(ctx, "aten::scalar_tensor.out", &mut out, v)
 }
 
-fn arange_impl(
+fn arange_impl<M: Mover>(
     ctx: &mut KernelContext<'_>,
     op: &str,
     start: Scalar,
@@ -857,26 +1001,12 @@ fn arange_impl(
         ((e - s) / st).ceil().max(0.0) as usize
     };
     let mut out = ctx.resize_out(out_i, &[n])?;
-    dispatch_all!(out.dtype(), op, "out", |T| {
-        let o = out.data_mut::<T>()?;
-        for (i, v) in o.iter_mut().enumerate() {
-            *v = if all_int {
-                <T as Element>::from_i64(
-                    start
-                        .to_i64()
-                        .wrapping_add((i as i64).wrapping_mul(step.to_i64())),
-                )
-            } else {
-                <T as Element>::from_f64(s + i as f64 * st)
-            };
-        }
-        Ok(())
-    })
+    M::arange(ctx, op, &mut out, start, step, all_int)
 }
 
-fn arange_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn arange_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     let end = ctx.scalar(0)?;
-    arange_impl(
+    arange_impl::<M>(
         ctx,
         "aten::arange.out",
         Scalar::Int(0),
@@ -885,15 +1015,15 @@ fn arange_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         1,
     )
 }
-fn arange_start_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn arange_start_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     let (s, e, st) = (ctx.scalar(0)?, ctx.scalar(1)?, ctx.scalar(2)?);
-    arange_impl(ctx, "aten::arange.start_out", s, e, st, 3)
+    arange_impl::<M>(ctx, "aten::arange.start_out", s, e, st, 3)
 }
 
 /// `as_strided_copy`: args [self, size, stride, storage_offset?, out]. Reads `self`'s
 /// memory (in its memory order) through the given strides; every element read must lie
 /// inside `self`.
-fn as_strided_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn as_strided_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::as_strided_copy.out";
     let a = ctx.tensor(0)?;
     let sizes = to_sizes(OP, ctx.int_list(1)?)?;
@@ -923,11 +1053,19 @@ fn as_strided_copy_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let mut out = ctx.resize_out(4, &sizes)?;
     same_dtype(OP, a.dtype(), out.dtype())?;
     let dv = Strided::of(&out)?;
-    copy_strided(OP, &a, &Strided { offset, strides }, &sizes, &mut out, &dv)
+    M::copy_strided(
+        ctx,
+        OP,
+        &a,
+        &Strided { offset, strides },
+        &sizes,
+        &mut out,
+        &dv,
+    )
 }
 
 /// `flip`: args [self, dims, out]. Reverses the order of elements along each of `dims`.
-fn flip_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn flip_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::flip.out";
     let a = ctx.tensor(0)?;
     let dims = ctx.dims(1)?;
@@ -949,54 +1087,12 @@ fn flip_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     if a.numel() == 0 {
         return Ok(());
     }
-    let sizes = Shape::from_slice(a.sizes())?;
-    let (sa, so) = (
-        Shape::from_slice(a.strides())?,
-        Shape::from_slice(out.strides())?,
-    );
-    // Start at the far end of every flipped dim and step backwards through it.
-    let mut start = 0usize;
-    for d in 0..nd {
-        if flipped[d] {
-            start += (sizes[d] - 1) * sa[d];
-        }
-    }
-    dispatch_all!(a.dtype(), OP, "input", |T| {
-        let x = a.data::<T>()?;
-        let o = out.data_mut::<T>()?;
-        let mut idx = [0usize; etch_core::MAX_DIMS];
-        let (mut src, mut dst) = (start, 0usize);
-        for _ in 0..a.numel() {
-            o[dst] = x[src];
-            let mut d = nd;
-            while d > 0 {
-                d -= 1;
-                idx[d] += 1;
-                dst += so[d];
-                if flipped[d] {
-                    src = src.wrapping_sub(sa[d]);
-                } else {
-                    src += sa[d];
-                }
-                if idx[d] < sizes[d] {
-                    break;
-                }
-                idx[d] = 0;
-                dst -= so[d] * sizes[d];
-                if flipped[d] {
-                    src = src.wrapping_add(sa[d] * sizes[d]);
-                } else {
-                    src -= sa[d] * sizes[d];
-                }
-            }
-        }
-        Ok(())
-    })
+    M::flip(ctx, OP, &a, &mut out, &flipped[..nd])
 }
 
 /// `constant_pad_nd`: args [self, pad, value, out]. `pad` holds (before, after) pairs from
 /// the last dim backwards; negative entries crop.
-fn constant_pad_nd_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn constant_pad_nd_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::constant_pad_nd.out";
     let a = ctx.tensor(0)?;
     let pad = ctx.dims(1)?;
@@ -1030,7 +1126,7 @@ fn constant_pad_nd_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     }
     let mut out = ctx.resize_out(3, &out_sizes)?;
     same_dtype(OP, a.dtype(), out.dtype())?;
-    fill(OP, &mut out, value)?;
+    M::fill(ctx, OP, &mut out, value)?;
     if copy_sizes.contains(&0) {
         return Ok(());
     }
@@ -1043,12 +1139,12 @@ fn constant_pad_nd_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         offset: src_off,
         strides: Shape::from_slice(a.strides())?,
     };
-    copy_strided(OP, &a, &sv, &copy_sizes, &mut out, &dv)
+    M::copy_strided(ctx, OP, &a, &sv, &copy_sizes, &mut out, &dv)
 }
 
 /// `slice_scatter`: args [self, src, dim, start?, end?, step, out]. `out` is `self` with
 /// the slice `[start:end:step]` along `dim` replaced by `src`.
-fn slice_scatter_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn slice_scatter_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::slice_scatter.out";
     let a = ctx.tensor(0)?;
     let src = ctx.tensor(1)?;
@@ -1078,7 +1174,7 @@ fn slice_scatter_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let mut out = ctx.resize_out(6, a.sizes())?;
     same_dtype(OP, a.dtype(), out.dtype())?;
     same_dtype(OP, a.dtype(), src.dtype())?;
-    copy_all(OP, &a, &mut out)?;
+    M::copy_all(ctx, OP, &a, &mut out)?;
     if len == 0 {
         return Ok(());
     }
@@ -1086,12 +1182,20 @@ fn slice_scatter_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let offset = start * strides[dim];
     strides[dim] *= step;
     let sv = Strided::of(&src)?;
-    copy_strided(OP, &src, &sv, &want, &mut out, &Strided { offset, strides })
+    M::copy_strided(
+        ctx,
+        OP,
+        &src,
+        &sv,
+        &want,
+        &mut out,
+        &Strided { offset, strides },
+    )
 }
 
 /// `repeat`: args [self, repeats, out]. `self` is tiled `repeats[i]` times along each dim
 /// (leading dims of size 1 are added when `repeats` is longer than `self`'s rank).
-fn repeat_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+fn repeat_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::repeat.out";
     let a = ctx.tensor(0)?;
     let reps = to_sizes(OP, ctx.int_list(1)?)?;
@@ -1129,7 +1233,8 @@ fn repeat_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let mut tile = [0usize; etch_core::MAX_DIMS];
     loop {
         let offset = (0..nd).map(|d| tile[d] * in_sizes[d] * ostr[d]).sum();
-        copy_strided(
+        M::copy_strided(
+            ctx,
             OP,
             &a,
             &sv,
@@ -1155,52 +1260,111 @@ fn repeat_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     }
 }
 
-/// Registers this module's kernels.
-pub fn register(reg: &mut KernelRegistry) -> Result<()> {
-    let list: &[(&str, etch_core::KernelFn)] = &[
-        ("aten::view_copy.out", view_copy_out),
-        ("aten::permute_copy.out", permute_copy_out),
-        ("aten::transpose_copy.int_out", transpose_copy_out),
-        ("aten::t_copy.out", t_copy_out),
-        ("aten::expand_copy.out", expand_copy_out),
-        ("aten::unsqueeze_copy.out", unsqueeze_copy_out),
-        ("aten::squeeze_copy.dim_out", squeeze_copy_dim_out),
-        ("aten::squeeze_copy.dims_out", squeeze_copy_dims_out),
-        ("aten::squeeze_copy.out", squeeze_copy_out),
-        ("aten::clone.out", clone_out),
-        ("aten::_to_copy.out", to_copy_out),
+/// The CPU's flip: `out` = `a` reversed along the dims marked in `flipped`.
+fn flip_host(op: &str, a: &TensorRef<'_>, out: &mut TensorRef<'_>, flipped: &[bool]) -> Result<()> {
+    let nd = a.dim();
+    let sizes = Shape::from_slice(a.sizes())?;
+    let (sa, so) = (
+        Shape::from_slice(a.strides())?,
+        Shape::from_slice(out.strides())?,
+    );
+    // Start at the far end of every flipped dim and step backwards through it.
+    let mut start = 0usize;
+    for d in 0..nd {
+        if flipped[d] {
+            start += (sizes[d] - 1) * sa[d];
+        }
+    }
+    dispatch_all!(a.dtype(), op, "input", |T| {
+        let x = a.data::<T>()?;
+        let o = out.data_mut::<T>()?;
+        let mut idx = [0usize; etch_core::MAX_DIMS];
+        let (mut src, mut dst) = (start, 0usize);
+        for _ in 0..a.numel() {
+            o[dst] = x[src];
+            let mut d = nd;
+            while d > 0 {
+                d -= 1;
+                idx[d] += 1;
+                dst += so[d];
+                if flipped[d] {
+                    src = src.wrapping_sub(sa[d]);
+                } else {
+                    src += sa[d];
+                }
+                if idx[d] < sizes[d] {
+                    break;
+                }
+                idx[d] = 0;
+                dst -= so[d] * sizes[d];
+                if flipped[d] {
+                    src = src.wrapping_add(sa[d] * sizes[d]);
+                } else {
+                    src -= sa[d] * sizes[d];
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The shape kernels written over the data primitives of `M`: the CPU registers them
+/// with [`Host`], a device crate with its own [`Mover`].
+pub fn kernels<M: Mover>() -> Vec<(&'static str, etch_core::KernelFn)> {
+    vec![
+        ("aten::view_copy.out", view_copy_out::<M>),
+        ("aten::permute_copy.out", permute_copy_out::<M>),
+        ("aten::transpose_copy.int_out", transpose_copy_out::<M>),
+        ("aten::t_copy.out", t_copy_out::<M>),
+        ("aten::expand_copy.out", expand_copy_out::<M>),
+        ("aten::unsqueeze_copy.out", unsqueeze_copy_out::<M>),
+        ("aten::squeeze_copy.dim_out", squeeze_copy_dim_out::<M>),
+        ("aten::squeeze_copy.dims_out", squeeze_copy_dims_out::<M>),
+        ("aten::squeeze_copy.out", squeeze_copy_out::<M>),
+        ("aten::clone.out", clone_out::<M>),
+        ("aten::_to_copy.out", to_copy_out::<M>),
         (
             "dim_order_ops::_to_dim_order_copy.out",
-            to_dim_order_copy_out,
+            to_dim_order_copy_out::<M>,
         ),
-        ("dim_order_ops::_clone_dim_order.out", clone_dim_order_out),
-        ("aten::alias_copy.out", alias_copy_out),
-        ("aten::detach_copy.out", detach_copy_out),
-        ("aten::copy.out", copy_out),
-        ("aten::copy_", copy_inplace),
-        ("aten::cat.out", cat_out),
-        ("aten::stack.out", stack_out),
-        ("aten::split_with_sizes_copy.out", split_with_sizes_copy_out),
-        ("aten::split_copy.Tensor_out", split_copy_out),
-        ("aten::unbind_copy.int_out", unbind_copy_out),
-        ("aten::select_copy.int_out", select_copy_out),
-        ("aten::slice_copy.Tensor_out", slice_copy_out),
-        ("aten::full.out", full_out),
-        ("aten::full_like.out", full_like_out),
-        ("aten::zeros_like.out", zeros_like_out),
-        ("aten::ones_like.out", ones_like_out),
-        ("aten::fill.Scalar_out", fill_scalar_out),
-        ("aten::fill_.Scalar", fill_inplace),
-        ("aten::scalar_tensor.out", scalar_tensor_out),
-        ("aten::arange.out", arange_out),
-        ("aten::arange.start_out", arange_start_out),
-        ("aten::as_strided_copy.out", as_strided_copy_out),
-        ("aten::flip.out", flip_out),
-        ("aten::constant_pad_nd.out", constant_pad_nd_out),
-        ("aten::slice_scatter.out", slice_scatter_out),
-        ("aten::repeat.out", repeat_out),
-    ];
-    for &(n, f) in list {
+        (
+            "dim_order_ops::_clone_dim_order.out",
+            clone_dim_order_out::<M>,
+        ),
+        ("aten::alias_copy.out", alias_copy_out::<M>),
+        ("aten::detach_copy.out", detach_copy_out::<M>),
+        ("aten::copy.out", copy_out::<M>),
+        ("aten::copy_", copy_inplace::<M>),
+        ("aten::cat.out", cat_out::<M>),
+        ("aten::stack.out", stack_out::<M>),
+        (
+            "aten::split_with_sizes_copy.out",
+            split_with_sizes_copy_out::<M>,
+        ),
+        ("aten::split_copy.Tensor_out", split_copy_out::<M>),
+        ("aten::unbind_copy.int_out", unbind_copy_out::<M>),
+        ("aten::select_copy.int_out", select_copy_out::<M>),
+        ("aten::slice_copy.Tensor_out", slice_copy_out::<M>),
+        ("aten::full.out", full_out::<M>),
+        ("aten::full_like.out", full_like_out::<M>),
+        ("aten::zeros_like.out", zeros_like_out::<M>),
+        ("aten::ones_like.out", ones_like_out::<M>),
+        ("aten::fill.Scalar_out", fill_scalar_out::<M>),
+        ("aten::fill_.Scalar", fill_inplace::<M>),
+        ("aten::scalar_tensor.out", scalar_tensor_out::<M>),
+        ("aten::arange.out", arange_out::<M>),
+        ("aten::arange.start_out", arange_start_out::<M>),
+        ("aten::as_strided_copy.out", as_strided_copy_out::<M>),
+        ("aten::flip.out", flip_out::<M>),
+        ("aten::constant_pad_nd.out", constant_pad_nd_out::<M>),
+        ("aten::slice_scatter.out", slice_scatter_out::<M>),
+        ("aten::repeat.out", repeat_out::<M>),
+    ]
+}
+
+/// Registers this module's kernels.
+pub fn register(reg: &mut KernelRegistry) -> Result<()> {
+    for (n, f) in kernels::<Host>() {
         reg.register(n, f)?;
     }
     Ok(())

@@ -1,0 +1,339 @@
+//! Per-device kernel state: the NVRTC-compiled module of each op family (compiled on first
+//! use, PTX cached on disk), the cuBLAS handle, the device error word and a scratch buffer.
+
+use crate::{Family, cuda_err};
+use cudarc::cublas::{result as blas, sys as blas_sys};
+use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig};
+use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
+use etch_core::{Device, DeviceType, Error, KernelContext, Result};
+use etch_devices::cuda::CudaAllocator;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Per-device compiled modules, cuBLAS handle, error word and scratch.
+pub(crate) struct DeviceState {
+    arch: String,
+    modules: HashMap<Family, Arc<CudaModule>>,
+    functions: HashMap<&'static str, CudaFunction>,
+    pub(crate) blas: BlasHandle,
+    /// One i32 on the device: 0, or the code of the first error a kernel hit.
+    err: CudaSlice<i32>,
+    pub(crate) err_ptr: u64,
+    scratch: Option<(CudaSlice<u8>, u64)>,
+}
+
+pub(crate) struct BlasHandle(pub(crate) blas_sys::cublasHandle_t);
+// SAFETY: the handle is used only under the state mutex, one thread at a time.
+unsafe impl Send for BlasHandle {}
+
+fn states() -> &'static Mutex<HashMap<usize, DeviceState>> {
+    static S: OnceLock<Mutex<HashMap<usize, DeviceState>>> = OnceLock::new();
+    S.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Everything a kernel call needs on one device.
+pub(crate) struct Launch<'s> {
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) state: &'s mut DeviceState,
+    ctx: Arc<cudarc::driver::CudaContext>,
+}
+
+/// Runs `f` with the kernel state of `dev` (created on first use).
+pub(crate) fn with_device<R>(
+    ctx: &KernelContext<'_>,
+    dev: Device,
+    f: impl FnOnce(Launch<'_>) -> Result<R>,
+) -> Result<R> {
+    if dev.kind != DeviceType::Cuda {
+        return Err(Error::invalid_argument(format!(
+            "{}: a CUDA kernel got a tensor on {dev}",
+            ctx.op_name()
+        )));
+    }
+    let alloc = ctx.devices()?.require(DeviceType::Cuda)?;
+    let cuda = alloc
+        .as_any()
+        .downcast_ref::<CudaAllocator>()
+        .ok_or_else(|| {
+            Error::not_supported(format!(
+                "{}: CUDA kernels need the CUDA allocator (not a simulated device)",
+                ctx.op_name()
+            ))
+        })?;
+    with_allocator(cuda, dev.index, f)
+}
+
+/// Runs `f` with the kernel state of device `index` of `cuda`.
+pub(crate) fn with_allocator<R>(
+    cuda: &CudaAllocator,
+    index: i8,
+    f: impl FnOnce(Launch<'_>) -> Result<R>,
+) -> Result<R> {
+    let ordinal = cuda.ordinal(index)?;
+    let stream = cuda.stream(index)?;
+    let c = cuda.context(index)?;
+    let mut map = states()
+        .lock()
+        .map_err(|_| Error::internal("CUDA kernel state lock poisoned"))?;
+    if let std::collections::hash_map::Entry::Vacant(slot) = map.entry(ordinal) {
+        let (major, minor) = c
+            .compute_capability()
+            .map_err(|e| cuda_err("compute capability", e))?;
+        let handle = blas::create_handle().map_err(|e| cuda_err("cuBLAS handle", e))?;
+        let err = stream
+            .alloc_zeros::<i32>(1)
+            .map_err(|e| cuda_err("error word", e))?;
+        let err_ptr = raw_ptr(&err, &stream);
+        slot.insert(DeviceState {
+            arch: format!("compute_{major}{minor}"),
+            modules: HashMap::new(),
+            functions: HashMap::new(),
+            blas: BlasHandle(handle),
+            err,
+            err_ptr,
+            scratch: None,
+        });
+    }
+    let state = map
+        .get_mut(&ordinal)
+        .ok_or_else(|| Error::internal("CUDA kernel state vanished"))?;
+    f(Launch {
+        stream,
+        state,
+        ctx: c,
+    })
+}
+
+impl Launch<'_> {
+    /// The raw handle of kernel `name` of `family` (module compiled on first use).
+    pub(crate) fn function(
+        &mut self,
+        family: Family,
+        name: &'static str,
+    ) -> Result<cudarc::driver::sys::CUfunction> {
+        if let Some(f) = self.state.functions.get(name) {
+            return Ok(f.cu_function());
+        }
+        if !self.state.modules.contains_key(&family) {
+            let ptx = compile(family, &self.state.arch)?;
+            let m = self
+                .ctx
+                .load_module(ptx)
+                .map_err(|e| cuda_err(&format!("load module {}", family.name()), e))?;
+            self.state.modules.insert(family, m);
+        }
+        let f = self.state.modules[&family]
+            .load_function(name)
+            .map_err(|e| cuda_err(&format!("kernel {name}"), e))?;
+        let raw = f.cu_function();
+        self.state.functions.insert(name, f);
+        Ok(raw)
+    }
+
+    /// The device error word's address.
+    pub(crate) fn err_ptr(&self) -> u64 {
+        self.state.err_ptr
+    }
+
+    /// A device scratch buffer of at least `nbytes` (grown when needed, kept for later
+    /// calls; its contents are undefined).
+    pub(crate) fn scratch(&mut self, nbytes: usize) -> Result<u64> {
+        if let Some((s, p)) = &self.state.scratch
+            && s.len() >= nbytes
+        {
+            return Ok(*p);
+        }
+        self.state.scratch = None;
+        let s = self
+            .stream
+            .alloc_zeros::<u8>(nbytes.max(1 << 20))
+            .map_err(|e| cuda_err("scratch memory", e))?;
+        let p = raw_ptr(&s, &self.stream);
+        self.state.scratch = Some((s, p));
+        Ok(p)
+    }
+
+    /// Launches `f` on a grid-stride grid covering `n` elements.
+    ///
+    /// # Safety
+    /// `args` must point at values whose types and order match the kernel's signature, and
+    /// every device pointer among them must be valid for the launch.
+    pub(crate) unsafe fn launch(
+        &self,
+        f: cudarc::driver::sys::CUfunction,
+        n: i64,
+        args: &mut [*mut std::ffi::c_void],
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.launch_with(f, config(n), args) }
+    }
+
+    /// Launches `f` with an explicit configuration.
+    ///
+    /// # Safety
+    /// As [`Launch::launch`].
+    pub(crate) unsafe fn launch_with(
+        &self,
+        f: cudarc::driver::sys::CUfunction,
+        c: LaunchConfig,
+        args: &mut [*mut std::ffi::c_void],
+    ) -> Result<()> {
+        // SAFETY: the caller's contract; the stream belongs to this device's context.
+        unsafe {
+            cudarc::driver::result::launch_kernel(
+                f,
+                c.grid_dim,
+                c.block_dim,
+                c.shared_mem_bytes,
+                self.stream.cu_stream(),
+                args,
+            )
+        }
+        .map_err(|e| cuda_err("kernel launch", e))
+    }
+}
+
+fn raw_ptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
+    use cudarc::driver::DevicePtr;
+    let (p, _sync) = s.device_ptr(stream);
+    p
+}
+
+/// What a device error code means (`set_error` in the CUDA sources).
+fn error_message(code: i32) -> &'static str {
+    match code {
+        1 => "integer division by zero",
+        2 => "an index is out of range",
+        3 => "an argument is invalid",
+        _ => "unknown error",
+    }
+}
+
+/// Waits for the stream of device `index` and returns, as an error, the first error a
+/// kernel recorded there since the last check (clearing it).
+pub fn check_device_errors(cuda: &CudaAllocator, index: i8) -> Result<()> {
+    with_allocator(cuda, index, |l| {
+        let v = l
+            .stream
+            .clone_dtoh(&l.state.err)
+            .map_err(|e| cuda_err("read device error word", e))?;
+        let code = v.first().copied().unwrap_or(0);
+        if code == 0 {
+            return Ok(());
+        }
+        l.stream
+            .memset_zeros(&mut l.state.err)
+            .map_err(|e| cuda_err("clear device error word", e))?;
+        Err(Error::invalid_argument(format!(
+            "a CUDA kernel reported: {} (code {code})",
+            error_message(code)
+        )))
+    })
+}
+
+/// A grid-stride configuration for `n` elements.
+pub(crate) fn config(n: i64) -> LaunchConfig {
+    let blocks = ((n.max(1) as u64).div_ceil(256)).min(65_535 * 8) as u32;
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// One block of `threads` per row, `rows` rows (y and z dims split past 65,535).
+pub(crate) fn rows_config(rows: usize, threads: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (rows.clamp(1, 1 << 30) as u32, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// The full NVRTC source of a family: the op-code prelude, common.cuh, the family file.
+pub fn source(family: Family) -> String {
+    let mut s = crate::elementwise::prelude();
+    s.push_str(include_str!("cuda/common.cuh"));
+    s.push('\n');
+    s.push_str(family.source());
+    s
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// Where compiled PTX is cached: `ETCH_CACHE_DIR`, else `$XDG_CACHE_HOME/etch`, else
+/// `$HOME/.cache/etch`; `None` when `ETCH_NVRTC_CACHE=0` or no directory is known.
+fn cache_dir() -> Option<PathBuf> {
+    if std::env::var("ETCH_NVRTC_CACHE").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let base = std::env::var_os("ETCH_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("etch")))
+        .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/etch")))?;
+    Some(base.join("nvrtc"))
+}
+
+/// True when the NVRTC library can be loaded.
+pub fn nvrtc_available() -> bool {
+    // SAFETY: only tries to dlopen the library; no NVRTC call is made.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// Compiles a family's source for `arch` (e.g. `compute_90`) with NVRTC, or reads the PTX
+/// from the disk cache (keyed by source hash and architecture).
+pub fn compile(family: Family, arch: &str) -> Result<Ptx> {
+    compile_with(family, arch, cache_dir())
+}
+
+/// Compiles a family's source with NVRTC, ignoring the disk cache (for checks).
+pub fn compile_fresh(family: Family, arch: &str) -> Result<Ptx> {
+    compile_with(family, arch, None)
+}
+
+fn compile_with(family: Family, arch: &str, cache: Option<PathBuf>) -> Result<Ptx> {
+    let src = source(family);
+    let key = format!(
+        "{}-{arch}-{:016x}.ptx",
+        family.name(),
+        fnv1a(src.as_bytes())
+    );
+    let cached = cache.map(|d| d.join(&key));
+    if let Some(p) = &cached
+        && let Ok(text) = std::fs::read_to_string(p)
+    {
+        return Ok(Ptx::from_src(text));
+    }
+    if !nvrtc_available() {
+        return Err(Error::not_found(
+            "the NVRTC library (libnvrtc) was not found: install the CUDA toolkit's NVRTC or \
+             `pip install nvidia-cuda-nvrtc` and add its lib folder to LD_LIBRARY_PATH",
+        ));
+    }
+    let opts = CompileOptions {
+        options: vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()],
+        name: Some(format!("{}.cu", family.name())),
+        ..Default::default()
+    };
+    let ptx = compile_ptx_with_opts(&src, opts)
+        .map_err(|e| cuda_err(&format!("NVRTC compile of {}.cu", family.name()), e))?;
+    if let Some(p) = cached {
+        // The cache is best effort: a failure to write it costs a compile next time.
+        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+        if p.parent()
+            .is_some_and(|d| std::fs::create_dir_all(d).is_ok())
+            && std::fs::write(&tmp, ptx.to_src()).is_ok()
+        {
+            let _ = std::fs::rename(&tmp, &p);
+        }
+    }
+    Ok(ptx)
+}

@@ -1,0 +1,308 @@
+//! Matrix products on cuBLAS (`cublasGemmStridedBatchedEx`): mm, bmm, addmm, baddbmm and
+//! linear in f32 (full f32 math, as PyTorch's default), f16/bf16 (tensor cores, f32
+//! accumulation) and f64.
+
+use crate::context::with_device;
+use crate::cuda_err;
+use crate::elementwise::cast_into;
+use crate::util::same_device;
+use cudarc::cublas::{result as blas, sys as blas_sys};
+use etch_core::{Error, KernelContext, Result, ScalarType, TensorRef};
+use etch_kernels::util::broadcast_shape;
+
+use blas_sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
+
+fn data_type(op: &str, t: ScalarType) -> Result<(blas_sys::cudaDataType, bool)> {
+    Ok(match t {
+        ScalarType::Float => (blas_sys::cudaDataType::CUDA_R_32F, false),
+        ScalarType::Half => (blas_sys::cudaDataType::CUDA_R_16F, false),
+        ScalarType::BFloat16 => (blas_sys::cudaDataType::CUDA_R_16BF, false),
+        ScalarType::Double => (blas_sys::cudaDataType::CUDA_R_64F, true),
+        other => {
+            return Err(Error::not_supported(format!(
+                "{op}: the CUDA matmul supports float32, float16, bfloat16 and float64, not {other}"
+            )));
+        }
+    })
+}
+
+/// One strided-batched product: row-major `out[b] = alpha * a[b] @ op(w[b]) + beta * out[b]`
+/// where `a[b]` is `m x k`, `op(w)` is `k x n` (`w` stored `n x k` when `w_t`), with batch
+/// strides in elements (0 broadcasts an operand).
+pub(crate) struct Gemm {
+    pub batch: usize,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub w_t: bool,
+    pub stride_a: i64,
+    pub stride_w: i64,
+    pub alpha: f64,
+    pub beta: f64,
+}
+
+fn check_contiguous(op: &str, ts: &[&TensorRef<'_>]) -> Result<()> {
+    for t in ts {
+        if !t.is_default_dim_order() {
+            return Err(Error::not_supported(format!(
+                "{op}: the CUDA matmul needs contiguous row-major tensors"
+            )));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn gemm(
+    ctx: &KernelContext<'_>,
+    a: &TensorRef<'_>,
+    w: &TensorRef<'_>,
+    out: &TensorRef<'_>,
+    g: Gemm,
+) -> Result<()> {
+    let op = ctx.op_name();
+    same_device(op, &[a, w, out])?;
+    if a.dtype() != out.dtype() || w.dtype() != out.dtype() {
+        return Err(Error::invalid_argument(format!(
+            "{op}: mixed dtypes {}, {} and {}",
+            a.dtype(),
+            w.dtype(),
+            out.dtype()
+        )));
+    }
+    check_contiguous(op, &[a, w, out])?;
+    if g.batch == 0 || g.m == 0 || g.n == 0 {
+        return Ok(());
+    }
+    if g.k == 0 {
+        // An empty sum: out = beta * out (beta is 0 for plain products).
+        if g.beta == 0.0 {
+            return crate::elementwise::fill(ctx, out, etch_core::Scalar::Int(0));
+        }
+    }
+    let (dt, f64_math) = data_type(op, out.dtype())?;
+    let to_i32 = |v: usize| {
+        i32::try_from(v).map_err(|_| Error::not_supported(format!("{op}: dimension {v} too large")))
+    };
+    let (mi, ki, ni, bi) = (to_i32(g.m)?, to_i32(g.k)?, to_i32(g.n)?, to_i32(g.batch)?);
+    let (pa, pw, po) = (a.data_ptr(), w.data_ptr(), out.data_ptr());
+    let (alpha32, beta32) = (g.alpha as f32, g.beta as f32);
+    let (alpha_p, beta_p) = if f64_math {
+        (
+            &g.alpha as *const f64 as *const std::ffi::c_void,
+            &g.beta as *const f64 as *const std::ffi::c_void,
+        )
+    } else {
+        (
+            &alpha32 as *const f32 as *const std::ffi::c_void,
+            &beta32 as *const f32 as *const std::ffi::c_void,
+        )
+    };
+    let compute = if f64_math {
+        blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_64F
+    } else {
+        blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F
+    };
+    // Column-major view: out^T (n x m) = op(w)^T (n x k) @ a^T (k x m).
+    let (opw, ldw) = if g.w_t {
+        (CUBLAS_OP_T, ki)
+    } else {
+        (CUBLAS_OP_N, ni)
+    };
+    with_device(ctx, out.device(), |l| {
+        let h = l.state.blas.0;
+        // SAFETY: the handle is used under the state lock; the stream belongs to this
+        // device; pointers are live device memory of the checked shapes; alpha/beta are
+        // host values (cuBLAS's default pointer mode) of the compute type.
+        unsafe {
+            blas::set_stream(h, l.stream.cu_stream() as _)
+                .map_err(|e| cuda_err("cublasSetStream", e))?;
+            blas::gemm_strided_batched_ex(
+                h,
+                opw,
+                CUBLAS_OP_N,
+                ni,
+                mi,
+                ki,
+                alpha_p,
+                pw as *const _,
+                dt,
+                ldw,
+                g.stride_w,
+                pa as *const _,
+                dt,
+                ki,
+                g.stride_a,
+                beta_p,
+                po as *mut _,
+                dt,
+                ni,
+                (g.m * g.n) as i64,
+                bi,
+                compute,
+                blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+            .map_err(|e| cuda_err(op, e))
+        }
+    })
+}
+
+fn mat_err(op: &str, a: &TensorRef<'_>, b: &TensorRef<'_>) -> Error {
+    Error::invalid_argument(format!(
+        "{op}: cannot multiply {:?} by {:?}",
+        a.sizes(),
+        b.sizes()
+    ))
+}
+
+/// Writes `beta`-scaled broadcast `bias` into `out` before a product accumulates into it.
+fn bias_into(ctx: &KernelContext<'_>, bias: &TensorRef<'_>, out: &TensorRef<'_>) -> Result<()> {
+    let op = ctx.op_name();
+    let s = broadcast_shape(op, bias.sizes(), out.sizes())?;
+    if *s != *out.sizes() {
+        return Err(Error::invalid_argument(format!(
+            "{op}: bias {:?} does not broadcast to {:?}",
+            bias.sizes(),
+            out.sizes()
+        )));
+    }
+    cast_into(ctx, bias, out)
+}
+
+pub(crate) fn mm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let b = ctx.tensor(1)?;
+    if a.dim() != 2 || b.dim() != 2 || a.sizes()[1] != b.sizes()[0] {
+        return Err(mat_err(ctx.op_name(), &a, &b));
+    }
+    let (m, k, n) = (a.sizes()[0], a.sizes()[1], b.sizes()[1]);
+    let out = ctx.resize_out(2, &[m, n])?;
+    let g = Gemm {
+        batch: 1,
+        m,
+        k,
+        n,
+        w_t: false,
+        stride_a: 0,
+        stride_w: 0,
+        alpha: 1.0,
+        beta: 0.0,
+    };
+    gemm(ctx, &a, &b, &out, g)
+}
+
+pub(crate) fn bmm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let a = ctx.tensor(0)?;
+    let b = ctx.tensor(1)?;
+    if a.dim() != 3 || b.dim() != 3 || a.sizes()[0] != b.sizes()[0] || a.sizes()[2] != b.sizes()[1]
+    {
+        return Err(mat_err(ctx.op_name(), &a, &b));
+    }
+    let (bs, m, k, n) = (a.sizes()[0], a.sizes()[1], a.sizes()[2], b.sizes()[2]);
+    let out = ctx.resize_out(2, &[bs, m, n])?;
+    let g = Gemm {
+        batch: bs,
+        m,
+        k,
+        n,
+        w_t: false,
+        stride_a: (m * k) as i64,
+        stride_w: (k * n) as i64,
+        alpha: 1.0,
+        beta: 0.0,
+    };
+    gemm(ctx, &a, &b, &out, g)
+}
+
+/// `addmm.out(self, mat1, mat2, *, beta, alpha, out)`.
+pub(crate) fn addmm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let bias = ctx.tensor(0)?;
+    let a = ctx.tensor(1)?;
+    let b = ctx.tensor(2)?;
+    let beta = ctx.scalar(3)?.to_f64();
+    let alpha = ctx.scalar(4)?.to_f64();
+    if a.dim() != 2 || b.dim() != 2 || a.sizes()[1] != b.sizes()[0] {
+        return Err(mat_err(ctx.op_name(), &a, &b));
+    }
+    let (m, k, n) = (a.sizes()[0], a.sizes()[1], b.sizes()[1]);
+    let out = ctx.resize_out(5, &[m, n])?;
+    if beta != 0.0 {
+        bias_into(ctx, &bias, &out)?;
+    }
+    let g = Gemm {
+        batch: 1,
+        m,
+        k,
+        n,
+        w_t: false,
+        stride_a: 0,
+        stride_w: 0,
+        alpha,
+        beta,
+    };
+    gemm(ctx, &a, &b, &out, g)
+}
+
+/// `baddbmm.out(self, batch1, batch2, *, beta, alpha, out)`.
+pub(crate) fn baddbmm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let bias = ctx.tensor(0)?;
+    let a = ctx.tensor(1)?;
+    let b = ctx.tensor(2)?;
+    let beta = ctx.scalar(3)?.to_f64();
+    let alpha = ctx.scalar(4)?.to_f64();
+    if a.dim() != 3 || b.dim() != 3 || a.sizes()[0] != b.sizes()[0] || a.sizes()[2] != b.sizes()[1]
+    {
+        return Err(mat_err(ctx.op_name(), &a, &b));
+    }
+    let (bs, m, k, n) = (a.sizes()[0], a.sizes()[1], a.sizes()[2], b.sizes()[2]);
+    let out = ctx.resize_out(5, &[bs, m, n])?;
+    if beta != 0.0 {
+        bias_into(ctx, &bias, &out)?;
+    }
+    let g = Gemm {
+        batch: bs,
+        m,
+        k,
+        n,
+        w_t: false,
+        stride_a: (m * k) as i64,
+        stride_w: (k * n) as i64,
+        alpha,
+        beta,
+    };
+    gemm(ctx, &a, &b, &out, g)
+}
+
+/// `linear.out(input, weight, bias=None, *, out)`: `input @ weight^T + bias`.
+pub(crate) fn linear_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let op = ctx.op_name();
+    let x = ctx.tensor(0)?;
+    let w = ctx.tensor(1)?;
+    let bias = ctx.opt_tensor(2)?;
+    if w.dim() != 2 || x.dim() == 0 || x.sizes()[x.dim() - 1] != w.sizes()[1] {
+        return Err(mat_err(op, &x, &w));
+    }
+    let (k, n) = (w.sizes()[1], w.sizes()[0]);
+    let m = x.numel() / k.max(1);
+    let mut sizes = etch_kernels::util::Shape::from_slice(x.sizes())?;
+    let last = sizes.len() - 1;
+    sizes[last] = n;
+    let out = ctx.resize_out(3, &sizes)?;
+    let beta = if let Some(b) = &bias {
+        bias_into(ctx, b, &out)?;
+        1.0
+    } else {
+        0.0
+    };
+    let g = Gemm {
+        batch: 1,
+        m,
+        k,
+        n,
+        w_t: true,
+        stride_a: 0,
+        stride_w: 0,
+        alpha: 1.0,
+        beta,
+    };
+    gemm(ctx, &x, &w, &out, g)
+}
