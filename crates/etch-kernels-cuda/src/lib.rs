@@ -11,6 +11,8 @@
 mod context;
 mod elementwise;
 mod gemm;
+mod norm;
+mod reduce;
 mod shape;
 mod util;
 
@@ -24,22 +26,30 @@ use etch_core::{Error, KernelFn, KernelRegistry, Result, ScalarType};
 pub enum Family {
     /// Elementwise maps, casts, fills (`cuda/elementwise.cu`).
     Elementwise,
+    /// Reductions (`cuda/reduce.cu`).
+    Reduce,
+    /// Softmax and normalisations (`cuda/norm.cu`).
+    Norm,
 }
 
 impl Family {
     /// Every family.
-    pub const ALL: &'static [Family] = &[Family::Elementwise];
+    pub const ALL: &'static [Family] = &[Family::Elementwise, Family::Reduce, Family::Norm];
 
     /// The family's name (its `.cu` file stem).
     pub fn name(self) -> &'static str {
         match self {
             Family::Elementwise => "elementwise",
+            Family::Reduce => "reduce",
+            Family::Norm => "norm",
         }
     }
 
     fn source(self) -> &'static str {
         match self {
             Family::Elementwise => include_str!("cuda/elementwise.cu"),
+            Family::Reduce => include_str!("cuda/reduce.cu"),
+            Family::Norm => include_str!("cuda/norm.cu"),
         }
     }
 }
@@ -147,6 +157,26 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
         ("aten::addmm.out", gemm::addmm_out, FLOATS),
         ("aten::baddbmm.out", gemm::baddbmm_out, FLOATS),
         ("aten::linear.out", gemm::linear_out, FLOATS),
+        ("aten::sum.IntList_out", reduce::sum_out, ALL),
+        ("aten::mean.out", reduce::mean_out, ALL),
+        ("aten::amax.out", reduce::amax_out, ALL),
+        ("aten::amin.out", reduce::amin_out, ALL),
+        ("aten::argmax.out", reduce::argmax_out, ALL),
+        ("aten::argmin.out", reduce::argmin_out, ALL),
+        ("aten::any.out", reduce::any_out, ALL),
+        ("aten::any.dims_out", reduce::any_dims_out, ALL),
+        ("aten::any.all_out", reduce::any_all_out, ALL),
+        ("aten::all.out", reduce::all_out, ALL),
+        ("aten::all.all_out", reduce::all_all_out, ALL),
+        ("aten::var.correction_out", reduce::var_out, FLOATS),
+        ("aten::std.correction_out", reduce::std_out, FLOATS),
+        ("aten::prod.int_out", reduce::prod_int_out, ALL),
+        ("aten::prod.out", reduce::prod_out, ALL),
+        ("aten::max.dim_max", reduce::max_dim, ALL),
+        ("aten::min.dim_min", reduce::min_dim, ALL),
+        ("aten::_softmax.out", norm::softmax_out, FLOATS),
+        ("aten::_log_softmax.out", norm::log_softmax_out, FLOATS),
+        ("aten::native_layer_norm.out", norm::layer_norm_out, FLOATS),
     ];
     for (name, f) in etch_kernels::shape::kernels::<CudaMover>() {
         t.push((name, f, ALL));

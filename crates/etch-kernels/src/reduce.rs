@@ -70,8 +70,9 @@ pub fn plan(op: &str, t: &TensorRef<'_>, dims: Option<&[i64]>, keepdim: bool) ->
     Ok(p)
 }
 
-/// Out strides for the kept dims (the out tensor has `plan.out_shape`).
-fn kept_out_strides(
+/// Out strides for the kept dims (the out tensor has `plan.out_shape`), given the reduced
+/// `dims` of `mask_from`.
+pub fn kept_out_strides(
     p: &Plan,
     out: &TensorRef<'_>,
     keepdim: bool,
