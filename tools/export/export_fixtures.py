@@ -435,6 +435,50 @@ def build_dynamic_batch() -> Fixture:
     return fx
 
 
+class KVCache(nn.Module):
+    """A decoder-style step: a dynamic number of rows is accumulated into a slice of a
+    cache buffer, a counter buffer is bumped, and the output is reshaped with a size
+    computed at run time (sym_size, executorch_prim::mul.Scalar, slice_scatter, copy_
+    into both buffers)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(16, 8))
+        self.register_buffer("count", torch.zeros(1))
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        t = x.shape[0]
+        self.cache[:t].add_(self.proj(x))
+        self.count.add_(1.0)
+        y = self.cache[:t] * self.count
+        return y.reshape(t * 8)
+
+
+def build_kv_cache() -> Fixture:
+    torch.manual_seed(13)
+    m = KVCache().eval()
+    for p in m.parameters():
+        p.requires_grad_(False)
+    rows = torch.export.Dim("rows", min=1, max=16)
+    fx = Fixture("kv_cache")
+    fx.write_program(
+        export_edge(
+            {"forward": copy.deepcopy(m)},
+            {"forward": (torch.randn(4, 8),)},
+            dynamic_shapes={"forward": {"x": {0: rows}}},
+        )
+    )
+    fx.comment = (
+        "cases must run in order on one loaded method; dim 0 dynamic in [1, 16]; the "
+        "cache and count buffers accumulate (cases at 4, 7, 2 rows)"
+    )
+    for t in (4, 7, 2):
+        x = torch.randn(t, 8)
+        fx.add_case("forward", [x], eager(m, x).clone(), TOL_F32)
+    return fx
+
+
 def build_two_methods() -> Fixture:
     torch.manual_seed(7)
     fwd = TwoMethodsForward(torch.randn(8, 6) * 0.5, torch.randn(6) * 0.1).eval()
@@ -793,8 +837,27 @@ def export_threads_fixture() -> None:
         f.write(to_edge(ep).to_executorch().buffer)
 
 
+def export_only(names: List[str]) -> int:
+    """Re-exports the named fixtures only, replacing their manifest entries."""
+    builders = {"kv_cache": build_kv_cache}
+    path = os.path.join(FIXTURES, "manifest.json")
+    with open(path) as f:
+        manifest = json.load(f)
+    for name in names:
+        if os.path.isdir(os.path.join(FIXTURES, name)):
+            shutil.rmtree(os.path.join(FIXTURES, name))
+        entry = builders[name]().manifest_entry()
+        manifest = [e for e in manifest if e["name"] != name] + [entry]
+    with open(path, "w") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+    return 0
+
+
 def main() -> int:
     torch.set_num_threads(1)
+    if len(sys.argv) > 2 and sys.argv[1] == "--only":
+        return export_only(sys.argv[2].split(","))
     if os.path.isdir(FIXTURES):
         for entry in os.listdir(FIXTURES):
             p = os.path.join(FIXTURES, entry)
@@ -814,6 +877,7 @@ def main() -> int:
     fixtures.append(build_two_methods())
     fixtures.append(build_scalar_io())
     fixtures.append(build_cond())
+    fixtures.append(build_kv_cache())
 
     with open(os.path.join(FIXTURES, "manifest.json"), "w") as f:
         json.dump([fx.manifest_entry() for fx in fixtures], f, indent=2)
