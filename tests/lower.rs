@@ -133,6 +133,7 @@ fn every_cpu_fixture_lowers_to_cuda_and_matches_on_the_simulated_device() {
         let want = match fx.name.as_str() {
             "stateful" => 1,
             "kv_cache" => 2,
+            "kv_decoder" => 4,
             _ => 0,
         };
         assert_eq!(state, want, "{}: state on the device", fx.name);
