@@ -1339,9 +1339,12 @@ fn nested_program(
         non_const_buffer_device: None,
     };
     // Region outputs are fresh, so the nested plan's own aliasing matches the outer one.
+    // Inputs are bound to the caller's memory (shared, so state updated in place is seen
+    // by the caller): they take no planned memory. Outputs stay planned, as upstream's
+    // ExecutorBackend copies them out of the nested method.
     let popts = PlanOptions {
         alignment,
-        alloc_graph_input: Some(true),
+        alloc_graph_input: Some(false),
         alloc_graph_output: Some(true),
     };
     let nested_storage = Storage {

@@ -568,7 +568,9 @@ impl Method {
                         }
                         (ptr, d.nbytes)
                     }
-                    DataPlacement::Unbound if is_io => {
+                    // A nested (delegate) method's inputs and outputs are always bound to its
+                    // caller's memory before it runs: no memory of their own.
+                    DataPlacement::Unbound if is_io && config.nesting_depth == 0 => {
                         if config
                             .max_planned_bytes
                             .is_some_and(|l| d.nbytes as u64 > l)
