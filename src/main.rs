@@ -380,14 +380,10 @@ fn supported_ops(set: &str) -> Result<(String, etch::compiler::SupportedOps)> {
             )
         }
         "cuda" => {
-            let names = etch::cuda_kernel_names();
+            let ops = SupportedOps::with_op_dtypes(etch::cuda_op_support());
             (
-                format!("cuda ({} operators; f32/f16/bf16)", names.len()),
-                SupportedOps::new(names).with_dtypes([
-                    ScalarType::Float,
-                    ScalarType::Half,
-                    ScalarType::BFloat16,
-                ]),
+                format!("cuda ({} operators, each with its dtypes)", ops.len()),
+                ops,
             )
         }
         file => {
@@ -553,6 +549,12 @@ fn cmd_lower(args: &[String]) -> Result<()> {
                 "  copies inserted: {} h2d, {} d2h; elided: {} upload(s) reused, {} d2h->h2d round trip(s), {} d2h not needed\n",
                 m.h2d_copies, m.d2h_copies, m.uploads_reused, m.round_trips_elided, m.downloads_skipped
             ));
+            if m.device_state + m.host_state > 0 {
+                text.push_str(&format!(
+                    "  state: {} buffer(s) on {device} (updated in place by the delegates), {} on the host\n",
+                    m.device_state, m.host_state
+                ));
+            }
             if m.device_inputs + m.device_outputs > 0 {
                 text.push_str(&format!(
                     "  on the device: {} input(s), {} output(s) (unplanned; bind device memory)\n",
@@ -579,6 +581,8 @@ fn cmd_lower(args: &[String]) -> Result<()> {
                 "device_outputs": m.device_outputs,
                 "plan": plan_json(&m.plan),
                 "delegate_planned_bytes": m.delegate_planned_bytes,
+                "device_state": m.device_state,
+                "host_state": m.host_state,
             }));
         }
         report["device"] = json!(device.to_string());

@@ -55,6 +55,8 @@ fn every_fixture_is_tested() {
         "two_methods",
         "scalar_io",
         "cond",
+        "kv_cache",
+        "kv_decoder",
     ];
     for n in &names {
         assert!(tested.contains(&n.as_str()), "fixture {n} has no test");
@@ -78,6 +80,8 @@ fixture_tests!(
     two_methods,
     scalar_io,
     cond,
+    kv_cache,
+    kv_decoder,
 );
 
 #[test]

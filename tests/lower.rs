@@ -96,26 +96,88 @@ fn lowered(fx: &Fixture, opts: &LowerOptions) -> (Vec<u8>, LowerSummary) {
     (bytes, summary)
 }
 
+/// Delegates per method where a method cannot become one delegate, with the reason.
+fn expected_delegates(fixture: &str) -> usize {
+    match fixture {
+        // torch.cond: the JumpFalse/Move instructions stay in the outer method, so the
+        // predicate and each branch (three basic blocks) become one delegate each.
+        "cond" => 3,
+        _ => 1,
+    }
+}
+
+/// With every operator supported, each method becomes one delegate (the `torch.cond`
+/// fixture: one per basic block) with no kernel call left on the host, state included;
+/// the lowered program gives PyTorch's outputs over every case, run in order on one
+/// loaded program (the stateful fixtures' buffers carry over between calls).
 #[test]
 fn every_cpu_fixture_lowers_to_cuda_and_matches_on_the_simulated_device() {
     for fx in cpu_fixtures() {
         let opts = LowerOptions::new(Device::cuda(0), portable());
         let (bytes, summary) = lowered(&fx, &opts);
-        let delegates: usize = summary.methods.iter().map(|m| m.delegates).sum();
-        assert!(delegates > 0, "{}: nothing was delegated", fx.name);
-        // Every method's device bytes are planned in a cuda:0 buffer.
         for m in &summary.methods {
-            if m.delegates > 0 {
-                assert!(
-                    m.plan.after.get(&Device::cuda(0)).copied().unwrap_or(0) > 0,
-                    "{} {}: no cuda:0 buffer",
-                    fx.name,
-                    m.method
-                );
-            }
+            let what = format!("{} {}", fx.name, m.method);
+            assert_eq!(m.delegates, expected_delegates(&fx.name), "{what}");
+            assert_eq!(
+                m.host_instructions, 0,
+                "{what}: kernel calls left on the host"
+            );
+            assert_eq!(m.host_state, 0, "{what}: state left on the host");
+            // Every method's device bytes are planned in a cuda:0 buffer.
+            assert!(
+                m.plan.after.get(&Device::cuda(0)).copied().unwrap_or(0) > 0,
+                "{what}: no cuda:0 buffer"
+            );
         }
+        let state: usize = summary.methods.iter().map(|m| m.device_state).sum();
+        let want = match fx.name.as_str() {
+            "stateful" => 1,
+            "kv_cache" => 2,
+            "kv_decoder" => 4,
+            _ => 0,
+        };
+        assert_eq!(state, want, "{}: state on the device", fx.name);
         run_cases(&format!("{} lowered", fx.name), &fx, &bytes, false);
     }
+}
+
+/// An operator listed for f32 only is not delegated where it touches an i64 tensor.
+#[test]
+fn per_operator_dtypes_decide_what_is_delegated() {
+    let fx = cpu_fixtures()
+        .into_iter()
+        .find(|f| f.name == "token_model")
+        .unwrap();
+    use etch::ScalarType::{Float, Long};
+    let support = |argmax: &[etch::ScalarType]| {
+        let kernels = etch::default_kernels();
+        SupportedOps::with_op_dtypes(kernels.names().into_iter().map(|n| {
+            let d = if n == "aten::argmax.out" {
+                argmax.to_vec()
+            } else {
+                vec![Float, Long]
+            };
+            (n.to_string(), d)
+        }))
+    };
+    let s = support(&[Float]);
+    assert!(s.supports_dtype("aten::argmax.out", Float));
+    assert!(!s.supports_dtype("aten::argmax.out", Long));
+    assert!(!s.supports_dtype("aten::no_such_op.out", Float));
+    // argmax writes an i64 index tensor: f32-only support leaves it on the host.
+    for (dtypes, host) in [(&[Float][..], 1), (&[Float, Long][..], 0)] {
+        let (bytes, summary) = lowered(&fx, &LowerOptions::new(Device::cuda(0), support(dtypes)));
+        assert_eq!(summary.methods[0].host_instructions, host, "{dtypes:?}");
+        run_cases(
+            &format!("token_model argmax {dtypes:?}"),
+            &fx,
+            &bytes,
+            false,
+        );
+    }
+    // No dtype list: any dtype.
+    let any = SupportedOps::with_op_dtypes([("aten::argmax.out", [])]);
+    assert!(any.supports_dtype("aten::argmax.out", Long));
 }
 
 #[test]
@@ -136,15 +198,11 @@ fn every_cpu_fixture_lowers_one_delegate_per_operator() {
 /// values view, weights permuted on the host).
 #[test]
 fn every_cpu_fixture_lowers_with_the_cuda_operator_set() {
-    let names = etch::cuda_kernel_names();
-    assert!(!names.is_empty(), "built without the cuda feature");
+    let support = etch::cuda_op_support();
+    assert!(!support.is_empty(), "built without the cuda feature");
     for fx in cpu_fixtures() {
         for per_op in [false, true] {
-            let supported = SupportedOps::new(names.clone()).with_dtypes([
-                etch::ScalarType::Float,
-                etch::ScalarType::Half,
-                etch::ScalarType::BFloat16,
-            ]);
+            let supported = SupportedOps::with_op_dtypes(support.clone());
             let mut opts = LowerOptions::new(Device::cuda(0), supported);
             opts.per_op = per_op;
             let (bytes, _) = lowered(&fx, &opts);
@@ -469,13 +527,7 @@ fn lowered_fixtures_on_real_cuda() {
         eprintln!("skipped: no CUDA device");
         return;
     }
-    let supported = || {
-        SupportedOps::new(etch::cuda_kernel_names()).with_dtypes([
-            etch::ScalarType::Float,
-            etch::ScalarType::Half,
-            etch::ScalarType::BFloat16,
-        ])
-    };
+    let supported = || SupportedOps::with_op_dtypes(etch::cuda_op_support());
     for fx in cpu_fixtures() {
         for skip in [false, true] {
             let mut opts = LowerOptions::new(Device::cuda(0), supported());

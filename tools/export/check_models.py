@@ -9,7 +9,10 @@ model: `ok` with the largest absolute difference, or `FAIL` with the error or th
 
 --lower: first lowers each model with `etch lower --device cuda:0 --ops portable` (plus
 ARGS, e.g. "--per-op" or "--skip-h2d-inputs --skip-d2h-outputs") and runs the lowered
-program on the simulated device (`etch run --simulate-device cuda`).
+program on the simulated device (`etch run --simulate-device cuda`). Each line then also
+gives, per method, the delegates and the kernel calls left on the host (`etch lower
+--json`), and the summary counts the programs lowered whole (one delegate and no host
+kernel call per method) and lists the operators left on the host in the others.
 --replan [ARGS]: first re-plans each model's memory (`etch lower --replan-only` plus ARGS,
 e.g. "--no-alloc-graph-input --no-alloc-graph-output") and runs that.
 --outputs DIR: runs nothing; compares DIR/<model>/output_<i>.npy (written elsewhere, e.g.
@@ -28,7 +31,22 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def check(etch, base, entry, work, lower=None, replan=None, outputs=None):
+def host_operators(etch, pte):
+    """Operators of the kernel calls left on the host in a lowered program (from `etch
+    inspect --json`: the outer methods' operators, minus the inserted copies)."""
+    r = subprocess.run([etch, "inspect", pte, "--json"], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        return []
+    ops = []
+    for m in json.loads(r.stdout).get("methods", []):
+        for o in m.get("operators", []):
+            name = o.get("name") if isinstance(o, dict) else str(o)
+            if name and not name.startswith("et_copy::"):
+                ops.append(name)
+    return ops
+
+
+def check(etch, base, entry, work, lower=None, replan=None, outputs=None, report=None):
     case = entry["cases"][0]
     if outputs is not None:
         if not os.path.isdir(os.path.join(outputs, entry["name"])):
@@ -47,12 +65,20 @@ def check(etch, base, entry, work, lower=None, replan=None, outputs=None):
             lcmd += ["--replan-only"] + replan.split()
         else:
             ops = [] if "--ops" in lower.split() else ["--ops", "portable"]
-            lcmd += ["--device", "cuda:0"] + ops + lower.split()
+            lcmd += ["--device", "cuda:0", "--json"] + ops + lower.split()
             extra = ["--simulate-device", "cuda"]
         r = subprocess.run(lcmd, capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
             return False, "lower: " + (r.stderr.strip() or r.stdout.strip())[:2000]
         pte = lowered
+        if report is not None and replan is None:
+            methods = json.loads(r.stdout)["methods"]
+            report["methods"] = [
+                (m["method"], m["delegates"], m["host_instructions"]) for m in methods
+            ]
+            report["whole"] = all(m["delegates"] == 1 and m["host_instructions"] == 0 for m in methods)
+            if not report["whole"]:
+                report["host_ops"] = host_operators(etch, lowered)
     cmd = [etch, "run", pte, "--method", case["method"], "--output-dir", out_dir] + extra
     for p in case["inputs"]:
         cmd += ["--input", os.path.join(base, p)]
@@ -107,14 +133,27 @@ def main() -> int:
     only = set(args.only.split(",")) if args.only else None
     work = args.work or tempfile.mkdtemp(prefix="etch-models-")
     failures = 0
+    whole, partial = [], {}
     for entry in manifest:
         if only and entry["name"] not in only:
             continue
         if args.outputs and not os.path.isdir(os.path.join(args.outputs, entry["name"])):
             continue
-        ok, msg = check(args.etch, args.models, entry, work, args.lower, args.replan, args.outputs)
+        report = {}
+        ok, msg = check(args.etch, args.models, entry, work, args.lower, args.replan, args.outputs, report)
+        if "methods" in report:
+            msg += "; " + ", ".join(f"{m}: {d} delegate(s), {h} on the host" for m, d, h in report["methods"])
+            if report["whole"]:
+                whole.append(entry["name"])
+            else:
+                partial[entry["name"]] = sorted(set(report.get("host_ops", [])))
+                msg += " [host ops: " + ", ".join(partial[entry["name"]]) + "]"
         print(f"{'ok  ' if ok else 'FAIL'} {entry['name']:<20} {msg}", flush=True)
         failures += 0 if ok else 1
+    if whole or partial:
+        print(f"lowered whole (one delegate, no host kernel call per method): {len(whole)} of {len(whole) + len(partial)}")
+        for name, ops in partial.items():
+            print(f"  not whole: {name}: host ops {', '.join(ops) or '(none: several delegates)'}")
     print(f"{failures} failure(s)")
     return 1 if failures else 0
 

@@ -34,6 +34,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from torch.utils._pytree import tree_flatten
 
 from executorch.exir import ExecutorchBackendConfig, to_edge
@@ -435,6 +436,114 @@ def build_dynamic_batch() -> Fixture:
     return fx
 
 
+class KVCache(nn.Module):
+    """A decoder-style step: a dynamic number of rows is accumulated into a slice of a
+    cache buffer, a counter buffer is bumped, and the output is reshaped with a size
+    computed at run time (sym_size, executorch_prim::mul.Scalar, slice_scatter, copy_
+    into both buffers)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(16, 8))
+        self.register_buffer("count", torch.zeros(1))
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        t = x.shape[0]
+        self.cache[:t].add_(self.proj(x))
+        self.count.add_(1.0)
+        y = self.cache[:t] * self.count
+        return y.reshape(t * 8)
+
+
+def build_kv_cache() -> Fixture:
+    torch.manual_seed(13)
+    m = KVCache().eval()
+    for p in m.parameters():
+        p.requires_grad_(False)
+    rows = torch.export.Dim("rows", min=1, max=16)
+    fx = Fixture("kv_cache")
+    fx.write_program(
+        export_edge(
+            {"forward": copy.deepcopy(m)},
+            {"forward": (torch.randn(4, 8),)},
+            dynamic_shapes={"forward": {"x": {0: rows}}},
+        )
+    )
+    fx.comment = (
+        "cases must run in order on one loaded method; dim 0 dynamic in [1, 16]; the "
+        "cache and count buffers accumulate (cases at 4, 7, 2 rows)"
+    )
+    for t in (4, 7, 2):
+        x = torch.randn(t, 8)
+        fx.add_case("forward", [x], eager(m, x).clone(), TOL_F32)
+    return fx
+
+
+class DecoderLayer(nn.Module):
+    """Attention over a key/value cache written at the given positions (index_put into
+    mutable buffers), masked to the positions filled so far."""
+
+    def __init__(self, d: int, heads: int, slots: int) -> None:
+        super().__init__()
+        self.heads, self.slots = heads, slots
+        self.qkv = nn.Linear(d, 3 * d)
+        self.o = nn.Linear(d, d)
+        self.norm = nn.LayerNorm(d)
+        self.register_buffer("k", torch.zeros(1, heads, slots, d // heads))
+        self.register_buffer("v", torch.zeros(1, heads, slots, d // heads))
+
+    def forward(self, x, pos):
+        t, d = x.shape[1], x.shape[2]
+        q, k, v = self.qkv(self.norm(x)).view(1, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        self.k[:, :, pos] = k
+        self.v[:, :, pos] = v
+        mask = torch.arange(self.slots)[None, :] <= pos[:, None]
+        y = F.scaled_dot_product_attention(q, self.k, self.v, attn_mask=mask)
+        return x + self.o(y.transpose(1, 2).reshape(1, t, d))
+
+
+class KVDecoder(nn.Module):
+    """A two-layer decoder with per-layer KV caches, fed a dynamic number of tokens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(64, 32)
+        self.layers = nn.ModuleList([DecoderLayer(32, 4, 16) for _ in range(2)])
+        self.head = nn.Linear(32, 64)
+
+    def forward(self, ids, pos):
+        x = self.emb(ids)
+        for layer in self.layers:
+            x = layer(x, pos)
+        return self.head(x)
+
+
+def build_kv_decoder() -> Fixture:
+    torch.manual_seed(14)
+    m = KVDecoder().eval()
+    for p in m.parameters():
+        p.requires_grad_(False)
+    tokens = torch.export.Dim("tokens", min=1, max=8)
+    fx = Fixture("kv_decoder")
+    fx.write_program(
+        export_edge(
+            {"forward": copy.deepcopy(m)},
+            {"forward": (torch.tensor([[1, 2, 3]]), torch.arange(3))},
+            dynamic_shapes={"forward": ({1: tokens}, {0: tokens})},
+        )
+    )
+    fx.comment = (
+        "cases must run in order on one loaded method: a 3-token prefill, then 1 and 2 "
+        "tokens; the four KV-cache buffers carry over"
+    )
+    steps = [([[1, 2, 3]], [0, 1, 2]), ([[7]], [3]), ([[9, 4]], [4, 5])]
+    for ids, pos in steps:
+        ids, pos = torch.tensor(ids), torch.tensor(pos)
+        fx.add_case("forward", [ids, pos], eager(m, ids, pos).clone(), TOL_F32)
+    return fx
+
+
 def build_two_methods() -> Fixture:
     torch.manual_seed(7)
     fwd = TwoMethodsForward(torch.randn(8, 6) * 0.5, torch.randn(6) * 0.1).eval()
@@ -793,8 +902,27 @@ def export_threads_fixture() -> None:
         f.write(to_edge(ep).to_executorch().buffer)
 
 
+def export_only(names: List[str]) -> int:
+    """Re-exports the named fixtures only, replacing their manifest entries."""
+    builders = {"kv_cache": build_kv_cache, "kv_decoder": build_kv_decoder}
+    path = os.path.join(FIXTURES, "manifest.json")
+    with open(path) as f:
+        manifest = json.load(f)
+    for name in names:
+        if os.path.isdir(os.path.join(FIXTURES, name)):
+            shutil.rmtree(os.path.join(FIXTURES, name))
+        entry = builders[name]().manifest_entry()
+        manifest = [e for e in manifest if e["name"] != name] + [entry]
+    with open(path, "w") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+    return 0
+
+
 def main() -> int:
     torch.set_num_threads(1)
+    if len(sys.argv) > 2 and sys.argv[1] == "--only":
+        return export_only(sys.argv[2].split(","))
     if os.path.isdir(FIXTURES):
         for entry in os.listdir(FIXTURES):
             p = os.path.join(FIXTURES, entry)
@@ -814,6 +942,8 @@ def main() -> int:
     fixtures.append(build_two_methods())
     fixtures.append(build_scalar_io())
     fixtures.append(build_cond())
+    fixtures.append(build_kv_cache())
+    fixtures.append(build_kv_decoder())
 
     with open(os.path.join(FIXTURES, "manifest.json"), "w") as f:
         json.dump([fx.manifest_entry() for fx in fixtures], f, indent=2)

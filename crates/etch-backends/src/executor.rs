@@ -1,7 +1,9 @@
 //! `ExecutorBackend`: the delegate's blob is a nested program, loaded at init and run on
 //! the compile spec's `target_device`.
 
-use etch_core::{Device, DeviceType, Error, KernelContext, KernelRegistry, Result, TensorImpl};
+use etch_core::{
+    Device, DeviceType, EValue, Error, KernelContext, KernelRegistry, Result, TensorImpl, Value,
+};
 use etch_format::Program;
 use etch_runtime::{
     Backend, BackendInitContext, CompileSpec, Delegate, LoadConfig, Method, memory::copy_between,
@@ -143,10 +145,30 @@ impl Delegate for ExecutorDelegate {
             )));
         }
         for i in 0..ni {
-            let t = args.tensor(i)?;
-            // SAFETY: the outer method's tensors stay valid through this call, which
-            // returns before the outer method runs anything else.
-            unsafe { self.method.share_input(i, t.imp())? };
+            // Tensors are shared (the nested method reads them and may update them in
+            // place: state); scalars computed at run time are passed by value.
+            let scalar = match args.value(i)? {
+                EValue::Tensor(_) => None,
+                EValue::Int(x) => Some(Value::Int(*x)),
+                EValue::Double(x) => Some(Value::Double(*x)),
+                EValue::Bool(x) => Some(Value::Bool(*x)),
+                EValue::None => Some(Value::None),
+                other => {
+                    return Err(Error::invalid_program(format!(
+                        "ExecutorBackend: delegate input {i} is {}; a nested method takes tensors, Int, Double, Bool or None",
+                        other.tag().name()
+                    )));
+                }
+            };
+            match scalar {
+                Some(v) => self.method.set_input(i, &v)?,
+                None => {
+                    let t = args.tensor(i)?;
+                    // SAFETY: the outer method's tensors stay valid through this call,
+                    // which returns before the outer method runs anything else.
+                    unsafe { self.method.share_input(i, t.imp())? };
+                }
+            }
         }
         let mut outs = std::mem::take(&mut self.outs);
         outs.clear();

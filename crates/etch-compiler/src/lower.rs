@@ -49,42 +49,69 @@ pub const TARGET_DEVICE_KEY: &str = "target_device";
 const H2D: &str = "et_copy::_h2d_copy";
 const D2H: &str = "et_copy::_d2h_copy";
 
-/// The operators (and optionally dtypes) a target device runs.
+/// The operators a target device runs, each with the tensor dtypes it takes.
 #[derive(Debug, Clone, Default)]
 pub struct SupportedOps {
-    names: HashSet<String>,
-    dtypes: Option<HashSet<ScalarType>>,
+    /// Operator name (`name.overload`) to the dtypes its tensors may have (`None`: any).
+    ops: HashMap<String, Option<HashSet<ScalarType>>>,
 }
 
 impl SupportedOps {
     /// Supports the operators named `name` or `name.overload` (as kernel registries name
-    /// them, e.g. `aten::add.out`).
+    /// them, e.g. `aten::add.out`), for tensors of any dtype.
     pub fn new<S: Into<String>>(names: impl IntoIterator<Item = S>) -> Self {
         SupportedOps {
-            names: names.into_iter().map(Into::into).collect(),
-            dtypes: None,
+            ops: names.into_iter().map(|n| (n.into(), None)).collect(),
         }
     }
-    /// Also requires every tensor an instruction touches to have one of `dtypes`.
-    pub fn with_dtypes(mut self, dtypes: impl IntoIterator<Item = ScalarType>) -> Self {
-        self.dtypes = Some(dtypes.into_iter().collect());
-        self
+    /// Supports each operator for tensors of the listed dtypes only (inputs and outputs
+    /// together). An empty list places no restriction (an operator that reads only
+    /// tensor metadata, such as `aten::sym_size.int`). An operator listed twice takes the
+    /// union.
+    pub fn with_op_dtypes<S, D>(ops: impl IntoIterator<Item = (S, D)>) -> Self
+    where
+        S: Into<String>,
+        D: IntoIterator<Item = ScalarType>,
+    {
+        let mut s = SupportedOps::default();
+        s.extend(ops);
+        s
     }
-    /// Whether operator `name` (`name.overload`) is supported.
+    /// Adds operators with their dtypes (as [`SupportedOps::with_op_dtypes`]).
+    pub fn extend<S, D>(&mut self, ops: impl IntoIterator<Item = (S, D)>)
+    where
+        S: Into<String>,
+        D: IntoIterator<Item = ScalarType>,
+    {
+        for (name, dtypes) in ops {
+            let set: HashSet<ScalarType> = dtypes.into_iter().collect();
+            let entry = self
+                .ops
+                .entry(name.into())
+                .or_insert_with(|| Some(HashSet::new()));
+            match (entry.as_mut(), set.is_empty()) {
+                (Some(have), false) => have.extend(set),
+                _ => *entry = None,
+            }
+        }
+    }
+    /// Whether operator `name` (`name.overload`) is supported (for some dtype).
     pub fn supports(&self, name: &str) -> bool {
-        self.names.contains(name)
+        self.ops.contains_key(name)
     }
-    /// Whether `dtype` is supported.
-    pub fn supports_dtype(&self, dtype: ScalarType) -> bool {
-        self.dtypes.as_ref().is_none_or(|d| d.contains(&dtype))
+    /// Whether operator `name` takes tensors of `dtype`.
+    pub fn supports_dtype(&self, name: &str, dtype: ScalarType) -> bool {
+        self.ops
+            .get(name)
+            .is_some_and(|d| d.as_ref().is_none_or(|d| d.contains(&dtype)))
     }
     /// Number of supported operators.
     pub fn len(&self) -> usize {
-        self.names.len()
+        self.ops.len()
     }
     /// True when no operator is supported.
     pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
+        self.ops.is_empty()
     }
 }
 
@@ -186,6 +213,12 @@ pub struct MethodLowering {
     pub plan: MethodPlanStats,
     /// Bytes the delegates' nested programs plan (on the device, at load).
     pub delegate_planned_bytes: u64,
+    /// Pieces of persistent state (mutable buffers, with their views) living on the
+    /// device.
+    pub device_state: usize,
+    /// Pieces of persistent state left on the host (a host instruction or a method output
+    /// reads them).
+    pub host_state: usize,
 }
 
 /// What lowering did, per method.
@@ -234,6 +267,185 @@ fn constants(parts: &ProgramParts) -> Result<Option<Constants<'_>>> {
         .get(cs.segment_index as usize)
         .ok_or_else(|| Error::invalid_program("the constant segment index is out of range"))?;
     Ok(Some(Constants { offsets, data }))
+}
+
+fn is_list(values: &[pte::EValue], v: usize) -> bool {
+    matches!(
+        values[v].val,
+        Some(pte::KernelTypes::TensorList(_)) | Some(pte::KernelTypes::OptionalTensorList(_))
+    )
+}
+
+fn is_scalar(values: &[pte::EValue], v: usize) -> bool {
+    matches!(
+        values[v].val,
+        Some(pte::KernelTypes::Int(_))
+            | Some(pte::KernelTypes::Double(_))
+            | Some(pte::KernelTypes::Bool(_))
+    )
+}
+
+/// What the partitioner knows of each value of a method.
+struct Facts {
+    /// Instructions writing the value.
+    writers: Vec<u32>,
+    /// The instruction that first references the value, when that reference writes it.
+    first_ref_write: Vec<Option<usize>>,
+    /// Referenced by some instruction.
+    seen: Vec<bool>,
+    is_input: Vec<bool>,
+    is_output: Vec<bool>,
+    /// An Int, Double or Bool known only at run time (a method input, or written by an
+    /// instruction): a delegate takes it as an input.
+    runtime_scalar: Vec<bool>,
+    /// The storage group of persistent state (a mutable buffer and its views) the value
+    /// belongs to.
+    state_group: Vec<Option<usize>>,
+    /// Per state group: the instructions referencing its members.
+    state_users: BTreeMap<usize, Vec<usize>>,
+    /// State groups that must stay on the host whatever the regions (a member is a method
+    /// input or output).
+    state_pinned_to_host: HashSet<usize>,
+}
+
+impl Facts {
+    fn new(
+        a: &Analysis,
+        values: &[pte::EValue],
+        groups: &AliasGroups,
+        persistent: &[bool],
+    ) -> Facts {
+        let nv = values.len();
+        let mut writers = vec![0u32; nv];
+        let mut first_ref_write = vec![None::<usize>; nv];
+        let mut seen = vec![false; nv];
+        for i in 0..a.len() {
+            for &v in &a.uses[i] {
+                if !seen[v] {
+                    seen[v] = true;
+                    if a.writes[i].contains(&v) {
+                        first_ref_write[v] = Some(i);
+                    }
+                }
+            }
+            for &w in &a.writes[i] {
+                writers[w] += 1;
+            }
+        }
+        let is_input: Vec<bool> = (0..nv).map(|v| a.inputs.contains(&v)).collect();
+        let is_output: Vec<bool> = (0..nv).map(|v| a.outputs.contains(&v)).collect();
+        let runtime_scalar = (0..nv)
+            .map(|v| is_scalar(values, v) && (writers[v] > 0 || is_input[v]))
+            .collect();
+        let state_reps: HashSet<usize> = (0..nv)
+            .filter(|&v| persistent.get(v).copied().unwrap_or(false))
+            .map(|v| groups.find(v))
+            .collect();
+        let state_group: Vec<Option<usize>> = (0..nv)
+            .map(|v| {
+                let g = groups.find(v);
+                (tensor(values, v).is_some() && state_reps.contains(&g)).then_some(g)
+            })
+            .collect();
+        let mut state_users: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (i, uses) in a.uses.iter().enumerate() {
+            for g in uses.iter().filter_map(|&u| state_group[u]) {
+                let e = state_users.entry(g).or_default();
+                if e.last() != Some(&i) {
+                    e.push(i);
+                }
+            }
+        }
+        let state_pinned_to_host = (0..nv)
+            .filter(|&v| is_input[v] || is_output[v])
+            .filter_map(|v| state_group[v])
+            .collect();
+        Facts {
+            writers,
+            first_ref_write,
+            seen,
+            is_input,
+            is_output,
+            runtime_scalar,
+            state_group,
+            state_users,
+            state_pinned_to_host,
+        }
+    }
+
+    /// Whether instruction `i` may run in a delegate, if the state it touches lives on
+    /// the device: a supported kernel whose every tensor has a dtype its operator takes,
+    /// writing only fresh values (tensors, lists of them, scalars) or state in place.
+    fn eligible(
+        &self,
+        i: usize,
+        a: &Analysis,
+        values: &[pte::EValue],
+        operators: &[pte::Operator],
+        supported: &SupportedOps,
+    ) -> bool {
+        let Kind::Kernel { op } = a.kind[i] else {
+            return false;
+        };
+        let key = op_key(&operators[op]);
+        if !supported.supports(&key) || key.starts_with("et_copy::") || a.writes[i].is_empty() {
+            return false;
+        }
+        let fresh = |w: usize| {
+            self.writers[w] == 1 && self.first_ref_write[w] == Some(i) && !self.is_input[w]
+        };
+        let writes_ok = a.writes[i].iter().all(|&w| {
+            if self.state_group[w].is_some() {
+                // State updated in place on the device.
+                return true;
+            }
+            match tensor(values, w) {
+                // Unplanned outputs of an instruction are runtime views (et_view): they
+                // may not leave the region (checked with the regions).
+                Some(t) => fresh(w) && (t.allocation_info.is_some() || !is_constant(t)),
+                None => is_list(values, w) || (is_scalar(values, w) && fresh(w)),
+            }
+        });
+        let dtypes_ok = a.uses[i].iter().all(|&u| {
+            tensor(values, u).is_none_or(|t| {
+                ScalarType::from_i8(t.scalar_type as i8)
+                    .is_ok_and(|s| supported.supports_dtype(&key, s))
+            })
+        });
+        writes_ok && dtypes_ok
+    }
+
+    /// Keeps on the host every state group that a non-eligible instruction touches (and
+    /// the instructions touching it), until stable. `eligible` becomes `base` minus the
+    /// demoted instructions minus those touching host state.
+    fn settle_state(
+        &self,
+        a: &Analysis,
+        base: &[bool],
+        demoted: &[bool],
+        host_state: &mut HashSet<usize>,
+        eligible: &mut [bool],
+    ) {
+        host_state.extend(self.state_pinned_to_host.iter().copied());
+        loop {
+            for i in 0..eligible.len() {
+                eligible[i] = base[i]
+                    && !demoted[i]
+                    && !a.uses[i]
+                        .iter()
+                        .any(|&u| self.state_group[u].is_some_and(|g| host_state.contains(&g)));
+            }
+            let before = host_state.len();
+            for (g, users) in &self.state_users {
+                if users.iter().any(|&i| !eligible[i]) {
+                    host_state.insert(*g);
+                }
+            }
+            if host_state.len() == before {
+                break;
+            }
+        }
+    }
 }
 
 /// Lowers every method of `parts` to `opts.device` in place.
@@ -328,35 +540,17 @@ fn lower_plan(
     let dev = opts.device;
     let mut out = MethodLowering::default();
 
-    // Facts per value.
-    let mut writers = vec![0u32; nv];
-    let mut first_ref_write = vec![None::<usize>; nv];
-    let mut seen = vec![false; nv];
-    for i in 0..n {
-        for &v in &a.uses[i] {
-            if !seen[v] {
-                seen[v] = true;
-                if a.writes[i].contains(&v) {
-                    first_ref_write[v] = Some(i);
-                }
-            }
-        }
-        for &w in &a.writes[i] {
-            writers[w] += 1;
-        }
-    }
-    let is_input: Vec<bool> = (0..nv).map(|v| a.inputs.contains(&v)).collect();
-    let is_output: Vec<bool> = (0..nv).map(|v| a.outputs.contains(&v)).collect();
-    let is_list = |v: usize| {
-        matches!(
-            values[v].val,
-            Some(pte::KernelTypes::TensorList(_)) | Some(pte::KernelTypes::OptionalTensorList(_))
-        )
-    };
-    let runtime_scalar: Vec<bool> = (0..nv)
-        .map(|v| writers[v] > 0 && tensor(&values, v).is_none() && !is_list(v))
-        .collect();
-
+    let f = Facts::new(&a, &values, &groups, &persistent);
+    let Facts {
+        ref writers,
+        ref first_ref_write,
+        ref seen,
+        ref is_input,
+        ref is_output,
+        ref runtime_scalar,
+        ref state_group,
+        ..
+    } = f;
     // Basic blocks: split at jump targets and after jumps.
     let mut block = vec![0usize; n];
     {
@@ -376,42 +570,14 @@ fn lower_plan(
         }
     }
 
-    // Eligibility.
-    let mut eligible: Vec<bool> = (0..n)
-        .map(|i| {
-            let Kind::Kernel { op } = a.kind[i] else {
-                return false;
-            };
-            let key = op_key(&operators[op]);
-            if !opts.supported.supports(&key)
-                || key.starts_with("et_copy::")
-                || a.writes[i].is_empty()
-            {
-                return false;
-            }
-            let writes_ok = a.writes[i].iter().all(|&w| match tensor(&values, w) {
-                Some(t) => {
-                    // Unplanned outputs of an instruction are runtime views (et_view):
-                    // they may not leave the region (checked below).
-                    writers[w] == 1
-                        && first_ref_write[w] == Some(i)
-                        && !is_input[w]
-                        && (t.allocation_info.is_some() || !is_constant(t))
-                        && !persistent[w]
-                }
-                None => is_list(w),
-            });
-            let uses_ok = a.uses[i].iter().all(|&u| {
-                !persistent[u]
-                    && !runtime_scalar[u]
-                    && tensor(&values, u).is_none_or(|t| {
-                        ScalarType::from_i8(t.scalar_type as i8)
-                            .is_ok_and(|s| opts.supported.supports_dtype(s))
-                    })
-            });
-            writes_ok && uses_ok
-        })
+    // Eligibility, assuming every piece of state can live on the device; state whose
+    // users do not all end up delegated stays on the host (settled with the regions).
+    let base_eligible: Vec<bool> = (0..n)
+        .map(|i| f.eligible(i, &a, &values, &operators, &opts.supported))
         .collect();
+    let mut host_state: HashSet<usize> = HashSet::new();
+    let mut demoted = vec![false; n];
+    let mut eligible = base_eligible.clone();
 
     // Dependencies over storage (alias-group representatives).
     let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -472,10 +638,12 @@ fn lower_plan(
     }
 
     // Regions: stage by stage; demote instructions whose region would need a non-tensor
-    // or unplanned output, until stable.
+    // or unplanned output, and keep on the host the state some host instruction touches,
+    // until stable.
     let mut region_of: Vec<Option<usize>>;
     let mut regions: Vec<Vec<usize>>;
     loop {
+        f.settle_state(&a, &base_eligible, &demoted, &mut host_state, &mut eligible);
         let mut stage = vec![0usize; n];
         for i in 0..n {
             let s = preds[i].iter().map(|&p| stage[p]).max().unwrap_or(0);
@@ -510,15 +678,17 @@ fn lower_plan(
             regions[r].push(i);
             region_of[i] = Some(r);
         }
-        // A delegate's outputs are planned tensors: a list or a runtime view it writes
-        // must stay inside it.
+        // A delegate's outputs are planned tensors: a list, a scalar or a runtime view it
+        // writes must stay inside it.
         let mut demote = Vec::new();
         for (r, nodes) in regions.iter().enumerate() {
             for &i in nodes {
                 for &w in &a.writes[i] {
-                    let runtime_view =
-                        tensor(&values, w).is_some_and(|t| t.allocation_info.is_none());
-                    if (is_list(w) || runtime_view)
+                    let not_planned = match tensor(&values, w) {
+                        Some(t) => t.allocation_info.is_none(),
+                        None => true,
+                    };
+                    if not_planned
                         && (is_output[w] || users[w].iter().any(|&u| region_of[u] != Some(r)))
                     {
                         demote.push(i);
@@ -530,7 +700,7 @@ fn lower_plan(
             break;
         }
         for i in demote {
-            eligible[i] = false;
+            demoted[i] = true;
         }
     }
 
@@ -701,6 +871,27 @@ fn lower_plan(
         }
     }
 
+    // State whose users are all delegated lives on the device: planned in the device
+    // buffer (initial data uploaded at load), passed to the delegates, updated in place.
+    let mut device_state: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (v, g) in state_group.iter().enumerate() {
+        if let Some(g) = *g
+            && !host_state.contains(&g)
+        {
+            device_state.entry(g).or_default().push(v);
+        }
+    }
+    for members in device_state.values() {
+        for &m in members {
+            if let Some(pte::KernelTypes::Tensor(t)) = &mut new_values[m].val {
+                set_tensor_device(t, dev);
+            }
+            pinned.insert(m, m);
+        }
+    }
+    out.device_state = device_state.len();
+    out.host_state = f.state_users.len() - device_state.len();
+
     let mut last_block = usize::MAX;
     for &u in &order {
         let b = block[unit_key(u)];
@@ -780,17 +971,20 @@ fn lower_plan(
         }
         let def_groups: HashSet<usize> = defined
             .iter()
-            .filter(|&&w| tensor(&values, w).is_some())
+            .filter(|&&w| tensor(&values, w).is_some() && state_group[w].is_none())
             .map(|&w| groups.find(w))
             .collect();
         let inputs: Vec<usize> = used
             .iter()
             .copied()
             .filter(|&x| {
-                // A static view of a value the region computes is computed with it.
-                !defined.contains(&x)
-                    && tensor(&values, x).is_some_and(|t| !is_constant(t))
-                    && !(static_view[x] && def_groups.contains(&groups.find(x)))
+                // State is passed in and updated in place; a run-time scalar is passed by
+                // value; a static view of a value the region computes is computed with it.
+                state_group[x].is_some()
+                    || (runtime_scalar[x] && !defined.contains(&x))
+                    || (!defined.contains(&x)
+                        && tensor(&values, x).is_some_and(|t| !is_constant(t))
+                        && !(static_view[x] && def_groups.contains(&groups.find(x))))
             })
             .collect();
         let outside_user = |m: usize| users[m].iter().any(|x| !in_region.contains(x));
@@ -801,7 +995,7 @@ fn lower_plan(
         };
         let mut outputs: Vec<usize> = Vec::new();
         for &w in &defined {
-            if tensor(&values, w).is_none() {
+            if tensor(&values, w).is_none() || state_group[w].is_some() {
                 continue;
             }
             let group = members.get(&groups.find(w)).cloned().unwrap_or_default();
@@ -813,6 +1007,10 @@ fn lower_plan(
         for &x in &inputs {
             if let Some(&d) = pinned.get(&x) {
                 dargs.push(d as i32);
+                continue;
+            }
+            if runtime_scalar[x] {
+                dargs.push(x as i32);
                 continue;
             }
             if valid.contains(&x) {
@@ -1141,9 +1339,12 @@ fn nested_program(
         non_const_buffer_device: None,
     };
     // Region outputs are fresh, so the nested plan's own aliasing matches the outer one.
+    // Inputs are bound to the caller's memory (shared, so state updated in place is seen
+    // by the caller): they take no planned memory. Outputs stay planned, as upstream's
+    // ExecutorBackend copies them out of the nested method.
     let popts = PlanOptions {
         alignment,
-        alloc_graph_input: Some(true),
+        alloc_graph_input: Some(false),
         alloc_graph_output: Some(true),
     };
     let nested_storage = Storage {
@@ -1259,7 +1460,10 @@ impl Nested<'_> {
                 self.coffsets.push(off as u64);
                 t.data_buffer_idx = (self.coffsets.len() - 1) as u32;
             } else if !is_constant(t) {
+                // Bound to the caller's memory or computed here: no device of its own, no
+                // initial data (state is initialised by the outer method).
                 t.extra_tensor_info = None;
+                t.data_buffer_idx = 0;
                 // Keep a planned value's offset: it fixes the layout of its views.
                 if self.io.contains(&v) && t.allocation_info.is_none() {
                     t.allocation_info = Some(Box::new(placeholder()));

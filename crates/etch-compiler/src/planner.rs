@@ -396,7 +396,6 @@ pub(crate) fn plan_method(
     };
     let groups = &storage.groups;
     let a = Analysis::new(plan)?;
-    let old_devs = buffer_devices(plan)?;
     let persistent = &storage.persistent;
     if persistent.len() < plan.values.as_ref().map_or(0, |v| v.len()) {
         return Err(Error::internal("storage facts do not cover every value"));
@@ -430,17 +429,24 @@ pub(crate) fn plan_method(
         }
     }
 
-    // Buffers that hold only persistent state keep their layout.
-    let mut fixed: BTreeMap<u32, bool> = BTreeMap::new();
+    // Buffers that hold only persistent state, all on one device, keep their layout (on
+    // that device: lowering may have moved the state).
+    let mut fixed: BTreeMap<u32, Option<Device>> = BTreeMap::new();
     for (v, ev) in values.iter().enumerate() {
         if let Some(pte::KernelTypes::Tensor(t)) = &ev.val
             && let Some(al) = &t.allocation_info
         {
-            let e = fixed.entry(al.memory_id).or_insert(true);
-            *e &= persistent[v];
+            let dev = tensor_device(t)?;
+            let e = fixed.entry(al.memory_id).or_insert(Some(dev));
+            if !persistent[v] || *e != Some(dev) {
+                *e = None;
+            }
         }
     }
-    fixed.retain(|_, only_state| *only_state);
+    let fixed: BTreeMap<u32, Device> = fixed
+        .into_iter()
+        .filter_map(|(k, d)| d.map(|d| (k, d)))
+        .collect();
 
     // Group the planned tensors into blocks, per device.
     struct Member {
@@ -558,14 +564,14 @@ pub(crate) fn plan_method(
     let values = plan.values.as_deref_mut().unwrap_or(&mut []);
     let mut fixed_map = HashMap::new();
     let mut fixed_bytes = 0u64;
-    for &old in fixed.keys() {
+    for (&old, &dev) in &fixed {
         let size = old_sizes.get(old as usize).copied().ok_or_else(|| {
             Error::invalid_program(format!("a tensor is planned in missing buffer {old}"))
         })?;
         fixed_bytes += size.max(0) as u64;
         fixed_map.insert(old, sizes.len() as u32);
         sizes.push(size);
-        devs.push(old_devs.get(old as usize).copied().unwrap_or(Device::CPU));
+        devs.push(dev);
     }
     for (v, mem_id, off) in assign {
         if let Some(pte::KernelTypes::Tensor(t)) = &mut values[v].val {

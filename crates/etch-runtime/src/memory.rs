@@ -57,6 +57,28 @@ impl Buffer {
         Ok(Buffer::Device { buf, device })
     }
 
+    /// Allocates a planned arena of `size` zeroed bytes on `device`. Persistent state
+    /// without initial data (a mutable buffer) starts at zero, as on the host: device
+    /// memory is zeroed through the allocator (in chunks, at load only).
+    pub fn allocate_arena(
+        size: usize,
+        device: Device,
+        registry: &DeviceRegistry,
+    ) -> Result<Buffer> {
+        let buf = Buffer::allocate(size, device, registry)?;
+        if !device.is_cpu() {
+            const CHUNK: usize = 1 << 20;
+            let zeros = vec![0u8; size.min(CHUNK)];
+            let mut off = 0;
+            while off < size {
+                let n = (size - off).min(CHUNK);
+                buf.write(off, &zeros[..n])?;
+                off += n;
+            }
+        }
+        Ok(buf)
+    }
+
     /// Allocates `size` zeroed bytes of page-locked host memory through `alloc`, or plain
     /// host memory when the device has none.
     pub fn allocate_pinned(size: usize, alloc: &Arc<dyn DeviceAllocator>) -> Result<Buffer> {
@@ -243,7 +265,10 @@ impl SharedArenas {
                     "shared arena of {size} bytes is too large"
                 ))
             })?;
-            buffers.insert((dev, k), Arc::new(Buffer::allocate(size, dev, registry)?));
+            buffers.insert(
+                (dev, k),
+                Arc::new(Buffer::allocate_arena(size, dev, registry)?),
+            );
         }
         Ok(SharedArenas { buffers })
     }

@@ -250,7 +250,7 @@ impl Method {
             // memory moves at full bus speed.
             let buf = match pinning_allocator {
                 Some(a) if dev.is_cpu() && size > 0 => Buffer::allocate_pinned(size, a),
-                _ => Buffer::allocate(size, dev, &config.devices),
+                _ => Buffer::allocate_arena(size, dev, &config.devices),
             }
             .map_err(|e| e.context(format!("planned buffer {i} ({size} bytes)")))?;
             arenas.push(Arc::new(buf));
@@ -369,7 +369,10 @@ impl Method {
 
         // Instructions.
         let mut chains = Vec::new();
-        let runtime_ints = runtime_written_ints(plan, num_values)?;
+        let mut runtime_ints = runtime_written_ints(plan, num_values)?;
+        // Int inputs are set at run time too (a delegate's nested method takes the sizes
+        // its caller computed).
+        runtime_ints.extend(inputs.iter().copied());
         if let Some(cs) = plan.chains().map_err(fb_err("chains"))? {
             for c in cs.iter() {
                 let c = c.map_err(fb_err("chain"))?;
@@ -565,7 +568,9 @@ impl Method {
                         }
                         (ptr, d.nbytes)
                     }
-                    DataPlacement::Unbound if is_io => {
+                    // A nested (delegate) method's inputs and outputs are always bound to its
+                    // caller's memory before it runs: no memory of their own.
+                    DataPlacement::Unbound if is_io && config.nesting_depth == 0 => {
                         if config
                             .max_planned_bytes
                             .is_some_and(|l| d.nbytes as u64 > l)
@@ -1042,7 +1047,8 @@ fn index_list(
 }
 
 /// Int values a kernel may write at run time: every Int that is an argument of a kernel
-/// call (symbolic sizes come out of `sym_size` and prim ops) or a move target.
+/// call (symbolic sizes come out of `sym_size` and prim ops) or a move target. (Method
+/// inputs are added by the caller.)
 fn runtime_written_ints(plan: &pte::ExecutionPlanRef<'_>, nv: usize) -> Result<HashSet<u32>> {
     use pte::InstructionArgumentsRef as A;
     let mut set = HashSet::new();
