@@ -21,6 +21,7 @@ for line in sys.stdin:
 }
 cp "$(exe etch-devices cuda)" .gpu/cuda-allocator-tests
 cp "$(exe etch-kernels-cuda vs_cpu)" .gpu/cuda-kernel-tests
+cp "$(exe etch-kernels-cuda op_table_cuda)" .gpu/cuda-op-table
 cp "$(exe etch device)" .gpu/device-tests
 cp "$(exe etch lower)" .gpu/lower-tests
 # Exported models (tools/export/export_models.py), for `etch lower` on real CUDA; the big
@@ -50,6 +51,8 @@ cd "\$(dirname "\$0")/.."
 [ -e "$PWD" ] || { mkdir -p "\$(dirname "$PWD")"; ln -s "\$PWD" "$PWD"; }
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:\${LD_LIBRARY_PATH:-}
 status=0
+# GPU tests fail, rather than skip, when no CUDA device is found.
+export ETCH_REQUIRE_CUDA=1
 echo "== \$(date -u '+%Y-%m-%d %H:%M UTC') on \$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 # No NCCL or symmetric memory is used; keep NVLink multicast off all the same.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -58,6 +61,8 @@ ngpu=\$(nvidia-smi -L 2>/dev/null | wc -l)
 for i in \$(seq 0 \$((ngpu - 1))); do
   echo "== CUDA allocator tests on cuda:\$i"
   ETCH_CUDA_DEVICE=\$i .gpu/cuda-allocator-tests --test-threads=1 --nocapture || status=1
+  echo "== the per-op PyTorch table on the CUDA kernels, cuda:\$i"
+  ETCH_CUDA_DEVICE=\$i .gpu/cuda-op-table --nocapture || status=1
   echo "== CUDA kernels vs CPU kernels on cuda:\$i"
   ETCH_CUDA_DEVICE=\$i .gpu/cuda-kernel-tests --test-threads=1 --nocapture || status=1
 done

@@ -311,7 +311,7 @@ fn cpu_methods_share_arenas() {
 #[test]
 fn device_fixtures_on_real_cuda() {
     let Some(cuda) = etch::devices_status().cuda.clone() else {
-        eprintln!("skipped: no CUDA device");
+        require_no_cuda();
         return;
     };
     // The first pass also compiles the kernels and creates cuBLAS handles (kept for the
@@ -383,4 +383,14 @@ fn device_fixtures_on_real_cuda() {
     let (free1, _) = cuda.mem_info(0).unwrap();
     assert_eq!(cuda.stats().live_allocations, 0, "{:?}", cuda.stats());
     assert!(free1 + (2 << 20) >= free0, "leaked: {free0} -> {free1}");
+}
+
+/// Skips a real-CUDA test, or fails it when `ETCH_REQUIRE_CUDA=1` (the GPU suite sets it).
+fn require_no_cuda() {
+    assert!(
+        std::env::var("ETCH_REQUIRE_CUDA").as_deref() != Ok("1"),
+        "ETCH_REQUIRE_CUDA=1 but no CUDA device is usable: {:?}",
+        etch::devices_status().cuda_unavailable
+    );
+    eprintln!("skipped: no CUDA device");
 }

@@ -524,7 +524,7 @@ fn lowering_matches_the_stock_exporter_on_the_device_fixtures() {
 #[test]
 fn lowered_fixtures_on_real_cuda() {
     if etch::devices_status().cuda.is_none() {
-        eprintln!("skipped: no CUDA device");
+        require_no_cuda();
         return;
     }
     let supported = || SupportedOps::with_op_dtypes(etch::cuda_op_support());
@@ -583,4 +583,14 @@ fn lowered_fixtures_on_real_cuda() {
             eprintln!("cuda: {} (skip flags {skip}) ok, {d} delegate(s)", fx.name);
         }
     }
+}
+
+/// Skips a real-CUDA test, or fails it when `ETCH_REQUIRE_CUDA=1` (the GPU suite sets it).
+fn require_no_cuda() {
+    assert!(
+        std::env::var("ETCH_REQUIRE_CUDA").as_deref() != Ok("1"),
+        "ETCH_REQUIRE_CUDA=1 but no CUDA device is usable: {:?}",
+        etch::devices_status().cuda_unavailable
+    );
+    eprintln!("skipped: no CUDA device");
 }

@@ -4,22 +4,15 @@
 #![cfg(feature = "cuda")]
 
 use etch_core::{DeviceAllocator, DeviceMemoryBuffer, DeviceRegistry, DeviceType, ErrorCode};
-use etch_devices::cuda::{CudaAllocator, driver_present};
+use etch_devices::cuda::{CudaAllocator, cuda_for_tests};
 use std::sync::{Arc, OnceLock};
 
 fn cuda() -> Option<&'static CudaAllocator> {
     static A: OnceLock<Option<CudaAllocator>> = OnceLock::new();
     let a = A
-        .get_or_init(|| {
-            if !driver_present() {
-                return None;
-            }
-            CudaAllocator::new().ok()
-        })
+        // ETCH_REQUIRE_CUDA=1 turns a missing device into a failure.
+        .get_or_init(|| cuda_for_tests().unwrap())
         .as_ref();
-    if a.is_none() {
-        eprintln!("skipped: no CUDA driver or device");
-    }
     a
 }
 

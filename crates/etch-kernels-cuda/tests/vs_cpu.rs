@@ -6,17 +6,15 @@ use etch_core::{
     Device, DeviceRegistry, Dynamism, EValue, IntList, KernelContext, KernelRegistry, ScalarType,
     Tensor, TensorImpl, bf16, f16,
 };
-use etch_devices::cuda::{CudaAllocator, driver_present};
+use etch_devices::cuda::cuda_for_tests;
 use std::sync::{Arc, OnceLock};
 
 fn registry() -> Option<&'static Arc<DeviceRegistry>> {
     static R: OnceLock<Option<Arc<DeviceRegistry>>> = OnceLock::new();
     let r = R
         .get_or_init(|| {
-            if !driver_present() {
-                return None;
-            }
-            let a = CudaAllocator::new().ok()?;
+            // ETCH_REQUIRE_CUDA=1 turns a missing device into a failure.
+            let a = cuda_for_tests().unwrap()?;
             let r = DeviceRegistry::new();
             r.register(Arc::new(a)).ok()?;
             Some(Arc::new(r))
