@@ -11,7 +11,9 @@
 mod context;
 mod elementwise;
 mod gemm;
+mod index;
 mod shape;
+mod sort;
 mod util;
 
 pub use context::{check_device_errors, compile, compile_fresh, nvrtc_available, source};
@@ -24,22 +26,31 @@ use etch_core::{Error, KernelFn, KernelRegistry, Result, ScalarType};
 pub enum Family {
     /// Elementwise maps, casts, fills (`cuda/elementwise.cu`).
     Elementwise,
+    /// Indexing: embedding, index_select, gather, scatter, index, index_put
+    /// (`cuda/index.cu`).
+    Index,
+    /// Row kernels: cumsum, sort, topk (`cuda/sort.cu`).
+    Sort,
 }
 
 impl Family {
     /// Every family.
-    pub const ALL: &'static [Family] = &[Family::Elementwise];
+    pub const ALL: &'static [Family] = &[Family::Elementwise, Family::Index, Family::Sort];
 
     /// The family's name (its `.cu` file stem).
     pub fn name(self) -> &'static str {
         match self {
             Family::Elementwise => "elementwise",
+            Family::Index => "index",
+            Family::Sort => "sort",
         }
     }
 
     fn source(self) -> &'static str {
         match self {
             Family::Elementwise => include_str!("cuda/elementwise.cu"),
+            Family::Index => include_str!("cuda/index.cu"),
+            Family::Sort => include_str!("cuda/sort.cu"),
         }
     }
 }
@@ -147,6 +158,16 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
         ("aten::addmm.out", gemm::addmm_out, FLOATS),
         ("aten::baddbmm.out", gemm::baddbmm_out, FLOATS),
         ("aten::linear.out", gemm::linear_out, FLOATS),
+        ("aten::embedding.out", index::embedding_out, ALL),
+        ("aten::index_select.out", index::index_select_out, ALL),
+        ("aten::gather.out", index::gather_out, ALL),
+        ("aten::scatter.src_out", index::scatter_src_out, ALL),
+        ("aten::index.Tensor_out", index::index_tensor_out, ALL),
+        ("aten::index_put.out", index::index_put_out, ALL),
+        ("aten::cumsum.out", sort::cumsum_out, ALL),
+        ("aten::topk.values", sort::topk_values, ALL),
+        ("aten::sort.values", sort::sort_values, ALL),
+        ("aten::sort.values_stable", sort::sort_values_stable, ALL),
     ];
     for (name, f) in etch_kernels::shape::kernels::<CudaMover>() {
         t.push((name, f, ALL));
