@@ -336,13 +336,13 @@ pub(crate) fn scatter_src_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let out = ctx.resize_out(4, a.sizes())?;
     same_dtype(OP, a.dtype(), out.dtype())?;
     same_device(OP, &[&out, &a, &ix, &src])?;
-    copy_self(ctx, &a, &out)?;
     let (n, stride) = if a.dim() == 0 {
         (1, 0)
     } else {
         (a.sizes()[dim], out.strides()[dim])
     };
     let x = Ix::leading(OP, &ix, false, n, stride)?;
+    copy_self(ctx, &a, &out)?;
     let src_st = if src.dim() == 0 {
         [0; MAX_DIMS]
     } else {

@@ -4,7 +4,7 @@
 //! sums into int64 (wrapping) and floats accumulate in double.
 
 use crate::Family;
-use crate::context::{Launch, with_device};
+use crate::context::{Launch, rows_config, with_device};
 use crate::util::{MAX_DIMS, arg, check_rank, dt_code, ptr, same_device};
 use cudarc::driver::LaunchConfig;
 use etch_core::{Error, KernelContext, Result, ScalarType, TensorRef};
@@ -111,11 +111,7 @@ pub(crate) fn cumsum_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let mut r = rows_args(OP, &a, &out, None, dim)?;
     r.flag = want.is_floating() as i32;
     let threads = (r.n as u64).next_power_of_two().clamp(32, 1024) as u32;
-    let cfg = LaunchConfig {
-        grid_dim: (r.rows.clamp(1, 1 << 30) as u32, 1, 1),
-        block_dim: (threads, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = rows_config(r.rows as usize, threads);
     with_device(ctx, out.device(), |mut l: Launch<'_>| {
         let f = l.function(Family::Sort, "cumsum")?;
         let mut args = [arg(&mut r)];
