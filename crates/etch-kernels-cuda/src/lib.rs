@@ -13,7 +13,9 @@ mod elementwise;
 mod gemm;
 mod norm;
 mod reduce;
+mod index;
 mod shape;
+mod sort;
 mod util;
 
 pub use context::{check_device_errors, compile, compile_fresh, nvrtc_available, source};
@@ -30,11 +32,22 @@ pub enum Family {
     Reduce,
     /// Softmax and normalisations (`cuda/norm.cu`).
     Norm,
+    /// Indexing: embedding, index_select, gather, scatter, index, index_put
+    /// (`cuda/index.cu`).
+    Index,
+    /// Row kernels: cumsum, sort, topk (`cuda/sort.cu`).
+    Sort,
 }
 
 impl Family {
     /// Every family.
-    pub const ALL: &'static [Family] = &[Family::Elementwise, Family::Reduce, Family::Norm];
+    pub const ALL: &'static [Family] = &[
+        Family::Elementwise,
+        Family::Reduce,
+        Family::Norm,
+        Family::Index,
+        Family::Sort,
+    ];
 
     /// The family's name (its `.cu` file stem).
     pub fn name(self) -> &'static str {
@@ -42,6 +55,8 @@ impl Family {
             Family::Elementwise => "elementwise",
             Family::Reduce => "reduce",
             Family::Norm => "norm",
+            Family::Index => "index",
+            Family::Sort => "sort",
         }
     }
 
@@ -50,6 +65,8 @@ impl Family {
             Family::Elementwise => include_str!("cuda/elementwise.cu"),
             Family::Reduce => include_str!("cuda/reduce.cu"),
             Family::Norm => include_str!("cuda/norm.cu"),
+            Family::Index => include_str!("cuda/index.cu"),
+            Family::Sort => include_str!("cuda/sort.cu"),
         }
     }
 }
@@ -177,6 +194,16 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
         ("aten::_softmax.out", norm::softmax_out, FLOATS),
         ("aten::_log_softmax.out", norm::log_softmax_out, FLOATS),
         ("aten::native_layer_norm.out", norm::layer_norm_out, FLOATS),
+        ("aten::embedding.out", index::embedding_out, ALL),
+        ("aten::index_select.out", index::index_select_out, ALL),
+        ("aten::gather.out", index::gather_out, ALL),
+        ("aten::scatter.src_out", index::scatter_src_out, ALL),
+        ("aten::index.Tensor_out", index::index_tensor_out, ALL),
+        ("aten::index_put.out", index::index_put_out, ALL),
+        ("aten::cumsum.out", sort::cumsum_out, ALL),
+        ("aten::topk.values", sort::topk_values, ALL),
+        ("aten::sort.values", sort::sort_values, ALL),
+        ("aten::sort.values_stable", sort::sort_values_stable, ALL),
     ];
     for (name, f) in etch_kernels::shape::kernels::<CudaMover>() {
         t.push((name, f, ALL));
