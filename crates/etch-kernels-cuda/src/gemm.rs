@@ -1,6 +1,6 @@
 //! Matrix products on cuBLAS (`cublasGemmStridedBatchedEx`): mm, bmm, addmm, baddbmm and
 //! linear in f32 (full f32 math, as PyTorch's default), f16/bf16 (tensor cores, f32
-//! accumulation) and f64.
+//! accumulation) and f64; integer dtypes on a kernel of ours (linalg.cu).
 
 use crate::context::with_device;
 use crate::cuda_err;
@@ -20,7 +20,7 @@ fn data_type(op: &str, t: ScalarType) -> Result<(blas_sys::cudaDataType, bool)> 
         ScalarType::Double => (blas_sys::cudaDataType::CUDA_R_64F, true),
         other => {
             return Err(Error::not_supported(format!(
-                "{op}: the CUDA matmul supports float32, float16, bfloat16 and float64, not {other}"
+                "{op}: the CUDA matmul does not support {other}"
             )));
         }
     })
@@ -78,6 +78,9 @@ pub(crate) fn gemm(
         if g.beta == 0.0 {
             return crate::elementwise::fill(ctx, out, etch_core::Scalar::Int(0));
         }
+    }
+    if out.dtype().is_integral() {
+        return int_gemm(ctx, a, w, out, &g);
     }
     let (dt, f64_math) = data_type(op, out.dtype())?;
     let to_i32 = |v: usize| {
@@ -143,6 +146,65 @@ pub(crate) fn gemm(
             )
             .map_err(|e| cuda_err(op, e))
         }
+    })
+}
+
+/// `struct IMatArgs` in linalg.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct IMatArgs {
+    a: u64,
+    w: u64,
+    out: u64,
+    dt: i32,
+    has_bias: i32,
+    batch: i64,
+    m: i64,
+    k: i64,
+    n: i64,
+    sa_b: i64,
+    sw_b: i64,
+    sw_k: i64,
+    sw_n: i64,
+    alpha: i64,
+    beta: i64,
+}
+// SAFETY: plain `#[repr(C)]` data laid out as the CUDA struct.
+unsafe impl cudarc::driver::DeviceRepr for IMatArgs {}
+
+/// Integer products: wrapping i64 arithmetic (float alpha/beta truncate toward zero).
+fn int_gemm(
+    ctx: &KernelContext<'_>,
+    a: &TensorRef<'_>,
+    w: &TensorRef<'_>,
+    out: &TensorRef<'_>,
+    g: &Gemm,
+) -> Result<()> {
+    let op = ctx.op_name();
+    let (sw_k, sw_n) = if g.w_t { (1, g.k as i64) } else { (g.n as i64, 1) };
+    let mut p = IMatArgs {
+        a: crate::util::ptr(a),
+        w: crate::util::ptr(w),
+        out: crate::util::ptr(out),
+        dt: crate::util::dt_code(op, out.dtype())?,
+        has_bias: (g.beta != 0.0) as i32,
+        batch: g.batch as i64,
+        m: g.m as i64,
+        k: g.k as i64,
+        n: g.n as i64,
+        sa_b: g.stride_a,
+        sw_b: g.stride_w,
+        sw_k,
+        sw_n,
+        alpha: g.alpha as i64,
+        beta: g.beta as i64,
+    };
+    let n = (g.batch * g.m * g.n) as i64;
+    with_device(ctx, out.device(), |mut l| {
+        let f = l.function(crate::Family::Linalg, "imatmul")?;
+        let mut args = [crate::util::arg(&mut p)];
+        // SAFETY: contiguous device tensors of the checked shapes; matches `imatmul`.
+        unsafe { l.launch(f, n, &mut args) }
     })
 }
 

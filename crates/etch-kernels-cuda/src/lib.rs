@@ -37,6 +37,8 @@ pub enum Family {
     Index,
     /// Row kernels: cumsum, sort, topk (`cuda/sort.cu`).
     Sort,
+    /// Integer matrix products (`cuda/linalg.cu`).
+    Linalg,
 }
 
 impl Family {
@@ -47,6 +49,7 @@ impl Family {
         Family::Norm,
         Family::Index,
         Family::Sort,
+        Family::Linalg,
     ];
 
     /// The family's name (its `.cu` file stem).
@@ -57,6 +60,7 @@ impl Family {
             Family::Norm => "norm",
             Family::Index => "index",
             Family::Sort => "sort",
+            Family::Linalg => "linalg",
         }
     }
 
@@ -67,6 +71,7 @@ impl Family {
             Family::Norm => include_str!("cuda/norm.cu"),
             Family::Index => include_str!("cuda/index.cu"),
             Family::Sort => include_str!("cuda/sort.cu"),
+            Family::Linalg => include_str!("cuda/linalg.cu"),
         }
     }
 }
@@ -81,6 +86,8 @@ use ScalarType::{
 
 /// Every dtype the CUDA kernels load and store.
 const ALL: &[ScalarType] = &[F32, F16, BF16, F64, Long, Int, Short, Char, Byte, Bool];
+/// Numbers (no bool).
+const NUMERIC: &[ScalarType] = &[F32, F16, BF16, F64, Long, Int, Short, Char, Byte];
 /// Floating-point dtypes (and integer index tensors where an op takes them).
 const FLOATS: &[ScalarType] = &[F32, F16, BF16, F64];
 
@@ -169,11 +176,11 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
         ("aten::erf.out", e::erf_out, ALL),
         ("aten::reciprocal.out", e::reciprocal_out, ALL),
         ("aten::silu.out", e::silu_out, ALL),
-        ("aten::mm.out", gemm::mm_out, FLOATS),
-        ("aten::bmm.out", gemm::bmm_out, FLOATS),
-        ("aten::addmm.out", gemm::addmm_out, FLOATS),
-        ("aten::baddbmm.out", gemm::baddbmm_out, FLOATS),
-        ("aten::linear.out", gemm::linear_out, FLOATS),
+        ("aten::mm.out", gemm::mm_out, NUMERIC),
+        ("aten::bmm.out", gemm::bmm_out, NUMERIC),
+        ("aten::addmm.out", gemm::addmm_out, NUMERIC),
+        ("aten::baddbmm.out", gemm::baddbmm_out, NUMERIC),
+        ("aten::linear.out", gemm::linear_out, NUMERIC),
         ("aten::sum.IntList_out", reduce::sum_out, ALL),
         ("aten::mean.out", reduce::mean_out, ALL),
         ("aten::amax.out", reduce::amax_out, ALL),
