@@ -47,16 +47,35 @@ pub use etch_compiler as compiler;
 /// only large work, along independent outputs, so results do not depend on it.
 pub use etch_kernels::threads::{num_threads, set_num_threads};
 
+static CUDA_GRAPHS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(2);
+
+/// Whether modules created from now on record CUDA delegates as CUDA graphs and replay
+/// them: [`set_cuda_graphs`], else `ETCH_CUDA_GRAPHS` (`0` turns them off), else on.
+pub fn cuda_graphs() -> bool {
+    match CUDA_GRAPHS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => false,
+        1 => true,
+        _ => std::env::var("ETCH_CUDA_GRAPHS").map_or(true, |v| v != "0"),
+    }
+}
+
+/// Turns CUDA graphs on or off for modules created from now on (process-wide).
+pub fn set_cuda_graphs(on: bool) {
+    CUDA_GRAPHS.store(on as u8, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The backends etch provides: `ExecutorBackend`, with the CUDA kernels for delegates on
 /// `cuda:N` when built with the `cuda` feature (the simulated device uses the portable CPU
 /// kernels).
 pub fn default_backends() -> BackendRegistry {
-    let backend = ExecutorBackend::new();
+    let backend = ExecutorBackend::new().with_graphs(cuda_graphs());
     #[cfg(feature = "cuda")]
-    let backend = backend.with_device_kernels(
-        DeviceType::Cuda,
-        Arc::new(etch_kernels_cuda::cuda_registry()),
-    );
+    let backend = backend
+        .with_device_kernels(
+            DeviceType::Cuda,
+            Arc::new(etch_kernels_cuda::cuda_registry()),
+        )
+        .with_device_hooks(DeviceType::Cuda, Arc::new(etch_kernels_cuda::CudaHooks));
     let mut r = BackendRegistry::new();
     // A fresh registry has no entries, so registration cannot collide.
     let _ = r.register(etch_backends::EXECUTOR_BACKEND_ID, Arc::new(backend));

@@ -10,7 +10,7 @@ etch: run ExecuTorch programs (.pte)
 
 USAGE:
     etch inspect MODEL.pte [--json]
-    etch run MODEL.pte [--method NAME] [--input FILE.npy]... [--data FILE.ptd]...
+    etch run MODEL.pte [--method NAME] [--input FILE.npy]... [--data FILE.ptd]... [--no-cuda-graphs]
                        [--output-dir DIR] [--iterations N] [--simulate-device cuda]
     etch bench MODEL.pte [--iterations N] [--json] [run's --method/--input/--data/...]
     etch lower IN.pte -o OUT.pte [--device cuda:0] [--ops cuda|portable|FILE] [--per-op]
@@ -33,6 +33,9 @@ run:
                         run device programs on a simulated CUDA device (host memory
                         behind a tracking allocator); inputs the method expects on the
                         device are staged through the allocator, device outputs copied back
+    --no-cuda-graphs    run CUDA delegates op by op (by default a delegate called again with
+                        the same inputs is recorded as a CUDA graph and replayed; the
+                        environment variable ETCH_CUDA_GRAPHS=0 does the same)
 
 lower:
     Moves the operators the device supports into ExecutorBackend delegates (nested .pte
@@ -797,7 +800,7 @@ fn proc_status_bytes(field: &str) -> Option<u64> {
 }
 
 fn cmd_bench(args: &[String]) -> Result<()> {
-    let o = Opts::parse(args, &RUN_FLAGS, &["json"])?;
+    let o = Opts::parse(args, &RUN_FLAGS, &["json", "no-cuda-graphs"])?;
     let n = iterations(&o, 20)?;
     let baseline = proc_status_bytes("VmRSS");
     let Prepared {
@@ -815,6 +818,8 @@ fn cmd_bench(args: &[String]) -> Result<()> {
         m.set_inputs(&inputs)?;
         let t = Instant::now();
         m.execute()?;
+        // Outputs left on a device are timed until they are ready.
+        m.synchronize()?;
         times.push(t.elapsed());
     }
     let first = times[0];
@@ -886,6 +891,9 @@ const RUN_FLAGS: [&str; 5] = ["method", "input", "data", "simulate-device", "ite
 
 fn prepare(o: &Opts) -> Result<Prepared> {
     let path = o.model()?;
+    if o.has("no-cuda-graphs") {
+        etch::set_cuda_graphs(false);
+    }
     let t0 = Instant::now();
     let mut module = Module::from_file(path)?;
     let mut simulated = None;
@@ -964,7 +972,7 @@ fn iterations(o: &Opts, default: usize) -> Result<usize> {
 fn cmd_run(args: &[String]) -> Result<()> {
     let mut flags = RUN_FLAGS.to_vec();
     flags.push("output-dir");
-    let o = Opts::parse(args, &flags, &[])?;
+    let o = Opts::parse(args, &flags, &["no-cuda-graphs"])?;
     let iterations = iterations(&o, 1)?;
     let Prepared {
         mut module,
@@ -979,6 +987,8 @@ fn cmd_run(args: &[String]) -> Result<()> {
         m.set_inputs(&inputs)?;
         let t = Instant::now();
         m.execute()?;
+        // Outputs left on a device are timed until they are ready.
+        m.synchronize()?;
         times.push(t.elapsed());
     }
     // Device outputs come back to the host for printing and writing.

@@ -2,7 +2,8 @@
 //! the compile spec's `target_device`.
 
 use etch_core::{
-    Device, DeviceType, EValue, Error, KernelContext, KernelRegistry, Result, TensorImpl, Value,
+    Device, DeviceExecHooks, DeviceGraph, DeviceType, EValue, Error, KernelContext, KernelRegistry,
+    MAX_DIMS, Result, TensorImpl, Value,
 };
 use etch_format::Program;
 use etch_runtime::{
@@ -40,9 +41,26 @@ pub fn parse_target_device(specs: &[CompileSpec]) -> Result<Device> {
 /// runs the nested method with the loader's kernels (the portable CPU kernels); another
 /// device needs a kernel registry registered for its type with
 /// [`ExecutorBackend::with_device_kernels`], or init fails naming the device.
-#[derive(Default)]
+///
+/// Device hooks ([`ExecutorBackend::with_device_hooks`]) let a delegate on that device be
+/// recorded once and replayed (CUDA graphs): a delegate executed again with the same
+/// inputs (addresses, shapes and scalar values) and outputs is captured on its second
+/// call and replayed from then on; a delegate whose work cannot be captured (a kernel that
+/// waits for the device) runs normally. [`ExecutorBackend::with_graphs`] turns this off.
 pub struct ExecutorBackend {
     device_kernels: HashMap<DeviceType, Arc<KernelRegistry>>,
+    device_hooks: HashMap<DeviceType, Arc<dyn DeviceExecHooks>>,
+    graphs: bool,
+}
+
+impl Default for ExecutorBackend {
+    fn default() -> Self {
+        ExecutorBackend {
+            device_kernels: HashMap::new(),
+            device_hooks: HashMap::new(),
+            graphs: true,
+        }
+    }
 }
 
 impl ExecutorBackend {
@@ -54,6 +72,18 @@ impl ExecutorBackend {
     /// Uses `kernels` for nested methods on devices of type `t`.
     pub fn with_device_kernels(mut self, t: DeviceType, kernels: Arc<KernelRegistry>) -> Self {
         self.device_kernels.insert(t, kernels);
+        self
+    }
+
+    /// Uses `hooks` around delegates on devices of type `t` (graph capture, device errors).
+    pub fn with_device_hooks(mut self, t: DeviceType, hooks: Arc<dyn DeviceExecHooks>) -> Self {
+        self.device_hooks.insert(t, hooks);
+        self
+    }
+
+    /// Whether delegates are recorded and replayed as device graphs (default: yes).
+    pub fn with_graphs(mut self, on: bool) -> Self {
+        self.graphs = on;
         self
     }
 }
@@ -119,12 +149,41 @@ impl Backend for ExecutorBackend {
         };
         let method = Method::load(&program, &name, &nested)?;
         let outs = Vec::with_capacity(method.num_outputs());
+        let hooks = (!device.is_cpu())
+            .then(|| self.device_hooks.get(&device.kind).cloned())
+            .flatten()
+            .filter(|_| {
+                config
+                    .devices
+                    .get(device.kind)
+                    .is_some_and(|a| !a.host_accessible())
+            });
+        let graphs = hooks.is_some() && self.graphs;
         Ok(Box::new(ExecutorDelegate {
             method,
             device,
             outs,
+            hooks,
+            graph: if graphs {
+                GraphState::Watching
+            } else {
+                GraphState::Off
+            },
+            key: Vec::new(),
+            last_key: Vec::new(),
+            out_sizes: Vec::new(),
         }))
     }
+}
+
+/// Where a delegate stands with device graphs.
+enum GraphState {
+    /// Never recorded (graphs off, or capture failed once).
+    Off,
+    /// Running normally; recorded when a call repeats the previous call's key.
+    Watching,
+    /// Recorded for `key`; replayed while calls keep it.
+    Recorded(Box<dyn DeviceGraph>),
 }
 
 struct ExecutorDelegate {
@@ -132,18 +191,20 @@ struct ExecutorDelegate {
     device: Device,
     /// The outer output tensors of the current call (reused; no allocation per call).
     outs: Vec<TensorImpl>,
+    hooks: Option<Arc<dyn DeviceExecHooks>>,
+    graph: GraphState,
+    /// This call's inputs and outputs (addresses, shapes, scalar bits), and the last
+    /// call's (the recorded graph's, once recorded).
+    key: Vec<u64>,
+    last_key: Vec<u64>,
+    /// The output shapes the recorded work produces.
+    out_sizes: Vec<([usize; MAX_DIMS], usize)>,
 }
 
-impl Delegate for ExecutorDelegate {
-    fn execute(&mut self, args: &mut KernelContext<'_>) -> Result<()> {
-        let ni = self.method.num_inputs();
-        let no = self.method.num_outputs();
-        if args.num_args() < ni + no {
-            return Err(Error::invalid_program(format!(
-                "ExecutorBackend: the delegate call passes {} values; the nested method takes {ni} inputs and {no} outputs",
-                args.num_args()
-            )));
-        }
+impl ExecutorDelegate {
+    /// Binds the call's inputs and outputs to the nested method and fills `key`.
+    fn bind(&mut self, args: &mut KernelContext<'_>, ni: usize, no: usize) -> Result<()> {
+        self.key.clear();
         for i in 0..ni {
             // Tensors are shared (the nested method reads them and may update them in
             // place: state); scalars computed at run time are passed by value.
@@ -161,26 +222,44 @@ impl Delegate for ExecutorDelegate {
                 }
             };
             match scalar {
-                Some(v) => self.method.set_input(i, &v)?,
+                Some(v) => {
+                    self.key.push(match v {
+                        Value::Int(x) => x as u64,
+                        Value::Double(x) => x.to_bits(),
+                        Value::Bool(x) => x as u64,
+                        _ => u64::MAX,
+                    });
+                    self.method.set_input(i, &v)?
+                }
                 None => {
                     let t = args.tensor(i)?;
+                    push_tensor_key(&mut self.key, t.imp());
                     // SAFETY: the outer method's tensors stay valid through this call,
                     // which returns before the outer method runs anything else.
                     unsafe { self.method.share_input(i, t.imp())? };
                 }
             }
         }
-        let mut outs = std::mem::take(&mut self.outs);
-        outs.clear();
+        self.outs.clear();
         for j in 0..no {
             let t = *args.tensor(ni + j)?.imp();
+            push_tensor_key(&mut self.key, &t);
             // SAFETY: as above.
             unsafe { self.method.share_output(j, &t)? };
-            outs.push(t);
+            self.outs.push(t);
         }
+        Ok(())
+    }
+
+    /// Runs the nested method and puts its outputs into the outer ones.
+    fn run(&mut self, args: &mut KernelContext<'_>, ni: usize) -> Result<()> {
         self.method.execute()?;
-        for (j, outer) in outs.iter().enumerate() {
+        self.out_sizes.clear();
+        for (j, outer) in self.outs.iter().enumerate() {
             let produced = *self.method.output(j)?.as_tensor()?;
+            let mut sizes = [0usize; MAX_DIMS];
+            sizes[..produced.dim()].copy_from_slice(produced.sizes());
+            self.out_sizes.push((sizes, produced.dim()));
             let resized = args.resize_out(ni + j, produced.sizes())?;
             if produced.data_ptr() != outer.data_ptr() {
                 // The nested method produced this output elsewhere (a view or a move): copy
@@ -205,7 +284,78 @@ impl Delegate for ExecutorDelegate {
                 a.mark_written(resized.data_ptr(), resized.nbytes());
             }
         }
-        self.outs = outs;
+        Ok(())
+    }
+
+    /// Records `run` as a device graph and replays it once; on a failed capture the work
+    /// runs normally and graphs stay off for this delegate.
+    fn record(
+        &mut self,
+        args: &mut KernelContext<'_>,
+        ni: usize,
+        hooks: &dyn DeviceExecHooks,
+    ) -> Result<()> {
+        let devices = Arc::clone(self.method.devices());
+        hooks.begin_capture(&devices, self.device)?;
+        let ran = self.run(args, ni);
+        let captured = hooks.end_capture(&devices, self.device);
+        match (ran, captured) {
+            (Ok(()), Ok(g)) => {
+                g.replay()?;
+                self.graph = GraphState::Recorded(g);
+                Ok(())
+            }
+            (Err(e), _) => {
+                self.graph = GraphState::Off;
+                Err(e)
+            }
+            (Ok(()), Err(_)) => {
+                self.graph = GraphState::Off;
+                self.run(args, ni)
+            }
+        }
+    }
+}
+
+fn push_tensor_key(key: &mut Vec<u64>, t: &TensorImpl) {
+    key.push(t.data_ptr() as usize as u64);
+    key.push(t.dim() as u64);
+    key.extend(t.sizes().iter().map(|&s| s as u64));
+}
+
+impl Delegate for ExecutorDelegate {
+    fn execute(&mut self, args: &mut KernelContext<'_>) -> Result<()> {
+        let ni = self.method.num_inputs();
+        let no = self.method.num_outputs();
+        if args.num_args() < ni + no {
+            return Err(Error::invalid_program(format!(
+                "ExecutorBackend: the delegate call passes {} values; the nested method takes {ni} inputs and {no} outputs",
+                args.num_args()
+            )));
+        }
+        self.bind(args, ni, no)?;
+        let hooks = self.hooks.clone();
+        let same = self.key == self.last_key;
+        match (&self.graph, &hooks) {
+            (GraphState::Recorded(g), Some(_)) if same => {
+                g.replay()?;
+                for j in 0..no {
+                    let (sizes, n) = self.out_sizes[j];
+                    args.resize_out(ni + j, &sizes[..n])?;
+                }
+            }
+            (GraphState::Recorded(_), _) => {
+                // New addresses or shapes: run normally, record again if they repeat.
+                self.graph = GraphState::Watching;
+                self.run(args, ni)?;
+            }
+            (GraphState::Watching, Some(h)) if same => self.record(args, ni, h.as_ref())?,
+            _ => self.run(args, ni)?,
+        }
+        std::mem::swap(&mut self.key, &mut self.last_key);
+        if let Some(h) = &hooks {
+            h.after_execute(self.method.devices(), self.device)?;
+        }
         Ok(())
     }
 }

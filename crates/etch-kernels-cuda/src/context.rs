@@ -18,7 +18,7 @@ pub(crate) struct DeviceState {
     functions: HashMap<&'static str, CudaFunction>,
     pub(crate) blas: BlasHandle,
     /// One i32 on the device: 0, or the code of the first error a kernel hit.
-    err: CudaSlice<i32>,
+    _err: CudaSlice<i32>,
     pub(crate) err_ptr: u64,
     scratch: Option<(CudaSlice<u8>, u64)>,
 }
@@ -90,7 +90,7 @@ pub(crate) fn with_allocator<R>(
             modules: HashMap::new(),
             functions: HashMap::new(),
             blas: BlasHandle(handle),
-            err,
+            _err: err,
             err_ptr,
             scratch: None,
         });
@@ -211,23 +211,32 @@ fn error_message(code: i32) -> &'static str {
 }
 
 /// Waits for the stream of device `index` and returns, as an error, the first error a
-/// kernel recorded there since the last check (clearing it).
+/// kernel recorded there since the last check (clearing it). Allocates nothing.
 pub fn check_device_errors(cuda: &CudaAllocator, index: i8) -> Result<()> {
     with_allocator(cuda, index, |l| {
-        let v = l
-            .stream
-            .clone_dtoh(&l.state.err)
-            .map_err(|e| cuda_err("read device error word", e))?;
-        let code = v.first().copied().unwrap_or(0);
-        if code == 0 {
-            return Ok(());
+        let mut code = [0i32; 1];
+        let s = l.stream.cu_stream();
+        // SAFETY: the error word is a live i32 of this device; `code` outlives the copy,
+        // which completes before `synchronize` returns.
+        unsafe {
+            cudarc::driver::result::memcpy_dtoh_async(&mut code, l.state.err_ptr, s)
+                .map_err(|e| cuda_err("read device error word", e))?;
         }
         l.stream
-            .memset_zeros(&mut l.state.err)
-            .map_err(|e| cuda_err("clear device error word", e))?;
+            .synchronize()
+            .map_err(|e| cuda_err("synchronize", e))?;
+        if code[0] == 0 {
+            return Ok(());
+        }
+        // SAFETY: as above; clears the 4-byte word on the stream.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(l.state.err_ptr, 0, 4, s)
+                .map_err(|e| cuda_err("clear device error word", e))?;
+        }
         Err(Error::invalid_argument(format!(
-            "a CUDA kernel reported: {} (code {code})",
-            error_message(code)
+            "a CUDA kernel reported: {} (code {})",
+            error_message(code[0]),
+            code[0]
         )))
     })
 }

@@ -181,7 +181,11 @@ fn int_gemm(
     g: &Gemm,
 ) -> Result<()> {
     let op = ctx.op_name();
-    let (sw_k, sw_n) = if g.w_t { (1, g.k as i64) } else { (g.n as i64, 1) };
+    let (sw_k, sw_n) = if g.w_t {
+        (1, g.k as i64)
+    } else {
+        (g.n as i64, 1)
+    };
     let mut p = IMatArgs {
         a: crate::util::ptr(a),
         w: crate::util::ptr(w),

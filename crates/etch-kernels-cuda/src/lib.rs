@@ -11,14 +11,16 @@
 mod context;
 mod elementwise;
 mod gemm;
+mod graph;
+mod index;
 mod norm;
 mod reduce;
-mod index;
 mod shape;
 mod sort;
 mod util;
 
 pub use context::{check_device_errors, compile, compile_fresh, nvrtc_available, source};
+pub use graph::CudaHooks;
 pub use shape::CudaMover;
 
 use etch_core::{Error, KernelFn, KernelRegistry, Result, ScalarType};

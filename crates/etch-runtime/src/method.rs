@@ -951,6 +951,23 @@ impl Method {
         Ok(&self.values[idx as usize])
     }
 
+    /// Waits until the work that produces the method's device outputs is done (outputs on
+    /// the host are complete when `execute` returns: their device-to-host copies wait).
+    /// Timing a method whose outputs stay on a device needs this.
+    pub fn synchronize(&self) -> Result<()> {
+        for &o in &self.outputs {
+            if let EValue::Tensor(t) = &self.values[o as usize] {
+                let d = t.device();
+                if !d.is_cpu() {
+                    self.devices
+                        .require(d.kind)?
+                        .synchronize(d.index, etch_core::StreamId(0))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Output `i` as a tensor view, valid while the method is borrowed.
     pub fn output_tensor(&self, i: usize) -> Result<TensorRef<'_>> {
         let t = self.output(i)?.as_tensor()?;
