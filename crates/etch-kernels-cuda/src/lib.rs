@@ -9,9 +9,11 @@
 #![warn(missing_docs)]
 
 mod context;
+mod conv;
 mod elementwise;
 mod gemm;
 mod norm;
+mod pool;
 mod reduce;
 mod shape;
 mod util;
@@ -30,11 +32,18 @@ pub enum Family {
     Reduce,
     /// Softmax and normalisations (`cuda/norm.cu`).
     Norm,
+    /// Convolution helpers, pooling and upsampling (`cuda/conv.cu`).
+    Conv,
 }
 
 impl Family {
     /// Every family.
-    pub const ALL: &'static [Family] = &[Family::Elementwise, Family::Reduce, Family::Norm];
+    pub const ALL: &'static [Family] = &[
+        Family::Elementwise,
+        Family::Reduce,
+        Family::Norm,
+        Family::Conv,
+    ];
 
     /// The family's name (its `.cu` file stem).
     pub fn name(self) -> &'static str {
@@ -42,6 +51,7 @@ impl Family {
             Family::Elementwise => "elementwise",
             Family::Reduce => "reduce",
             Family::Norm => "norm",
+            Family::Conv => "conv",
         }
     }
 
@@ -50,6 +60,7 @@ impl Family {
             Family::Elementwise => include_str!("cuda/elementwise.cu"),
             Family::Reduce => include_str!("cuda/reduce.cu"),
             Family::Norm => include_str!("cuda/norm.cu"),
+            Family::Conv => include_str!("cuda/conv.cu"),
         }
     }
 }
@@ -66,6 +77,8 @@ use ScalarType::{
 const ALL: &[ScalarType] = &[F32, F16, BF16, F64, Long, Int, Short, Char, Byte, Bool];
 /// Floating-point dtypes (and integer index tensors where an op takes them).
 const FLOATS: &[ScalarType] = &[F32, F16, BF16, F64];
+/// Max pooling: floating-point values and int64 indices.
+const MAXPOOL: &[ScalarType] = &[F32, F16, BF16, F64, Long];
 
 /// The kernel table: name, function, dtypes its tensors may have.
 fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
@@ -177,6 +190,39 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
         ("aten::_softmax.out", norm::softmax_out, FLOATS),
         ("aten::_log_softmax.out", norm::log_softmax_out, FLOATS),
         ("aten::native_layer_norm.out", norm::layer_norm_out, FLOATS),
+        (
+            "aten::_native_batch_norm_legit_no_training.out",
+            norm::batch_norm_no_training_out,
+            FLOATS,
+        ),
+        (
+            "aten::_native_batch_norm_legit.no_stats_out",
+            norm::batch_norm_no_stats_out,
+            FLOATS,
+        ),
+        ("aten::native_group_norm.out", norm::group_norm_out, FLOATS),
+        ("aten::convolution.out", conv::convolution_out, FLOATS),
+        (
+            "aten::max_pool2d_with_indices.out",
+            pool::max_pool2d_with_indices_out,
+            MAXPOOL,
+        ),
+        ("aten::avg_pool2d.out", pool::avg_pool2d_out, FLOATS),
+        (
+            "aten::_adaptive_avg_pool2d.out",
+            pool::adaptive_avg_pool2d_out,
+            FLOATS,
+        ),
+        (
+            "aten::upsample_nearest2d.vec_out",
+            pool::upsample_nearest2d_out,
+            ALL,
+        ),
+        (
+            "aten::upsample_bilinear2d.vec_out",
+            pool::upsample_bilinear2d_out,
+            FLOATS,
+        ),
     ];
     for (name, f) in etch_kernels::shape::kernels::<CudaMover>() {
         t.push((name, f, ALL));
