@@ -2,7 +2,7 @@
 //! linear in f32 (full f32 math, as PyTorch's default), f16/bf16 (tensor cores, f32
 //! accumulation) and f64; integer dtypes on a kernel of ours (linalg.cu).
 
-use crate::context::with_device;
+use crate::context::{Launch, with_device};
 use crate::cuda_err;
 use crate::elementwise::cast_into;
 use crate::util::same_device;
@@ -82,12 +82,43 @@ pub(crate) fn gemm(
     if out.dtype().is_integral() {
         return int_gemm(ctx, a, w, out, &g);
     }
-    let (dt, f64_math) = data_type(op, out.dtype())?;
+    let p = Ptrs {
+        a: a.data_ptr() as usize as u64,
+        w: w.data_ptr() as usize as u64,
+        out: out.data_ptr() as usize as u64,
+        dt: out.dtype(),
+        out_dt: out.dtype(),
+        a_t: false,
+        stride_o: (g.m * g.n) as i64,
+    };
+    with_device(ctx, out.device(), |l| gemm_raw(&l, op, &p, &g))
+}
+
+/// Raw operands of [`gemm_raw`]: device addresses, the dtype of `a` and `w` and of the
+/// output (float32 output with float16/bfloat16 operands is allowed), whether `a` is stored
+/// transposed (`k x m`), and the output's batch stride in elements.
+pub(crate) struct Ptrs {
+    pub a: u64,
+    pub w: u64,
+    pub out: u64,
+    pub dt: ScalarType,
+    pub out_dt: ScalarType,
+    pub a_t: bool,
+    pub stride_o: i64,
+}
+
+/// One strided-batched product on raw device memory (see [`Gemm`]; `g.k` must be positive),
+/// on the stream of `l`.
+pub(crate) fn gemm_raw(l: &Launch<'_>, op: &str, p: &Ptrs, g: &Gemm) -> Result<()> {
+    if g.batch == 0 || g.m == 0 || g.n == 0 {
+        return Ok(());
+    }
+    let (dt, f64_math) = data_type(op, p.dt)?;
+    let (odt, _) = data_type(op, p.out_dt)?;
     let to_i32 = |v: usize| {
         i32::try_from(v).map_err(|_| Error::not_supported(format!("{op}: dimension {v} too large")))
     };
     let (mi, ki, ni, bi) = (to_i32(g.m)?, to_i32(g.k)?, to_i32(g.n)?, to_i32(g.batch)?);
-    let (pa, pw, po) = (a.data_ptr(), w.data_ptr(), out.data_ptr());
     let (alpha32, beta32) = (g.alpha as f32, g.beta as f32);
     let (alpha_p, beta_p) = if f64_math {
         (
@@ -105,48 +136,51 @@ pub(crate) fn gemm(
     } else {
         blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F
     };
-    // Column-major view: out^T (n x m) = op(w)^T (n x k) @ a^T (k x m).
+    // Column-major view: out^T (n x m) = op(w)^T (n x k) @ op(a)^T (k x m).
     let (opw, ldw) = if g.w_t {
         (CUBLAS_OP_T, ki)
     } else {
         (CUBLAS_OP_N, ni)
     };
-    with_device(ctx, out.device(), |l| {
-        let h = l.state.blas.0;
-        // SAFETY: the handle is used under the state lock; the stream belongs to this
-        // device; pointers are live device memory of the checked shapes; alpha/beta are
-        // host values (cuBLAS's default pointer mode) of the compute type.
-        unsafe {
-            blas::set_stream(h, l.stream.cu_stream() as _)
-                .map_err(|e| cuda_err("cublasSetStream", e))?;
-            blas::gemm_strided_batched_ex(
-                h,
-                opw,
-                CUBLAS_OP_N,
-                ni,
-                mi,
-                ki,
-                alpha_p,
-                pw as *const _,
-                dt,
-                ldw,
-                g.stride_w,
-                pa as *const _,
-                dt,
-                ki,
-                g.stride_a,
-                beta_p,
-                po as *mut _,
-                dt,
-                ni,
-                (g.m * g.n) as i64,
-                bi,
-                compute,
-                blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-            )
-            .map_err(|e| cuda_err(op, e))
-        }
-    })
+    let (opa, lda) = if p.a_t {
+        (CUBLAS_OP_T, mi)
+    } else {
+        (CUBLAS_OP_N, ki)
+    };
+    let h = l.state.blas.0;
+    // SAFETY: the handle is used under the state lock; the stream belongs to this device;
+    // the caller passes live device memory of the described shapes; alpha/beta are host
+    // values (cuBLAS's default pointer mode) of the compute type.
+    unsafe {
+        blas::set_stream(h, l.stream.cu_stream() as _)
+            .map_err(|e| cuda_err("cublasSetStream", e))?;
+        blas::gemm_strided_batched_ex(
+            h,
+            opw,
+            opa,
+            ni,
+            mi,
+            ki,
+            alpha_p,
+            p.w as *const _,
+            dt,
+            ldw,
+            g.stride_w,
+            p.a as *const _,
+            dt,
+            lda,
+            g.stride_a,
+            beta_p,
+            p.out as *mut _,
+            odt,
+            ni,
+            p.stride_o,
+            bi,
+            compute,
+            blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+        )
+        .map_err(|e| cuda_err(op, e))
+    }
 }
 
 /// `struct IMatArgs` in linalg.cu.

@@ -9,11 +9,13 @@
 #![warn(missing_docs)]
 
 mod context;
+mod conv;
 mod elementwise;
 mod gemm;
 mod graph;
 mod index;
 mod norm;
+mod pool;
 mod reduce;
 mod shape;
 mod sort;
@@ -41,6 +43,8 @@ pub enum Family {
     Sort,
     /// Integer matrix products (`cuda/linalg.cu`).
     Linalg,
+    /// Convolution helpers, pooling and upsampling (`cuda/conv.cu`).
+    Conv,
 }
 
 impl Family {
@@ -52,6 +56,7 @@ impl Family {
         Family::Index,
         Family::Sort,
         Family::Linalg,
+        Family::Conv,
     ];
 
     /// The family's name (its `.cu` file stem).
@@ -63,6 +68,7 @@ impl Family {
             Family::Index => "index",
             Family::Sort => "sort",
             Family::Linalg => "linalg",
+            Family::Conv => "conv",
         }
     }
 
@@ -74,6 +80,7 @@ impl Family {
             Family::Index => include_str!("cuda/index.cu"),
             Family::Sort => include_str!("cuda/sort.cu"),
             Family::Linalg => include_str!("cuda/linalg.cu"),
+            Family::Conv => include_str!("cuda/conv.cu"),
         }
     }
 }
@@ -92,6 +99,8 @@ const ALL: &[ScalarType] = &[F32, F16, BF16, F64, Long, Int, Short, Char, Byte, 
 const NUMERIC: &[ScalarType] = &[F32, F16, BF16, F64, Long, Int, Short, Char, Byte];
 /// Floating-point dtypes (and integer index tensors where an op takes them).
 const FLOATS: &[ScalarType] = &[F32, F16, BF16, F64];
+/// Max pooling: floating-point values and int64 indices.
+const MAXPOOL: &[ScalarType] = &[F32, F16, BF16, F64, Long];
 
 /// The kernel table: name, function, dtypes its tensors may have.
 fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
@@ -213,6 +222,39 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
         ("aten::topk.values", sort::topk_values, ALL),
         ("aten::sort.values", sort::sort_values, ALL),
         ("aten::sort.values_stable", sort::sort_values_stable, ALL),
+        (
+            "aten::_native_batch_norm_legit_no_training.out",
+            norm::batch_norm_no_training_out,
+            FLOATS,
+        ),
+        (
+            "aten::_native_batch_norm_legit.no_stats_out",
+            norm::batch_norm_no_stats_out,
+            FLOATS,
+        ),
+        ("aten::native_group_norm.out", norm::group_norm_out, FLOATS),
+        ("aten::convolution.out", conv::convolution_out, FLOATS),
+        (
+            "aten::max_pool2d_with_indices.out",
+            pool::max_pool2d_with_indices_out,
+            MAXPOOL,
+        ),
+        ("aten::avg_pool2d.out", pool::avg_pool2d_out, FLOATS),
+        (
+            "aten::_adaptive_avg_pool2d.out",
+            pool::adaptive_avg_pool2d_out,
+            FLOATS,
+        ),
+        (
+            "aten::upsample_nearest2d.vec_out",
+            pool::upsample_nearest2d_out,
+            ALL,
+        ),
+        (
+            "aten::upsample_bilinear2d.vec_out",
+            pool::upsample_bilinear2d_out,
+            FLOATS,
+        ),
     ];
     for (name, f) in etch_kernels::shape::kernels::<CudaMover>() {
         t.push((name, f, ALL));

@@ -1,8 +1,10 @@
-//! Row-wise normalisations (norm.cu): `_softmax`, `_log_softmax` and `native_layer_norm`,
-//! one warp per row, with the CPU kernels' argument rules.
+//! Normalisations (norm.cu), with the CPU kernels' argument rules: `_softmax`,
+//! `_log_softmax` and `native_layer_norm` (one warp per row); batch norm with running
+//! statistics (elementwise per channel), batch norm with the input's own statistics and
+//! `native_group_norm` (one block per channel or group row, statistics in f64).
 
 use crate::Family;
-use crate::context::{Launch, with_device};
+use crate::context::{Launch, rows_config, with_device};
 use crate::elementwise::Domain;
 use crate::util::{MAX_DIMS, arg, check_rank, dt_code, ptr, same_device};
 use cudarc::driver::LaunchConfig;
@@ -226,4 +228,245 @@ pub(crate) fn layer_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         // SAFETY: pointers are live, contiguous device memory of the checked shapes.
         unsafe { l.launch_with(f, cfg, &mut args) }
     })
+}
+
+/// `struct BnArgs` in norm.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct BnArgs {
+    inp: u64,
+    w: u64,
+    b: u64,
+    rmean: u64,
+    rvar: u64,
+    out: u64,
+    mean: u64,
+    rstd: u64,
+    dt: i32,
+    nd: i32,
+    rows: i64,
+    len: i64,
+    rx: i64,
+    ro: i64,
+    groups: i64,
+    cg: i64,
+    hw: i64,
+    eps: f64,
+    size: [i64; MAX_DIMS],
+    st_in: [i64; MAX_DIMS],
+    st_out: [i64; MAX_DIMS],
+}
+// SAFETY: plain `#[repr(C)]` data laid out as the CUDA struct.
+unsafe impl cudarc::driver::DeviceRepr for BnArgs {}
+
+/// Kernel arguments normalising every channel (dim 1) of `x` into `out`: one row per
+/// channel, its elements over the other dims (strided).
+fn channel_rows(op: &str, x: &TensorRef<'_>, out: &TensorRef<'_>, eps: f64) -> Result<BnArgs> {
+    check_rank(op, x.dim())?;
+    let c = x.sizes()[1];
+    let mut a = BnArgs {
+        inp: ptr(x),
+        w: 0,
+        b: 0,
+        rmean: 0,
+        rvar: 0,
+        out: ptr(out),
+        mean: 0,
+        rstd: 0,
+        dt: dt_code(op, x.dtype())?,
+        nd: 0,
+        rows: c as i64,
+        len: (x.numel() / c.max(1)) as i64,
+        rx: x.strides()[1] as i64,
+        ro: out.strides()[1] as i64,
+        groups: c.max(1) as i64,
+        cg: 1,
+        hw: 1,
+        eps,
+        size: [0; MAX_DIMS],
+        st_in: [0; MAX_DIMS],
+        st_out: [0; MAX_DIMS],
+    };
+    a.hw = a.len.max(1);
+    for d in (0..x.dim()).filter(|&d| d != 1) {
+        let k = a.nd as usize;
+        a.size[k] = x.sizes()[d] as i64;
+        a.st_in[k] = x.strides()[d] as i64;
+        a.st_out[k] = out.strides()[d] as i64;
+        a.nd += 1;
+    }
+    Ok(a)
+}
+
+fn launch_bn(
+    ctx: &KernelContext<'_>,
+    out: &TensorRef<'_>,
+    name: &'static str,
+    cfg: LaunchConfig,
+    mut a: BnArgs,
+) -> Result<()> {
+    if a.rows == 0 {
+        return Ok(());
+    }
+    with_device(ctx, out.device(), |mut l: Launch<'_>| {
+        let f = l.function(Family::Norm, name)?;
+        let mut args = [arg(&mut a)];
+        // SAFETY: pointers are live device memory of the checked shapes; matches `name`.
+        unsafe { l.launch_with(f, cfg, &mut args) }
+    })
+}
+
+fn dims_at_least_2(op: &str, x: &TensorRef<'_>) -> Result<()> {
+    if x.dim() < 2 {
+        return Err(Error::invalid_argument(format!(
+            "{op}: input must have at least 2 dims, got {:?}",
+            x.sizes()
+        )));
+    }
+    Ok(())
+}
+
+/// `_native_batch_norm_legit_no_training.out`: args [input, weight?, bias?, running_mean,
+/// running_var, momentum, eps, out, save_mean, save_invstd]; the saved statistics are
+/// empty, as on the CPU.
+pub(crate) fn batch_norm_no_training_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::_native_batch_norm_legit_no_training.out";
+    let x = ctx.tensor(0)?;
+    let w = ctx.opt_tensor(1)?;
+    let b = ctx.opt_tensor(2)?;
+    let rm = Some(ctx.tensor(3)?);
+    let rv = Some(ctx.tensor(4)?);
+    let eps = ctx.double(6)?;
+    dims_at_least_2(OP, &x)?;
+    let c = x.sizes()[1];
+    check_param(OP, "weight", &w, c, &x)?;
+    check_param(OP, "bias", &b, c, &x)?;
+    check_param(OP, "running_mean", &rm, c, &x)?;
+    check_param(OP, "running_var", &rv, c, &x)?;
+    let out = ctx.resize_out(7, x.sizes())?;
+    same_dtype(OP, x.dtype(), out.dtype())?;
+    same_device(OP, &[&x, &out])?;
+    ctx.resize_out(8, &[0])?;
+    ctx.resize_out(9, &[0])?;
+    let domain = float_domain(OP, &x)?;
+    let mut a = channel_rows(OP, &x, &out, eps)?;
+    a.w = w.as_ref().map_or(0, ptr);
+    a.b = b.as_ref().map_or(0, ptr);
+    a.rmean = rm.as_ref().map_or(0, ptr);
+    a.rvar = rv.as_ref().map_or(0, ptr);
+    let split = (a.len as usize).div_ceil(256 * 8).clamp(1, 65_535) as u32;
+    let cfg = LaunchConfig {
+        grid_dim: (c.clamp(1, 1 << 30) as u32, split, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let name = if domain == Domain::F64 {
+        "batch_norm_f64"
+    } else {
+        "batch_norm_f32"
+    };
+    launch_bn(ctx, &out, name, cfg, a)
+}
+
+/// `_native_batch_norm_legit.no_stats_out`: args [input, weight?, bias?, training,
+/// momentum, eps, out, save_mean, save_invstd]: every channel normalised with its own
+/// statistics (biased variance, accumulated in f64).
+pub(crate) fn batch_norm_no_stats_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::_native_batch_norm_legit.no_stats_out";
+    let x = ctx.tensor(0)?;
+    let w = ctx.opt_tensor(1)?;
+    let b = ctx.opt_tensor(2)?;
+    let eps = ctx.double(5)?;
+    dims_at_least_2(OP, &x)?;
+    let c = x.sizes()[1];
+    check_param(OP, "weight", &w, c, &x)?;
+    check_param(OP, "bias", &b, c, &x)?;
+    let out = ctx.resize_out(6, x.sizes())?;
+    let mean_t = ctx.resize_out(7, &[c])?;
+    let rstd_t = ctx.resize_out(8, &[c])?;
+    for t in [&out, &mean_t, &rstd_t] {
+        same_dtype(OP, x.dtype(), t.dtype())?;
+        same_device(OP, &[&x, t])?;
+    }
+    let domain = float_domain(OP, &x)?;
+    let mut a = channel_rows(OP, &x, &out, eps)?;
+    a.w = w.as_ref().map_or(0, ptr);
+    a.b = b.as_ref().map_or(0, ptr);
+    a.mean = ptr(&mean_t);
+    a.rstd = ptr(&rstd_t);
+    let name = if domain == Domain::F64 {
+        "moments_norm_f64"
+    } else {
+        "moments_norm_f32"
+    };
+    launch_bn(ctx, &out, name, rows_config(c, 256), a)
+}
+
+/// `native_group_norm.out`: args [input, weight?, bias?, N, C, HxW, group, eps, out, mean,
+/// rstd]; `mean` and `rstd` are (N, group), accumulated in f64.
+pub(crate) fn group_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::native_group_norm.out";
+    let x = ctx.tensor(0)?;
+    let w = ctx.opt_tensor(1)?;
+    let b = ctx.opt_tensor(2)?;
+    let (n, c, hw, group) = (ctx.int(3)?, ctx.int(4)?, ctx.int(5)?, ctx.int(6)?);
+    let eps = ctx.double(7)?;
+    if n < 0 || c < 0 || hw < 0 || group <= 0 || c % group != 0 {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: invalid N={n}, C={c}, HxW={hw}, group={group}"
+        )));
+    }
+    let (n, c, hw, group) = (n as usize, c as usize, hw as usize, group as usize);
+    if x.dim() < 2 || x.sizes()[0] != n || x.sizes()[1] != c || x.numel() != n * c * hw {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: input {:?} does not match N={n}, C={c}, HxW={hw}",
+            x.sizes()
+        )));
+    }
+    require_contiguous(OP, "input", &x)?;
+    check_param(OP, "weight", &w, c, &x)?;
+    check_param(OP, "bias", &b, c, &x)?;
+    let out = ctx.resize_out(8, x.sizes())?;
+    let mean_t = ctx.resize_out(9, &[n, group])?;
+    let rstd_t = ctx.resize_out(10, &[n, group])?;
+    for t in [&out, &mean_t, &rstd_t] {
+        same_dtype(OP, x.dtype(), t.dtype())?;
+        require_contiguous(OP, "out", t)?;
+        same_device(OP, &[&x, t])?;
+    }
+    let domain = float_domain(OP, &x)?;
+    let (cg, rows) = (c / group, n * group);
+    let len = (cg * hw) as i64;
+    let mut size = [0i64; MAX_DIMS];
+    let mut unit = [0i64; MAX_DIMS];
+    (size[0], unit[0]) = (len, 1);
+    let a = BnArgs {
+        inp: ptr(&x),
+        w: w.as_ref().map_or(0, ptr),
+        b: b.as_ref().map_or(0, ptr),
+        rmean: 0,
+        rvar: 0,
+        out: ptr(&out),
+        mean: ptr(&mean_t),
+        rstd: ptr(&rstd_t),
+        dt: dt_code(OP, x.dtype())?,
+        nd: 1,
+        rows: rows as i64,
+        len,
+        rx: len,
+        ro: len,
+        groups: group as i64,
+        cg: cg as i64,
+        hw: hw.max(1) as i64,
+        eps,
+        size,
+        st_in: unit,
+        st_out: unit,
+    };
+    let name = if domain == Domain::F64 {
+        "moments_norm_f64"
+    } else {
+        "moments_norm_f32"
+    };
+    launch_bn(ctx, &out, name, rows_config(rows, 256), a)
 }

@@ -10,19 +10,22 @@ use etch_core::{Error, KernelContext, KernelRegistry, Result, TensorRef};
 
 /// A 4-D view (N, C, H, W) of a 3-D or 4-D tensor: sizes and strides.
 #[derive(Clone, Copy, Debug)]
-struct View4 {
-    n: usize,
-    c: usize,
-    h: usize,
-    w: usize,
-    s: [usize; 4],
+pub struct View4 {
+    /// Batch size.
+    pub n: usize,
+    /// Channels.
+    pub c: usize,
+    /// Height (1 for 1-D tensors).
+    pub h: usize,
+    /// Width.
+    pub w: usize,
+    /// Element strides of N, C, H, W (0 for a missing dim).
+    pub s: [usize; 4],
 }
 
-/// Views `t` as N×C×H×W. `spatial1d`: a 3-D tensor is N×C×L (H = 1); otherwise a 3-D
-/// tensor is C×H×W (N = 1).
 /// Checks the bias and dtypes of a convolution and resizes its out (argument 9) to
 /// `[n, cout, (oh,) ow]`.
-fn conv_out<'a>(
+pub fn conv_out<'a>(
     ctx: &mut KernelContext<'a>,
     x: &TensorRef<'a>,
     w: &TensorRef<'a>,
@@ -52,7 +55,9 @@ fn conv_out<'a>(
     Ok((out, ov))
 }
 
-fn view4(op: &str, t: &TensorRef<'_>, spatial1d: bool) -> Result<View4> {
+/// Views `t` as N×C×H×W. `spatial1d`: a 3-D tensor is N×C×L (H = 1); otherwise a 3-D
+/// tensor is C×H×W (N = 1).
+pub fn view4(op: &str, t: &TensorRef<'_>, spatial1d: bool) -> Result<View4> {
     let (z, st) = (t.sizes(), t.strides());
     match (t.dim(), spatial1d) {
         (4, _) => Ok(View4 {
@@ -85,7 +90,7 @@ fn view4(op: &str, t: &TensorRef<'_>, spatial1d: bool) -> Result<View4> {
 
 /// Reads a 1- or 2-element int list as (h, w); a 1-element list repeats. For 1-D ops the
 /// single value is the width and the height parameter is `h1`.
-fn pair(op: &str, what: &str, v: &[i64], one_d: bool, h1: i64) -> Result<(usize, usize)> {
+pub fn pair(op: &str, what: &str, v: &[i64], one_d: bool, h1: i64) -> Result<(usize, usize)> {
     let (h, w) = match (v.len(), one_d) {
         (1, true) => (h1, v[0]),
         (1, false) => (v[0], v[0]),
@@ -104,7 +109,8 @@ fn pair(op: &str, what: &str, v: &[i64], one_d: bool, h1: i64) -> Result<(usize,
     Ok((h as usize, w as usize))
 }
 
-fn conv_out_size(op: &str, i: usize, k: usize, s: usize, p: usize, d: usize) -> Result<usize> {
+/// Output length of a convolution along one dim.
+pub fn conv_out_size(op: &str, i: usize, k: usize, s: usize, p: usize, d: usize) -> Result<usize> {
     let eff = d * (k.max(1) - 1) + 1;
     if s == 0 || i + 2 * p < eff {
         return Err(Error::invalid_argument(format!(
@@ -711,7 +717,8 @@ fn conv_transposed(ctx: &mut KernelContext<'_>) -> Result<()> {
 /// least a thread is given.
 const POOL_TASK: usize = 1 << 15;
 
-fn pool_out_size(
+/// Output length of a pooling window along one dim (PyTorch's rule, `ceil_mode` included).
+pub fn pool_out_size(
     op: &str,
     i: usize,
     k: usize,
@@ -734,7 +741,8 @@ fn pool_out_size(
     Ok(o)
 }
 
-fn out_sizes(x: &TensorRef<'_>, oh: usize, ow: usize) -> Result<Shape> {
+/// `x`'s sizes with the last two replaced by `oh`, `ow`.
+pub fn out_sizes(x: &TensorRef<'_>, oh: usize, ow: usize) -> Result<Shape> {
     let mut s = Shape::from_slice(x.sizes())?;
     let n = s.len();
     s[n - 2] = oh;

@@ -8,7 +8,7 @@ use crate::{dispatch_all, dispatch_float};
 use etch_core::{Error, KernelContext, KernelRegistry, Result, TensorRef};
 
 /// N, C, H, W sizes and strides of a 4-D tensor.
-fn nchw(op: &str, t: &TensorRef<'_>) -> Result<([usize; 4], [usize; 4])> {
+pub fn nchw(op: &str, t: &TensorRef<'_>) -> Result<([usize; 4], [usize; 4])> {
     if t.dim() != 4 {
         return Err(Error::invalid_argument(format!(
             "{op}: expected a 4-D input, got shape {:?}",
@@ -20,10 +20,10 @@ fn nchw(op: &str, t: &TensorRef<'_>) -> Result<([usize; 4], [usize; 4])> {
 }
 
 /// The output (H, W) and the scale factors to pass on (`None` when `output_size` is given).
-type OutPlan = ((usize, usize), [Option<f64>; 2]);
+pub type OutPlan = ((usize, usize), [Option<f64>; 2]);
 
 /// Resolves the output size from `output_size` or the scale factors.
-fn out_size(
+pub fn out_size(
     op: &str,
     ctx: &KernelContext<'_>,
     size_i: usize,

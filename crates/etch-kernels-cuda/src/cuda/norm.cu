@@ -100,3 +100,101 @@ template <typename C> __device__ void layer_norm_rows(const LnArgs& a) {
 }
 extern "C" __global__ void layer_norm_f32(LnArgs a) { layer_norm_rows<float>(a); }
 extern "C" __global__ void layer_norm_f64(LnArgs a) { layer_norm_rows<double>(a); }
+
+// ---- Batch and group normalisation ----
+// A "channel row" r holds the elements normalised together: batch norm's channel r (every
+// dim but 1, strided) or group norm's (batch item, group) row r (contiguous). Element i of
+// row r sits at r * rx + off(i) in x (r * ro + off(i) in out), off over the `rest` dims;
+// the parameter channel of element i is (r % groups) * cg + i / hw.
+struct BnArgs {
+    const void* in;
+    const void* w;      // null: no weight
+    const void* b;      // null: no bias
+    const void* rmean;  // no_training: running statistics (null otherwise)
+    const void* rvar;
+    void* out;
+    void* mean;         // saved statistics (null: not written)
+    void* rstd;
+    int dt, nd;
+    i64 rows, len, rx, ro, groups, cg, hw;
+    double eps;
+    i64 size[MAXD], st_in[MAXD], st_out[MAXD];
+};
+
+__device__ __forceinline__ void bn_off(const BnArgs& a, i64 i, i64& oi, i64& oo) {
+    oi = 0;
+    oo = 0;
+    for (int d = a.nd - 1; d >= 0; --d) {
+        i64 c = i % a.size[d];
+        i /= a.size[d];
+        oi += c * a.st_in[d];
+        oo += c * a.st_out[d];
+    }
+}
+
+// Sum of v over the block (every thread gets it); `sh` holds 32 doubles.
+__device__ double block_sum(double v, double* sh) {
+    v = wsum(v);
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    double t = 0.0;
+    for (int k = 0; k < (int)(blockDim.x >> 5); ++k) t += sh[k];
+    return t;
+}
+
+// Statistics from the data (double accumulation, biased variance): one block per row.
+template <typename C> __device__ void moments_norm(const BnArgs& a) {
+    __shared__ double sh[32];
+    for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
+        double s = 0.0;
+        i64 oi, oo;
+        for (i64 i = threadIdx.x; i < a.len; i += blockDim.x) {
+            bn_off(a, i, oi, oo);
+            s += (double)ld<C>(a.in, a.dt, r * a.rx + oi);
+        }
+        double mean = a.len > 0 ? block_sum(s, sh) / (double)a.len : 0.0;
+        double q = 0.0;
+        for (i64 i = threadIdx.x; i < a.len; i += blockDim.x) {
+            bn_off(a, i, oi, oo);
+            double d = (double)ld<C>(a.in, a.dt, r * a.rx + oi) - mean;
+            q += d * d;
+        }
+        double var = a.len > 0 ? block_sum(q, sh) / (double)a.len : 0.0;
+        double rstd = 1.0 / sqrt(var + a.eps);
+        if (threadIdx.x == 0) {
+            if (a.mean) st(a.mean, a.dt, r, (C)mean);
+            if (a.rstd) st(a.rstd, a.dt, r, (C)rstd);
+        }
+        for (i64 i = threadIdx.x; i < a.len; i += blockDim.x) {
+            i64 ch = (r % a.groups) * a.cg + i / a.hw;
+            double scale = (a.w ? (double)ld<C>(a.w, a.dt, ch) : 1.0) * rstd;
+            double shift = (a.b ? (double)ld<C>(a.b, a.dt, ch) : 0.0) - mean * scale;
+            bn_off(a, i, oi, oo);
+            C v = ld<C>(a.in, a.dt, r * a.rx + oi) * (C)scale + (C)shift;
+            st(a.out, a.dt, r * a.ro + oo, v);
+        }
+        __syncthreads();
+    }
+}
+extern "C" __global__ void moments_norm_f32(BnArgs a) { moments_norm<float>(a); }
+extern "C" __global__ void moments_norm_f64(BnArgs a) { moments_norm<double>(a); }
+
+// Batch norm with running statistics: channel blockIdx.x, its elements split over
+// blockIdx.y; computed in C as the CPU kernel does.
+template <typename C> __device__ void batch_norm_stats(const BnArgs& a) {
+    for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
+        C rstd = (C)1 / sqrt(ld<C>(a.rvar, a.dt, r) + (C)a.eps);
+        C scale = (a.w ? ld<C>(a.w, a.dt, r) : (C)1) * rstd;
+        C shift = (a.b ? ld<C>(a.b, a.dt, r) : (C)0) - ld<C>(a.rmean, a.dt, r) * scale;
+        for (i64 i = blockIdx.y * (i64)blockDim.x + threadIdx.x; i < a.len;
+             i += (i64)gridDim.y * blockDim.x) {
+            i64 oi, oo;
+            bn_off(a, i, oi, oo);
+            st(a.out, a.dt, r * a.ro + oo, ld<C>(a.in, a.dt, r * a.rx + oi) * scale + shift);
+        }
+    }
+}
+extern "C" __global__ void batch_norm_f32(BnArgs a) { batch_norm_stats<float>(a); }
+extern "C" __global__ void batch_norm_f64(BnArgs a) { batch_norm_stats<double>(a); }
