@@ -21,6 +21,8 @@ pub(crate) struct DeviceState {
     _err: CudaSlice<i32>,
     pub(crate) err_ptr: u64,
     scratch: Option<(CudaSlice<u8>, u64)>,
+    /// Outgrown scratch buffers, kept: recorded CUDA graphs may still use their addresses.
+    retired: Vec<CudaSlice<u8>>,
 }
 
 pub(crate) struct BlasHandle(pub(crate) blas_sys::cublasHandle_t);
@@ -93,6 +95,7 @@ pub(crate) fn with_allocator<R>(
             _err: err,
             err_ptr,
             scratch: None,
+            retired: Vec::new(),
         });
     }
     let state = map
@@ -144,7 +147,9 @@ impl Launch<'_> {
         {
             return Ok(*p);
         }
-        self.state.scratch = None;
+        if let Some((old, _)) = self.state.scratch.take() {
+            self.state.retired.push(old);
+        }
         let s = self
             .stream
             .alloc_zeros::<u8>(nbytes.max(1 << 20))
