@@ -10,7 +10,7 @@ etch: run ExecuTorch programs (.pte)
 
 USAGE:
     etch inspect MODEL.pte [--json]
-    etch run MODEL.pte [--method NAME] [--input FILE.npy]... [--data FILE.ptd]... [--no-cuda-graphs]
+    etch run MODEL.pte [--method NAME] [--input FILE.npy]... [--data FILE.ptd]... [--weights PATH]... [--no-cuda-graphs]
                        [--output-dir DIR] [--iterations N] [--simulate-device cuda]
     etch bench MODEL.pte [--iterations N] [--json] [run's --method/--input/--data/...]
     etch lower IN.pte -o OUT.pte [--device cuda:0] [--ops cuda|portable|FILE] [--per-op]
@@ -27,6 +27,8 @@ run:
                         or Bool input; float32 arrays are accepted for bfloat16 inputs
                         (default: deterministic random inputs of the declared shapes)
     --data FILE.ptd     external constants (programs exported with external_constants)
+    --weights PATH      external constants from a safetensors checkpoint (a .safetensors
+                        file or a folder of shards), found by their state_dict names
     --output-dir DIR    write output_0.npy, output_1.npy, ... (bfloat16 as float32)
     --iterations N      run N times on one loaded method (state carries over); default 1
     --simulate-device cuda
@@ -887,7 +889,14 @@ struct Prepared {
     simulated: Option<std::sync::Arc<etch::SimulatedAllocator>>,
 }
 
-const RUN_FLAGS: [&str; 5] = ["method", "input", "data", "simulate-device", "iterations"];
+const RUN_FLAGS: [&str; 6] = [
+    "method",
+    "input",
+    "data",
+    "weights",
+    "simulate-device",
+    "iterations",
+];
 
 fn prepare(o: &Opts) -> Result<Prepared> {
     let path = o.model()?;
@@ -912,6 +921,9 @@ fn prepare(o: &Opts) -> Result<Prepared> {
     }
     for d in o.all("data") {
         module = module.with_data_file(d)?;
+    }
+    for w in o.all("weights") {
+        module = module.with_weights(w)?;
     }
     let method = match o.one("method") {
         Some(m) => m.to_string(),

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Several `.ptd` files searched in order.
-struct DataFiles(Vec<Arc<PtdFile>>);
+/// Several external data sources (`.ptd` files, safetensors checkpoints) searched in order.
+struct DataFiles(Vec<Arc<dyn NamedDataMap>>);
 
 impl NamedDataMap for DataFiles {
     fn get(&self, key: &str) -> Option<etch_format::NamedBlob<'_>> {
@@ -44,7 +44,7 @@ pub struct Module {
     max_planned_bytes: Option<u64>,
     share_arenas: bool,
     shared_arenas: Option<Arc<etch_runtime::SharedArenas>>,
-    data_files: Vec<Arc<PtdFile>>,
+    data_files: Vec<Arc<dyn NamedDataMap>>,
     named_data: Option<Arc<dyn NamedDataMap>>,
     methods: HashMap<String, Method>,
 }
@@ -96,6 +96,19 @@ impl Module {
         let path = path.as_ref();
         self.data_files.push(Arc::new(
             PtdFile::from_file(path).map_err(|e| e.context(path.display()))?,
+        ));
+        self.refresh_named_data();
+        Ok(self)
+    }
+
+    /// Adds the tensors of a safetensors checkpoint (a `.safetensors` file, or a folder of
+    /// shards such as a Hugging Face checkpoint) as external data: a program exported with
+    /// external constants finds each weight by its fully qualified name, the `state_dict`
+    /// key. The files are memory-mapped; dtype and shape are checked against the program.
+    pub fn with_weights(mut self, path: impl AsRef<Path>) -> Result<Module> {
+        let path = path.as_ref();
+        self.data_files.push(Arc::new(
+            etch_format::Safetensors::open(path).map_err(|e| e.context(path.display()))?,
         ));
         self.refresh_named_data();
         Ok(self)

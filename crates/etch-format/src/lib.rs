@@ -13,6 +13,7 @@
 mod data;
 mod program;
 mod ptd;
+mod safetensors;
 mod write;
 
 #[allow(
@@ -34,6 +35,7 @@ pub mod schema {
 pub use data::DataSource;
 pub use program::{ExtendedHeader, Program, TensorLayout};
 pub use ptd::{NamedBlob, NamedDataMap, PtdFile};
+pub use safetensors::Safetensors;
 pub use write::{ProgramParts, WriteOptions};
 
 use etch_core::Error;

@@ -80,6 +80,20 @@ enum Instr {
     Free,
 }
 
+/// Checks that external data recorded with a layout (a `.ptd` entry, a safetensors tensor)
+/// has the dtype and shape the program declares for it.
+fn check_layout(key: &str, l: &etch_format::TensorLayout, d: &TensorDecl) -> Result<()> {
+    let same_sizes = l.sizes.len() == d.sizes.len()
+        && l.sizes.iter().zip(&d.sizes).all(|(&a, &b)| a == b as i64);
+    if l.dtype != d.dtype || !same_sizes {
+        return Err(Error::invalid_program(format!(
+            "external constant '{key}' is {} {:?}; the program expects {} {:?}",
+            l.dtype, l.sizes, d.dtype, d.sizes
+        )));
+    }
+    Ok(())
+}
+
 /// Named data: the program's own segments, then the external maps.
 struct ProgramNamedData<'a> {
     program: &'a Program,
@@ -542,9 +556,12 @@ impl Method {
                     DataPlacement::External(key) => {
                         let blob = named.get(key).ok_or_else(|| {
                             Error::not_found(format!(
-                                "external constant '{key}' not found; pass the .ptd file that holds it (e.g. `--data model.ptd`)"
+                                "external constant '{key}' not found; pass the .ptd file or safetensors checkpoint that holds it (`--data model.ptd`, `--weights DIR`)"
                             ))
                         })?;
+                        if let Some(l) = blob.layout {
+                            check_layout(key, l, &d)?;
+                        }
                         if blob.data.len() < d.nbytes {
                             return Err(Error::invalid_program(format!(
                                 "external constant '{key}' has {} bytes; the tensor needs {}",
