@@ -33,6 +33,8 @@ pub use etch_core::{
     TensorImpl, TensorRef, Value, bf16, f16,
 };
 pub use etch_format::{NamedDataMap, Program, ProgramParts, PtdFile, WriteOptions};
+/// The per-operator profiler (`etch bench --profile`).
+pub use etch_runtime::profile;
 pub use etch_runtime::{
     Backend, BackendInitContext, BackendRegistry, CompileSpec, Delegate, DelegateInfo, IoInfo,
     LoadConfig, Method, MethodMeta, TensorInfo,

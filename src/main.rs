@@ -12,7 +12,7 @@ USAGE:
     etch inspect MODEL.pte [--json]
     etch run MODEL.pte [--method NAME] [--input FILE.npy]... [--data FILE.ptd]... [--weights PATH]... [--no-cuda-graphs]
                        [--output-dir DIR] [--iterations N] [--simulate-device cuda]
-    etch bench MODEL.pte [--iterations N] [--json] [run's --method/--input/--data/...]
+    etch bench MODEL.pte [--iterations N] [--json] [--profile] [run's --method/--input/--data/...]
     etch lower IN.pte -o OUT.pte [--device cuda:0] [--ops cuda|portable|FILE] [--per-op]
                        [--skip-h2d-inputs[=M1,M2]] [--skip-d2h-outputs[=M1,M2]]
                        [--replan-only [--no-alloc-graph-input] [--no-alloc-graph-output]]
@@ -802,7 +802,11 @@ fn proc_status_bytes(field: &str) -> Option<u64> {
 }
 
 fn cmd_bench(args: &[String]) -> Result<()> {
-    let o = Opts::parse(args, &RUN_FLAGS, &["json", "no-cuda-graphs"])?;
+    let o = Opts::parse(args, &RUN_FLAGS, &["json", "no-cuda-graphs", "profile"])?;
+    if o.has("profile") {
+        // Profiled kernel calls must run: no graph replay.
+        etch::set_cuda_graphs(false);
+    }
     let n = iterations(&o, 20)?;
     let baseline = proc_status_bytes("VmRSS");
     let Prepared {
@@ -823,6 +827,9 @@ fn cmd_bench(args: &[String]) -> Result<()> {
         // Outputs left on a device are timed until they are ready.
         m.synchronize()?;
         times.push(t.elapsed());
+    }
+    if o.has("profile") {
+        print_profile(&mut *m, n)?;
     }
     let first = times[0];
     let mut rest: Vec<Duration> = times[1..].to_vec();
@@ -871,6 +878,35 @@ fn cmd_bench(args: &[String]) -> Result<()> {
             mib(planned),
             mib(file_bytes),
             mib(overhead.unwrap_or(0))
+        );
+    }
+    Ok(())
+}
+
+/// Runs the method `n` more times with every kernel call timed and prints the operators,
+/// slowest first (device work is waited for after each call).
+fn print_profile(m: &mut etch::Method, n: usize) -> Result<()> {
+    use etch::profile;
+    profile::take();
+    profile::set_enabled(true);
+    for _ in 0..n {
+        m.execute()?;
+        m.synchronize()?;
+    }
+    profile::set_enabled(false);
+    let ops = profile::take();
+    let total: f64 = ops.iter().map(|o| o.total.as_secs_f64()).sum();
+    println!("profile over {n} runs (each call waited for; totals per run):");
+    println!("{:>10} {:>7} {:>10} {:>6}  operator", "ms/run", "calls", "us/call", "%");
+    for o in &ops {
+        let t = o.total.as_secs_f64();
+        println!(
+            "{:>10.3} {:>7} {:>10.1} {:>5.1}%  {}",
+            t * 1e3 / n as f64,
+            o.calls / n as u64,
+            t * 1e6 / o.calls.max(1) as f64,
+            100.0 * t / total.max(1e-12),
+            o.op
         );
     }
     Ok(())

@@ -217,6 +217,26 @@ def run(args) -> int:
     return status
 
 
+def profile(args) -> int:
+    """On the GPU machine: `etch bench --profile` (per-operator times) of the named cases."""
+    import torch
+    from safetensors.torch import save_file
+
+    man = {e["key"]: e for e in json.load(open(os.path.join(args.dir, "manifest.json")))}
+    for key in args.keys.split(","):
+        e = man[key]
+        pte, inp = os.path.join(args.dir, key, "model.pte"), os.path.join(args.dir, e["input"])
+        low, w = f"/tmp/{key}.cuda.pte", f"/tmp/{key}.safetensors"
+        save_file(weights(build(e["model"]).eval().to(getattr(torch, e["dtype"]))), w)
+        subprocess.run([args.etch, "lower", pte, "-o", low, "--skip-h2d-inputs", "--skip-d2h-outputs"],
+                       check=True, capture_output=True, text=True)
+        r = subprocess.run([args.etch, "bench", low, "--input", inp, "--weights", w, "--iterations", "10",
+                            "--profile"], capture_output=True, text=True)
+        print(f"== {key}\n{r.stdout}{r.stderr}", flush=True)
+        os.remove(w)
+    return 0
+
+
 def check(args) -> int:
     """Here, on the CPU: etch with the saved weights against PyTorch eager, per case."""
     import tempfile
@@ -267,6 +287,10 @@ def main() -> int:
     rn.add_argument("--out")
     rn.add_argument("--only", help="comma-separated model names")
     rn.add_argument("--no-cpu", action="store_true", help="skip etch on the CPU")
+    pf = sub.add_parser("profile")
+    pf.add_argument("--dir", required=True)
+    pf.add_argument("--etch", required=True)
+    pf.add_argument("--keys", required=True, help="comma-separated case keys")
     ck = sub.add_parser("check")
     ck.add_argument("--dir", required=True)
     ck.add_argument("--etch", required=True)
@@ -274,6 +298,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.cmd == "check":
         return check(args)
+    if args.cmd == "profile":
+        return profile(args)
     if args.cmd == "export":
         export(args.out, args.only.split(",") if args.only else None)
         return 0

@@ -11,6 +11,7 @@ pub mod memory;
 pub mod meta;
 pub mod method;
 pub mod parse;
+pub mod profile;
 
 pub use backend::{Backend, BackendInitContext, BackendRegistry, CompileSpec, Delegate};
 pub use memory::SharedArenas;

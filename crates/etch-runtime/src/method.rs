@@ -143,6 +143,8 @@ pub struct Method {
     /// constants (host constants stay views into the program).
     _owned: Vec<Buffer>,
     devices: Arc<DeviceRegistry>,
+    /// The device a nested (delegate) method runs on, if not the host.
+    target: Option<Device>,
     /// True when the method's device memory is host-accessible (the simulated device), so
     /// CPU kernels may run on it.
     host_access: bool,
@@ -448,6 +450,7 @@ impl Method {
             arenas,
             _owned: owned,
             devices: Arc::clone(&config.devices),
+            target: config.target_device,
             _program: program.clone(),
             _named_data: config.named_data.clone(),
         })
@@ -871,8 +874,10 @@ impl Method {
             host_access,
             arenas,
             _owned,
+            target,
             ..
         } = self;
+        let profiling = crate::profile::enabled();
         let mut jumps = 0u64;
         for chain in chains.iter() {
             let mut pc = 0usize;
@@ -889,12 +894,21 @@ impl Method {
                         // a kernel aliased from those; all outlive this call.
                         let mut ctx = unsafe { KernelContext::new(values, args, &op_names[op]) }
                             .with_devices(devices, *host_access);
+                        let t0 = profiling.then(std::time::Instant::now);
                         f(&mut ctx).map_err(|e| {
                             e.context(format!(
                                 "method '{name}', instruction {pc} ({})",
                                 op_names[op]
                             ))
                         })?;
+                        if let Some(t0) = t0 {
+                            if let Some(d) = target.filter(|d| !d.is_cpu()) {
+                                devices
+                                    .require(d.kind)?
+                                    .synchronize(d.index, etch_core::StreamId(0))?;
+                            }
+                            crate::profile::record(&op_names[op], t0.elapsed());
+                        }
                         pc += 1;
                     }
                     Instr::Delegate { index, args } => {
