@@ -897,7 +897,10 @@ fn print_profile(m: &mut etch::Method, n: usize) -> Result<()> {
     let ops = profile::take();
     let total: f64 = ops.iter().map(|o| o.total.as_secs_f64()).sum();
     println!("profile over {n} runs (each call waited for; totals per run):");
-    println!("{:>10} {:>7} {:>10} {:>6}  operator", "ms/run", "calls", "us/call", "%");
+    println!(
+        "{:>10} {:>7} {:>10} {:>6}  operator",
+        "ms/run", "calls", "us/call", "%"
+    );
     for o in &ops {
         let t = o.total.as_secs_f64();
         println!(

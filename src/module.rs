@@ -243,6 +243,8 @@ impl Module {
             max_planned_bytes: self.max_planned_bytes,
             shared_arenas: self.shared_arenas.clone(),
             nesting_depth: 0,
+            // Transposes and casts of weights run once at load (ETCH_FOLD_CONSTANTS=0: not).
+            fold_constants: std::env::var("ETCH_FOLD_CONSTANTS").map_or(true, |v| v != "0"),
         }
     }
 

@@ -146,6 +146,7 @@ impl Backend for ExecutorBackend {
             max_planned_bytes: config.max_planned_bytes,
             shared_arenas: None,
             nesting_depth: config.nesting_depth + 1,
+            fold_constants: config.fold_constants,
         };
         let method = Method::load(&program, &name, &nested)?;
         let outs = Vec::with_capacity(method.num_outputs());

@@ -46,6 +46,8 @@ pub(crate) fn prelude() -> String {
 pub(crate) struct Geo {
     pub ndim: i32,
     pub contig: i32,
+    pub small: i32,
+    pub pad: i32,
     pub size: [i64; MAX_DIMS],
     pub st: [[i64; MAX_DIMS]; 4],
 }
@@ -206,6 +208,13 @@ pub(crate) fn map_views(
         g.size[d] = v as i64;
     }
     g.st[0] = out.st;
+    for (k, o) in ins.iter().enumerate().take(3) {
+        if let In::V(v) = o {
+            g.st[k + 1] = v.st;
+        }
+    }
+    collapse(&mut g);
+    g.small = fits_32_bits(&g, n) as i32;
     let mut a = EwArgs {
         out: out.ptr,
         ins: [0; 3],
@@ -222,7 +231,6 @@ pub(crate) fn map_views(
             In::V(v) => {
                 a.ins[k] = v.ptr;
                 a.dt[k + 1] = dt_code(name, v.dt)?;
-                a.g.st[k + 1] = v.st;
             }
             In::S(s) => {
                 a.p[4 + k] = s.to_f64();
@@ -245,6 +253,53 @@ pub(crate) fn map_views(
         // `ew_*(int op, i64 n, EwArgs a)`.
         unsafe { l.launch(f, n, &mut args) }
     })
+}
+
+/// Merges dims that every operand walks contiguously (dim `d` steps exactly over dim
+/// `d + 1`) and drops size-1 dims, so the kernel decomposes fewer dims per element.
+fn collapse(g: &mut Geo) {
+    let n = g.ndim as usize;
+    let mut size = [0i64; MAX_DIMS];
+    let mut st = [[0i64; MAX_DIMS]; 4];
+    let mut m = 0usize;
+    for d in 0..n {
+        if g.size[d] == 1 {
+            continue;
+        }
+        let merge = m > 0 && (0..4).all(|k| st[k][m - 1] == g.st[k][d] * g.size[d]);
+        if merge {
+            size[m - 1] *= g.size[d];
+            for k in 0..4 {
+                st[k][m - 1] = g.st[k][d];
+            }
+        } else {
+            size[m] = g.size[d];
+            for k in 0..4 {
+                st[k][m] = g.st[k][d];
+            }
+            m += 1;
+        }
+    }
+    g.ndim = m as i32;
+    g.size = size;
+    g.st = st;
+}
+
+/// True when 32-bit index arithmetic is exact: fewer than 2^31 elements and every offset
+/// below 2^31, with no negative stride.
+fn fits_32_bits(g: &Geo, n: usize) -> bool {
+    let lim = 1i64 << 31;
+    n < lim as usize
+        && (0..4).all(|k| {
+            let mut max = 0i64;
+            for d in 0..g.ndim as usize {
+                if g.st[k][d] < 0 {
+                    return false;
+                }
+                max = max.saturating_add((g.size[d] - 1).saturating_mul(g.st[k][d]));
+            }
+            max < lim
+        })
 }
 
 /// The domain a cast from `src` to `dst` computes in.

@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+mod fold;
 pub mod memory;
 pub mod meta;
 pub mod method;

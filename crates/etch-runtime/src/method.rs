@@ -29,6 +29,8 @@ pub struct LoadConfig {
     /// Places every planned buffer, constant and tensor of the method on this device,
     /// whatever the file says (used by `ExecutorBackend` for its nested program).
     pub target_device: Option<Device>,
+    /// Fold constant work (transposes and casts of weights) once at load (default: on).
+    pub fold_constants: bool,
     /// Most bytes of planned memory a method may allocate (`None`: no limit). Loading a
     /// program that asks for more fails with `MemoryAllocationFailed` before allocating.
     pub max_planned_bytes: Option<u64>,
@@ -50,6 +52,7 @@ impl LoadConfig {
             devices: DeviceRegistry::global(),
             named_data: None,
             target_device: None,
+            fold_constants: true,
             max_planned_bytes: None,
             shared_arenas: None,
             nesting_depth: 0,
@@ -292,9 +295,31 @@ impl Method {
         };
         let mut values = Vec::with_capacity(num_values);
         let mut owned = Vec::new();
+        // For load-time folding: constants, plain intermediates and planned locations.
+        let mut constant = vec![false; num_values];
+        let mut intermediate = vec![false; num_values];
+        let mut location = vec![None; num_values];
         if let Some(vs) = &raw_values {
             for (i, v) in vs.iter().enumerate() {
                 let v = v.map_err(fb_err("value"))?;
+                if let Ok(Some(pte::KernelTypesRef::Tensor(t))) = v.val()
+                    && let Ok(d) = decode_tensor(&t)
+                {
+                    match d.placement {
+                        DataPlacement::Constant(_) | DataPlacement::External(_) => {
+                            constant[i] = true
+                        }
+                        DataPlacement::Planned {
+                            memory_id,
+                            offset,
+                            initial,
+                        } => {
+                            location[i] = Some((memory_id, offset));
+                            intermediate[i] = initial.is_none() && !io.contains(&(i as u32));
+                        }
+                        DataPlacement::Unbound => {}
+                    }
+                }
                 let ev = Self::load_value(
                     program,
                     &named,
@@ -428,6 +453,48 @@ impl Method {
 
         // Every operator resolved (checked just above).
         let kernels: Vec<KernelFn> = kernels.into_iter().flatten().collect();
+        let host_access = arenas
+            .iter()
+            .map(|a| a.as_ref())
+            .chain(owned.iter())
+            .all(|b| b.allocator().is_none_or(|a| a.host_accessible()));
+        let straight = chains
+            .iter()
+            .flatten()
+            .all(|i| !matches!(i, Instr::JumpFalse { .. } | Instr::Move { .. }));
+        if straight && config.fold_constants {
+            let mut f = crate::fold::FoldInput {
+                values: &mut values,
+                constant: &mut constant,
+                intermediate: &intermediate,
+                location: &location,
+                runtime_ints: &runtime_ints,
+                kernels: &kernels,
+                op_names: &op_names,
+                devices: &config.devices,
+                host_access,
+                owned: &mut owned,
+            };
+            for chain in chains.iter_mut() {
+                let refs: Vec<Option<crate::fold::KernelRef<'_>>> = chain
+                    .iter()
+                    .map(|i| match i {
+                        Instr::Kernel { op, args, refresh } => Some(crate::fold::KernelRef {
+                            op: *op as usize,
+                            args,
+                            refreshed: !refresh.is_empty(),
+                        }),
+                        _ => None,
+                    })
+                    .collect();
+                let done = crate::fold::fold(&mut f, &refs)?;
+                drop(refs);
+                for &d in done.iter() {
+                    chain[d] = Instr::Free;
+                }
+                chain.retain(|i| !matches!(i, Instr::Free));
+            }
+        }
         let input_set = vec![false; inputs.len()];
         Ok(Method {
             name,
@@ -442,11 +509,7 @@ impl Method {
             outputs,
             input_set,
             jump_limit: None,
-            host_access: arenas
-                .iter()
-                .map(|a| a.as_ref())
-                .chain(owned.iter())
-                .all(|b| b.allocator().is_none_or(|a| a.host_accessible())),
+            host_access,
             arenas,
             _owned: owned,
             devices: Arc::clone(&config.devices),

@@ -23,6 +23,8 @@ typedef unsigned char u8;
 struct Geo {
     int ndim;
     int contig;  // 1: every operand is contiguous over `size` (index i everywhere)
+    int small;   // 1: every index and offset fits 32 bits (cheaper division)
+    int pad;
     i64 size[MAXD];
     i64 st[4][MAXD];
 };
@@ -125,6 +127,38 @@ __device__ __forceinline__ void st(void* p, int dt, i64 i, double v) {
         case DT_BF16: ((u16*)p)[i] = f2bf((float)v); break;
         case DT_BOOL: ((u8*)p)[i] = v != 0.0; break;
         default: st_int(p, dt, i, (i64)v); break;
+    }
+}
+
+// Offsets of logical element i for operands 0..K-1 (0: the output) under geometry g,
+// decomposing i once (in 32 bits when the geometry allows).
+template <int K>
+__device__ __forceinline__ void geo_offs(const Geo& g, i64 i, i64* o) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) o[k] = g.contig ? i : 0;
+    if (g.contig) return;
+    if (g.small) {
+        unsigned r = (unsigned)i;
+        unsigned acc[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k) acc[k] = 0;
+        for (int d = g.ndim - 1; d >= 0; --d) {
+            unsigned sz = (unsigned)g.size[d];
+            unsigned c = r % sz;
+            r /= sz;
+#pragma unroll
+            for (int k = 0; k < K; ++k) acc[k] += c * (unsigned)g.st[k][d];
+        }
+#pragma unroll
+        for (int k = 0; k < K; ++k) o[k] = (i64)acc[k];
+        return;
+    }
+    i64 r = i;
+    for (int d = g.ndim - 1; d >= 0; --d) {
+        i64 c = r % g.size[d];
+        r /= g.size[d];
+#pragma unroll
+        for (int k = 0; k < K; ++k) o[k] += c * g.st[k][d];
     }
 }
 

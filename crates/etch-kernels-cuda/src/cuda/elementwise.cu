@@ -170,9 +170,9 @@ __device__ __forceinline__ C apply(C x, C y, C z, i64 i, const EwArgs& a) {
     return zero;
 }
 
-template <typename C> __device__ __forceinline__ C operand(const EwArgs& a, int k, i64 i) {
+template <typename C> __device__ __forceinline__ C operand(const EwArgs& a, int k, i64 off) {
     if (a.in[k] == 0) return param<C>(a, 4 + k);
-    return ld<C>(a.in[k], a.dt[k + 1], geo_off(a.g, k + 1, i));
+    return ld<C>(a.in[k], a.dt[k + 1], off);
 }
 
 // Integer division by zero is an error (PyTorch raises); the result slot gets 0.
@@ -183,13 +183,15 @@ template <typename C, int OP> __device__ __forceinline__ bool bad_int_div(C y) {
 template <typename C, int OP, int NIN>
 __device__ void ew_loop(i64 n, const EwArgs& a) {
     GRID_LOOP(i, n) {
-        C x = NIN > 0 ? operand<C>(a, 0, i) : (C)0;
-        C y = NIN > 1 ? operand<C>(a, 1, i) : (C)0;
-        C z = NIN > 2 ? operand<C>(a, 2, i) : (C)0;
+        i64 o[NIN + 1];
+        geo_offs<NIN + 1>(a.g, i, o);
+        C x = NIN > 0 ? operand<C>(a, 0, o[NIN > 0 ? 1 : 0]) : (C)0;
+        C y = NIN > 1 ? operand<C>(a, 1, o[NIN > 1 ? 2 : 0]) : (C)0;
+        C z = NIN > 2 ? operand<C>(a, 2, o[NIN > 2 ? 3 : 0]) : (C)0;
         C r;
         if (bad_int_div<C, OP>(y)) { set_error(a.err, 1); r = (C)0; }
         else r = apply<C, OP>(x, y, z, i, a);
-        st(a.out, a.dt[0], geo_off(a.g, 0, i), r);
+        st(a.out, a.dt[0], o[0], r);
     }
 }
 
