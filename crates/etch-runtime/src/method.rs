@@ -970,7 +970,7 @@ impl Method {
                                     .require(d.kind)?
                                     .synchronize(d.index, etch_core::StreamId(0))?;
                             }
-                            crate::profile::record(&op_names[op], t0.elapsed());
+                            crate::profile::record_call(&op_names[op], values, args, t0.elapsed());
                         }
                         pc += 1;
                     }

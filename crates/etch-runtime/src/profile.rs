@@ -34,6 +34,23 @@ pub fn record(op: &str, d: Duration) {
     }
 }
 
+/// Adds one kernel call; with `ETCH_PROFILE_SHAPES=1` the key also holds the shape of the
+/// call's last tensor argument (its output), to tell calls of one operator apart.
+pub fn record_call(op: &str, values: &[etch_core::EValue], args: &[u32], d: Duration) {
+    static SHAPES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let shapes = *SHAPES.get_or_init(|| std::env::var("ETCH_PROFILE_SHAPES").is_ok_and(|v| v == "1"));
+    if !shapes {
+        return record(op, d);
+    }
+    let shape = |a: &u32| match values.get(*a as usize) {
+        Some(etch_core::EValue::Tensor(t)) => Some(format!("{:?}", t.sizes())),
+        _ => None,
+    };
+    let first = args.iter().find_map(shape).unwrap_or_default();
+    let out = args.iter().rev().find_map(shape).unwrap_or_default();
+    record(&format!("{op} {first} -> {out}"), d)
+}
+
 /// One operator's totals.
 #[derive(Debug, Clone)]
 pub struct OpTime {
