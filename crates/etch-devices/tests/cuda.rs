@@ -9,11 +9,8 @@ use std::sync::{Arc, OnceLock};
 
 fn cuda() -> Option<&'static CudaAllocator> {
     static A: OnceLock<Option<CudaAllocator>> = OnceLock::new();
-    let a = A
-        // ETCH_REQUIRE_CUDA=1 turns a missing device into a failure.
-        .get_or_init(|| cuda_for_tests().unwrap())
-        .as_ref();
-    a
+    // ETCH_REQUIRE_CUDA=1 turns a missing device into a failure.
+    A.get_or_init(|| cuda_for_tests().unwrap()).as_ref()
 }
 
 /// The device under test: `ETCH_CUDA_DEVICE` (default 0), so the suite runs on every GPU.

@@ -267,17 +267,15 @@ fn collapse(g: &mut Geo) {
             continue;
         }
         let merge = m > 0 && (0..4).all(|k| st[k][m - 1] == g.st[k][d] * g.size[d]);
+        let at = if merge { m - 1 } else { m };
         if merge {
-            size[m - 1] *= g.size[d];
-            for k in 0..4 {
-                st[k][m - 1] = g.st[k][d];
-            }
+            size[at] *= g.size[d];
         } else {
-            size[m] = g.size[d];
-            for k in 0..4 {
-                st[k][m] = g.st[k][d];
-            }
+            size[at] = g.size[d];
             m += 1;
+        }
+        for (dst, src) in st.iter_mut().zip(&g.st) {
+            dst[at] = src[d];
         }
     }
     g.ndim = m as i32;

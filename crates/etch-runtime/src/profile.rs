@@ -38,7 +38,8 @@ pub fn record(op: &str, d: Duration) {
 /// call's last tensor argument (its output), to tell calls of one operator apart.
 pub fn record_call(op: &str, values: &[etch_core::EValue], args: &[u32], d: Duration) {
     static SHAPES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let shapes = *SHAPES.get_or_init(|| std::env::var("ETCH_PROFILE_SHAPES").is_ok_and(|v| v == "1"));
+    let shapes =
+        *SHAPES.get_or_init(|| std::env::var("ETCH_PROFILE_SHAPES").is_ok_and(|v| v == "1"));
     if !shapes {
         return record(op, d);
     }
@@ -72,6 +73,6 @@ pub fn take() -> Vec<OpTime> {
         .into_iter()
         .map(|(op, (calls, total))| OpTime { op, calls, total })
         .collect();
-    v.sort_by(|a, b| b.total.cmp(&a.total));
+    v.sort_by_key(|o| std::cmp::Reverse(o.total));
     v
 }
