@@ -110,34 +110,50 @@ fn expected_delegates(fixture: &str) -> usize {
 /// fixture: one per basic block) with no kernel call left on the host, state included;
 /// the lowered program gives PyTorch's outputs over every case, run in order on one
 /// loaded program (the stateful fixtures' buffers carry over between calls).
+/// Both with every portable operator and with the CUDA kernels' operators and dtypes
+/// (`--ops cuda`, what runs on a real GPU).
 #[test]
 fn every_cpu_fixture_lowers_to_cuda_and_matches_on_the_simulated_device() {
+    let sets = [
+        ("portable", portable()),
+        (
+            "cuda",
+            SupportedOps::with_op_dtypes(etch::cuda_op_support()),
+        ),
+    ];
     for fx in cpu_fixtures() {
-        let opts = LowerOptions::new(Device::cuda(0), portable());
-        let (bytes, summary) = lowered(&fx, &opts);
-        for m in &summary.methods {
-            let what = format!("{} {}", fx.name, m.method);
-            assert_eq!(m.delegates, expected_delegates(&fx.name), "{what}");
-            assert_eq!(
-                m.host_instructions, 0,
-                "{what}: kernel calls left on the host"
-            );
-            assert_eq!(m.host_state, 0, "{what}: state left on the host");
-            // Every method's device bytes are planned in a cuda:0 buffer.
-            assert!(
-                m.plan.after.get(&Device::cuda(0)).copied().unwrap_or(0) > 0,
-                "{what}: no cuda:0 buffer"
+        for (set, ops) in &sets {
+            let opts = LowerOptions::new(Device::cuda(0), ops.clone());
+            let (bytes, summary) = lowered(&fx, &opts);
+            for m in &summary.methods {
+                let what = format!("{} {} (--ops {set})", fx.name, m.method);
+                assert_eq!(m.delegates, expected_delegates(&fx.name), "{what}");
+                assert_eq!(
+                    m.host_instructions, 0,
+                    "{what}: kernel calls left on the host"
+                );
+                assert_eq!(m.host_state, 0, "{what}: state left on the host");
+                // Every method's device bytes are planned in a cuda:0 buffer.
+                assert!(
+                    m.plan.after.get(&Device::cuda(0)).copied().unwrap_or(0) > 0,
+                    "{what}: no cuda:0 buffer"
+                );
+            }
+            let state: usize = summary.methods.iter().map(|m| m.device_state).sum();
+            let want = match fx.name.as_str() {
+                "stateful" => 1,
+                "kv_cache" => 2,
+                "kv_decoder" => 4,
+                _ => 0,
+            };
+            assert_eq!(state, want, "{}: state on the device", fx.name);
+            run_cases(
+                &format!("{} lowered (--ops {set})", fx.name),
+                &fx,
+                &bytes,
+                false,
             );
         }
-        let state: usize = summary.methods.iter().map(|m| m.device_state).sum();
-        let want = match fx.name.as_str() {
-            "stateful" => 1,
-            "kv_cache" => 2,
-            "kv_decoder" => 4,
-            _ => 0,
-        };
-        assert_eq!(state, want, "{}: state on the device", fx.name);
-        run_cases(&format!("{} lowered", fx.name), &fx, &bytes, false);
     }
 }
 
