@@ -245,6 +245,7 @@ impl Module {
             nesting_depth: 0,
             // Transposes and casts of weights run once at load (ETCH_FOLD_CONSTANTS=0: not).
             fold_constants: std::env::var("ETCH_FOLD_CONSTANTS").map_or(true, |v| v != "0"),
+            device_context: None,
         }
     }
 

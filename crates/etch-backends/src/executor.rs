@@ -2,8 +2,8 @@
 //! the compile spec's `target_device`.
 
 use etch_core::{
-    Device, DeviceExecHooks, DeviceGraph, DeviceType, EValue, Error, KernelContext, KernelRegistry,
-    MAX_DIMS, Result, TensorImpl, Value,
+    Device, DeviceContext, DeviceExecHooks, DeviceGraph, DeviceType, EValue, Error, KernelContext,
+    KernelRegistry, MAX_DIMS, Result, TensorImpl, Value,
 };
 use etch_format::Program;
 use etch_runtime::{
@@ -137,6 +137,19 @@ impl Backend for ExecutorBackend {
             .first()
             .cloned()
             .ok_or_else(|| Error::invalid_program("nested program has no method"))?;
+        let hooks = (!device.is_cpu())
+            .then(|| self.device_hooks.get(&device.kind).cloned())
+            .flatten()
+            .filter(|_| {
+                config
+                    .devices
+                    .get(device.kind)
+                    .is_some_and(|a| !a.host_accessible())
+            });
+        let device_context = match &hooks {
+            Some(h) => h.kernel_context(&config.devices, device)?,
+            None => None,
+        };
         let nested = LoadConfig {
             kernels,
             backends: Arc::clone(&config.backends),
@@ -147,18 +160,10 @@ impl Backend for ExecutorBackend {
             shared_arenas: None,
             nesting_depth: config.nesting_depth + 1,
             fold_constants: config.fold_constants,
+            device_context: device_context.clone(),
         };
         let method = Method::load(&program, &name, &nested)?;
         let outs = Vec::with_capacity(method.num_outputs());
-        let hooks = (!device.is_cpu())
-            .then(|| self.device_hooks.get(&device.kind).cloned())
-            .flatten()
-            .filter(|_| {
-                config
-                    .devices
-                    .get(device.kind)
-                    .is_some_and(|a| !a.host_accessible())
-            });
         let graphs = hooks.is_some() && self.graphs;
         Ok(Box::new(ExecutorDelegate {
             method,
@@ -173,6 +178,7 @@ impl Backend for ExecutorBackend {
             key: Vec::new(),
             last_key: Vec::new(),
             out_sizes: Vec::new(),
+            device_context,
         }))
     }
 }
@@ -200,6 +206,8 @@ struct ExecutorDelegate {
     last_key: Vec<u64>,
     /// The output shapes the recorded work produces.
     out_sizes: Vec<([usize; MAX_DIMS], usize)>,
+    /// The context the device's kernels get (from the hooks).
+    device_context: Option<DeviceContext>,
 }
 
 impl ExecutorDelegate {
@@ -355,7 +363,11 @@ impl Delegate for ExecutorDelegate {
         }
         std::mem::swap(&mut self.key, &mut self.last_key);
         if let Some(h) = &hooks {
-            h.after_execute(self.method.devices(), self.device)?;
+            h.after_execute(
+                self.method.devices(),
+                self.device,
+                self.device_context.as_ref(),
+            )?;
         }
         Ok(())
     }

@@ -89,6 +89,7 @@ pub struct KernelContext<'a> {
     op: &'a str,
     devices: Option<&'a DeviceRegistry>,
     host_access: bool,
+    device_ctx: Option<&'a (dyn std::any::Any + Send + Sync)>,
 }
 
 impl<'a> KernelContext<'a> {
@@ -105,7 +106,20 @@ impl<'a> KernelContext<'a> {
             op,
             devices: None,
             host_access: false,
+            device_ctx: None,
         }
+    }
+
+    /// Gives the kernel its delegate's device context (what a device's kernel crate made
+    /// for the delegate at load: its stream, library handles), if any.
+    pub fn with_device_context(mut self, c: Option<&'a (dyn std::any::Any + Send + Sync)>) -> Self {
+        self.device_ctx = c;
+        self
+    }
+
+    /// The delegate's device context, if the call has one of type `T`.
+    pub fn device_context<T: std::any::Any>(&self) -> Option<&'a T> {
+        self.device_ctx.and_then(|c| c.downcast_ref::<T>())
     }
 
     /// Gives the kernel the device allocators (for copy ops). `host_access` says that the

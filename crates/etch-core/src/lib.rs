@@ -15,7 +15,7 @@ pub mod value;
 pub use alloc::{DeviceAllocator, DeviceMemoryBuffer, DeviceRegistry, StreamId};
 pub use device::{Device, DeviceType, NUM_DEVICE_TYPES};
 pub use error::{Error, ErrorCode, Result};
-pub use graph::{DeviceExecHooks, DeviceGraph};
+pub use graph::{DeviceContext, DeviceExecHooks, DeviceGraph};
 pub use kernel::{Dims, KernelContext, KernelFn, KernelRegistry, Scalar, operator_name};
 pub use scalar::{Element, ScalarType};
 pub use tensor::{

@@ -3,7 +3,7 @@
 
 use crate::{Family, cuda_err};
 use cudarc::cublas::{result as blas, sys as blas_sys};
-use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig};
 use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
 use etch_core::{Device, DeviceType, Error, KernelContext, Result};
 use etch_devices::cuda::CudaAllocator;
@@ -11,12 +11,63 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Per-device compiled modules, cuBLAS handle, error word and scratch.
-pub(crate) struct DeviceState {
+/// Per device, shared by every delegate on it: the compiled module of each op family.
+pub(crate) struct Shared {
     arch: String,
-    modules: HashMap<Family, Arc<CudaModule>>,
+    ctx: Arc<CudaContext>,
+    /// Locked only when a kernel is first looked up by a delegate.
+    modules: Mutex<HashMap<Family, Arc<CudaModule>>>,
+}
+
+impl Shared {
+    fn module(&self, family: Family) -> Result<Arc<CudaModule>> {
+        let mut m = self
+            .modules
+            .lock()
+            .map_err(|_| Error::internal("CUDA module lock poisoned"))?;
+        if let Some(x) = m.get(&family) {
+            return Ok(Arc::clone(x));
+        }
+        let ptx = compile(family, &self.arch)?;
+        let module = self
+            .ctx
+            .load_module(ptx)
+            .map_err(|e| cuda_err(&format!("load module {}", family.name()), e))?;
+        m.insert(family, Arc::clone(&module));
+        Ok(module)
+    }
+}
+
+/// The shared per-device state of device `index` (made once per process and device).
+fn shared_for(cuda: &CudaAllocator, index: i8) -> Result<Arc<Shared>> {
+    static S: OnceLock<Mutex<HashMap<usize, Arc<Shared>>>> = OnceLock::new();
+    let ordinal = cuda.ordinal(index)?;
+    let mut map = S
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .map_err(|_| Error::internal("CUDA device state lock poisoned"))?;
+    if let Some(s) = map.get(&ordinal) {
+        return Ok(Arc::clone(s));
+    }
+    let c = cuda.context(index)?;
+    let (major, minor) = c
+        .compute_capability()
+        .map_err(|e| cuda_err("compute capability", e))?;
+    let s = Arc::new(Shared {
+        arch: format!("compute_{major}{minor}"),
+        ctx: c,
+        modules: Mutex::new(HashMap::new()),
+    });
+    map.insert(ordinal, Arc::clone(&s));
+    Ok(s)
+}
+
+/// What the kernels of one caller use on a device: kernel handles, a cuBLAS handle (made
+/// on first use), the device error word and a scratch buffer.
+pub(crate) struct DeviceState {
+    shared: Arc<Shared>,
     functions: HashMap<&'static str, CudaFunction>,
-    pub(crate) blas: BlasHandle,
+    blas: Option<BlasHandle>,
     /// One i32 on the device: 0, or the code of the first error a kernel hit.
     _err: CudaSlice<i32>,
     pub(crate) err_ptr: u64,
@@ -25,10 +76,71 @@ pub(crate) struct DeviceState {
     retired: Vec<CudaSlice<u8>>,
 }
 
+impl DeviceState {
+    fn new(cuda: &CudaAllocator, index: i8, stream: &Arc<CudaStream>) -> Result<Self> {
+        let err = stream
+            .alloc_zeros::<i32>(1)
+            .map_err(|e| cuda_err("error word", e))?;
+        let err_ptr = raw_ptr(&err, stream);
+        Ok(DeviceState {
+            shared: shared_for(cuda, index)?,
+            functions: HashMap::new(),
+            blas: None,
+            _err: err,
+            err_ptr,
+            scratch: None,
+            retired: Vec::new(),
+        })
+    }
+}
+
 pub(crate) struct BlasHandle(pub(crate) blas_sys::cublasHandle_t);
-// SAFETY: the handle is used only under the state mutex, one thread at a time.
+// SAFETY: the handle is used by one thread at a time (its owner's lock).
 unsafe impl Send for BlasHandle {}
 
+impl Drop for BlasHandle {
+    fn drop(&mut self) {
+        // SAFETY: the handle was created by `create_handle` and is destroyed once.
+        let _ = unsafe { blas::destroy_handle(self.0) };
+    }
+}
+
+/// The kernel context of one CUDA delegate, made once when it loads
+/// (`CudaHooks::kernel_context`) and handed to each of its kernel calls: its stream and its
+/// own kernel state, so a launch takes no process-wide lock and looks nothing up by device.
+pub struct CudaKernelContext {
+    index: i8,
+    stream: Arc<CudaStream>,
+    state: Mutex<DeviceState>,
+}
+
+impl CudaKernelContext {
+    /// A context for device `index` of `cuda`.
+    pub fn new(cuda: &CudaAllocator, index: i8) -> Result<Self> {
+        let stream = cuda.stream(index)?;
+        let state = DeviceState::new(cuda, index, &stream)?;
+        Ok(CudaKernelContext {
+            index,
+            stream,
+            state: Mutex::new(state),
+        })
+    }
+
+    /// Runs `f` with this context's kernel state.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(Launch<'_>) -> Result<R>) -> Result<R> {
+        let mut st = self
+            .state
+            .lock()
+            .map_err(|_| Error::internal("CUDA kernel context lock poisoned"))?;
+        f(Launch {
+            stream: &self.stream,
+            state: &mut st,
+        })
+    }
+}
+
+/// The process-wide kernel state per device, for kernels called without a delegate's
+/// context (tests, tools).
 fn states() -> &'static Mutex<HashMap<usize, DeviceState>> {
     static S: OnceLock<Mutex<HashMap<usize, DeviceState>>> = OnceLock::new();
     S.get_or_init(|| Mutex::new(HashMap::new()))
@@ -36,12 +148,12 @@ fn states() -> &'static Mutex<HashMap<usize, DeviceState>> {
 
 /// Everything a kernel call needs on one device.
 pub(crate) struct Launch<'s> {
-    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) stream: &'s Arc<CudaStream>,
     pub(crate) state: &'s mut DeviceState,
-    ctx: Arc<cudarc::driver::CudaContext>,
 }
 
-/// Runs `f` with the kernel state of `dev` (created on first use).
+/// Runs `f` with the kernel state for `dev`: the delegate's context when the call has one
+/// for that device, else the process-wide state (created on first use).
 pub(crate) fn with_device<R>(
     ctx: &KernelContext<'_>,
     dev: Device,
@@ -52,6 +164,11 @@ pub(crate) fn with_device<R>(
             "{}: a CUDA kernel got a tensor on {dev}",
             ctx.op_name()
         )));
+    }
+    if let Some(k) = ctx.device_context::<CudaKernelContext>()
+        && k.index == dev.index
+    {
+        return k.with(f);
     }
     let alloc = ctx.devices()?.require(DeviceType::Cuda)?;
     let cuda = alloc
@@ -66,7 +183,7 @@ pub(crate) fn with_device<R>(
     with_allocator(cuda, dev.index, f)
 }
 
-/// Runs `f` with the kernel state of device `index` of `cuda`.
+/// Runs `f` with the process-wide kernel state of device `index` of `cuda`.
 pub(crate) fn with_allocator<R>(
     cuda: &CudaAllocator,
     index: i8,
@@ -74,37 +191,18 @@ pub(crate) fn with_allocator<R>(
 ) -> Result<R> {
     let ordinal = cuda.ordinal(index)?;
     let stream = cuda.stream(index)?;
-    let c = cuda.context(index)?;
     let mut map = states()
         .lock()
         .map_err(|_| Error::internal("CUDA kernel state lock poisoned"))?;
     if let std::collections::hash_map::Entry::Vacant(slot) = map.entry(ordinal) {
-        let (major, minor) = c
-            .compute_capability()
-            .map_err(|e| cuda_err("compute capability", e))?;
-        let handle = blas::create_handle().map_err(|e| cuda_err("cuBLAS handle", e))?;
-        let err = stream
-            .alloc_zeros::<i32>(1)
-            .map_err(|e| cuda_err("error word", e))?;
-        let err_ptr = raw_ptr(&err, &stream);
-        slot.insert(DeviceState {
-            arch: format!("compute_{major}{minor}"),
-            modules: HashMap::new(),
-            functions: HashMap::new(),
-            blas: BlasHandle(handle),
-            _err: err,
-            err_ptr,
-            scratch: None,
-            retired: Vec::new(),
-        });
+        slot.insert(DeviceState::new(cuda, index, &stream)?);
     }
     let state = map
         .get_mut(&ordinal)
         .ok_or_else(|| Error::internal("CUDA kernel state vanished"))?;
     f(Launch {
-        stream,
+        stream: &stream,
         state,
-        ctx: c,
     })
 }
 
@@ -118,20 +216,31 @@ impl Launch<'_> {
         if let Some(f) = self.state.functions.get(name) {
             return Ok(f.cu_function());
         }
-        if !self.state.modules.contains_key(&family) {
-            let ptx = compile(family, &self.state.arch)?;
-            let m = self
-                .ctx
-                .load_module(ptx)
-                .map_err(|e| cuda_err(&format!("load module {}", family.name()), e))?;
-            self.state.modules.insert(family, m);
-        }
-        let f = self.state.modules[&family]
+        let module = self.state.shared.module(family)?;
+        let f = module
             .load_function(name)
             .map_err(|e| cuda_err(&format!("kernel {name}"), e))?;
         let raw = f.cu_function();
         self.state.functions.insert(name, f);
         Ok(raw)
+    }
+
+    /// The cuBLAS handle (made on first use), bound to this launch's stream.
+    pub(crate) fn blas(&mut self) -> Result<blas_sys::cublasHandle_t> {
+        if self.state.blas.is_none() {
+            let h = blas::create_handle().map_err(|e| cuda_err("cuBLAS handle", e))?;
+            self.state.blas = Some(BlasHandle(h));
+        }
+        let h = self
+            .state
+            .blas
+            .as_ref()
+            .map(|b| b.0)
+            .ok_or_else(|| Error::internal("cuBLAS handle vanished"))?;
+        // SAFETY: a live handle and this device's stream.
+        unsafe { blas::set_stream(h, self.stream.cu_stream() as _) }
+            .map_err(|e| cuda_err("cublasSetStream", e))?;
+        Ok(h)
     }
 
     /// The device error word's address.
@@ -154,7 +263,7 @@ impl Launch<'_> {
             .stream
             .alloc_zeros::<u8>(nbytes.max(1 << 20))
             .map_err(|e| cuda_err("scratch memory", e))?;
-        let p = raw_ptr(&s, &self.stream);
+        let p = raw_ptr(&s, self.stream);
         self.state.scratch = Some((s, p));
         Ok(p)
     }
@@ -216,34 +325,45 @@ fn error_message(code: i32) -> &'static str {
 }
 
 /// Waits for the stream of device `index` and returns, as an error, the first error a
-/// kernel recorded there since the last check (clearing it). Allocates nothing.
+/// kernel recorded there since the last check (clearing it), for kernels called without a
+/// delegate's context. Allocates nothing.
 pub fn check_device_errors(cuda: &CudaAllocator, index: i8) -> Result<()> {
-    with_allocator(cuda, index, |l| {
-        let mut code = [0i32; 1];
-        let s = l.stream.cu_stream();
-        // SAFETY: the error word is a live i32 of this device; `code` outlives the copy,
-        // which completes before `synchronize` returns.
-        unsafe {
-            cudarc::driver::result::memcpy_dtoh_async(&mut code, l.state.err_ptr, s)
-                .map_err(|e| cuda_err("read device error word", e))?;
-        }
-        l.stream
-            .synchronize()
-            .map_err(|e| cuda_err("synchronize", e))?;
-        if code[0] == 0 {
-            return Ok(());
-        }
-        // SAFETY: as above; clears the 4-byte word on the stream.
-        unsafe {
-            cudarc::driver::result::memset_d8_async(l.state.err_ptr, 0, 4, s)
-                .map_err(|e| cuda_err("clear device error word", e))?;
-        }
-        Err(Error::invalid_argument(format!(
-            "a CUDA kernel reported: {} (code {})",
-            error_message(code[0]),
-            code[0]
-        )))
-    })
+    with_allocator(cuda, index, check_word)
+}
+
+impl CudaKernelContext {
+    /// Waits for the device and returns, as an error, the first error this context's
+    /// kernels recorded since the last check (clearing it).
+    pub fn check_errors(&self) -> Result<()> {
+        self.with(check_word)
+    }
+}
+
+fn check_word(l: Launch<'_>) -> Result<()> {
+    let mut code = [0i32; 1];
+    let s = l.stream.cu_stream();
+    // SAFETY: the error word is a live i32 of this device; `code` outlives the copy, which
+    // completes before `synchronize` returns.
+    unsafe {
+        cudarc::driver::result::memcpy_dtoh_async(&mut code, l.state.err_ptr, s)
+            .map_err(|e| cuda_err("read device error word", e))?;
+    }
+    l.stream
+        .synchronize()
+        .map_err(|e| cuda_err("synchronize", e))?;
+    if code[0] == 0 {
+        return Ok(());
+    }
+    // SAFETY: as above; clears the 4-byte word on the stream.
+    unsafe {
+        cudarc::driver::result::memset_d8_async(l.state.err_ptr, 0, 4, s)
+            .map_err(|e| cuda_err("clear device error word", e))?;
+    }
+    Err(Error::invalid_argument(format!(
+        "a CUDA kernel reported: {} (code {})",
+        error_message(code[0]),
+        code[0]
+    )))
 }
 
 /// A grid-stride configuration for `n` elements.

@@ -360,7 +360,7 @@ fn forward_conv(
                     alpha: 1.0,
                     beta: 0.0,
                 };
-                gemm_raw(&l, OP, &p, &gm)?;
+                gemm_raw(&mut l, OP, &p, &gm)?;
             }
             run(&mut l, epi, cnt * cout * npix, &mut a)?;
             n0 += cnt;
@@ -443,7 +443,7 @@ fn transposed_conv(
                     alpha: 1.0,
                     beta: 0.0,
                 };
-                gemm_raw(&l, OP, &p, &gm)?;
+                gemm_raw(&mut l, OP, &p, &gm)?;
             }
             (a.n0, a.nb) = (n0 as i64, cnt as i64);
             a.col = if cin_g > 0 { col } else { 0 };

@@ -91,7 +91,7 @@ pub(crate) fn gemm(
         a_t: false,
         stride_o: (g.m * g.n) as i64,
     };
-    with_device(ctx, out.device(), |l| gemm_raw(&l, op, &p, &g))
+    with_device(ctx, out.device(), |mut l| gemm_raw(&mut l, op, &p, &g))
 }
 
 /// Raw operands of [`gemm_raw`]: device addresses, the dtype of `a` and `w` and of the
@@ -109,7 +109,7 @@ pub(crate) struct Ptrs {
 
 /// One strided-batched product on raw device memory (see [`Gemm`]; `g.k` must be positive),
 /// on the stream of `l`.
-pub(crate) fn gemm_raw(l: &Launch<'_>, op: &str, p: &Ptrs, g: &Gemm) -> Result<()> {
+pub(crate) fn gemm_raw(l: &mut Launch<'_>, op: &str, p: &Ptrs, g: &Gemm) -> Result<()> {
     if g.batch == 0 || g.m == 0 || g.n == 0 {
         return Ok(());
     }
@@ -147,13 +147,11 @@ pub(crate) fn gemm_raw(l: &Launch<'_>, op: &str, p: &Ptrs, g: &Gemm) -> Result<(
     } else {
         (CUBLAS_OP_N, ki)
     };
-    let h = l.state.blas.0;
-    // SAFETY: the handle is used under the state lock; the stream belongs to this device;
-    // the caller passes live device memory of the described shapes; alpha/beta are host
-    // values (cuBLAS's default pointer mode) of the compute type.
+    let h = l.blas()?;
+    // SAFETY: the handle belongs to this launch's state (one user at a time) and is bound to
+    // this device's stream; the caller passes live device memory of the described shapes;
+    // alpha/beta are host values (cuBLAS's default pointer mode) of the compute type.
     unsafe {
-        blas::set_stream(h, l.stream.cu_stream() as _)
-            .map_err(|e| cuda_err("cublasSetStream", e))?;
         blas::gemm_strided_batched_ex(
             h,
             opw,

@@ -2,11 +2,13 @@
 //! stream is captured once (thread-local capture mode) and replayed; after every
 //! execution the device error word is checked.
 
-use crate::context::check_device_errors;
+use crate::context::{CudaKernelContext, check_device_errors};
 use crate::cuda_err;
 use cudarc::driver::CudaGraph;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use etch_core::{Device, DeviceExecHooks, DeviceGraph, DeviceRegistry, DeviceType, Error, Result};
+use etch_core::{
+    Device, DeviceContext, DeviceExecHooks, DeviceGraph, DeviceRegistry, DeviceType, Error, Result,
+};
 use etch_devices::cuda::CudaAllocator;
 
 /// The CUDA hooks (register with `ExecutorBackend::with_device_hooks`).
@@ -26,6 +28,15 @@ fn with_cuda<R>(
 }
 
 impl DeviceExecHooks for CudaHooks {
+    fn kernel_context(
+        &self,
+        devices: &DeviceRegistry,
+        device: Device,
+    ) -> Result<Option<DeviceContext>> {
+        let k = with_cuda(devices, |c| CudaKernelContext::new(c, device.index))?;
+        Ok(Some(std::sync::Arc::new(k)))
+    }
+
     fn begin_capture(&self, devices: &DeviceRegistry, device: Device) -> Result<()> {
         let stream = with_cuda(devices, |c| c.stream(device.index))?;
         stream
@@ -46,8 +57,16 @@ impl DeviceExecHooks for CudaHooks {
         }
     }
 
-    fn after_execute(&self, devices: &DeviceRegistry, device: Device) -> Result<()> {
-        with_cuda(devices, |c| check_device_errors(c, device.index))
+    fn after_execute(
+        &self,
+        devices: &DeviceRegistry,
+        device: Device,
+        context: Option<&DeviceContext>,
+    ) -> Result<()> {
+        match context.and_then(|c| c.downcast_ref::<CudaKernelContext>()) {
+            Some(k) => k.check_errors(),
+            None => with_cuda(devices, |c| check_device_errors(c, device.index)),
+        }
     }
 }
 

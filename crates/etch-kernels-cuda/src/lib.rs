@@ -21,7 +21,9 @@ mod shape;
 mod sort;
 mod util;
 
-pub use context::{check_device_errors, compile, compile_fresh, nvrtc_available, source};
+pub use context::{
+    CudaKernelContext, check_device_errors, compile, compile_fresh, nvrtc_available, source,
+};
 pub use graph::CudaHooks;
 pub use shape::CudaMover;
 

@@ -44,6 +44,7 @@ pub(crate) struct FoldInput<'a> {
     pub devices: &'a DeviceRegistry,
     pub host_access: bool,
     pub owned: &'a mut Vec<Buffer>,
+    pub device_context: Option<&'a (dyn std::any::Any + Send + Sync)>,
 }
 
 /// One instruction of a chain as the folder sees it: operator index, arguments, whether
@@ -96,7 +97,8 @@ pub(crate) fn fold(f: &mut FoldInput<'_>, instrs: &[Option<KernelRef<'_>>]) -> R
         // SAFETY: every tensor points at memory the method owns (the buffer just made, its
         // arenas, uploaded constants) or at the program's bytes, all alive for the call.
         let mut ctx = unsafe { KernelContext::new(f.values, k.args, &f.op_names[k.op]) }
-            .with_devices(f.devices, f.host_access);
+            .with_devices(f.devices, f.host_access)
+            .with_device_context(f.device_context);
         (f.kernels[k.op])(&mut ctx)
             .map_err(|e| e.context(format!("folding constant {}", f.op_names[k.op])))?;
         f.constant[out] = true;

@@ -31,6 +31,8 @@ pub struct LoadConfig {
     pub target_device: Option<Device>,
     /// Fold constant work (transposes and casts of weights) once at load (default: on).
     pub fold_constants: bool,
+    /// The context a device's kernels get with every call of this (nested) method.
+    pub device_context: Option<etch_core::DeviceContext>,
     /// Most bytes of planned memory a method may allocate (`None`: no limit). Loading a
     /// program that asks for more fails with `MemoryAllocationFailed` before allocating.
     pub max_planned_bytes: Option<u64>,
@@ -53,6 +55,7 @@ impl LoadConfig {
             named_data: None,
             target_device: None,
             fold_constants: true,
+            device_context: None,
             max_planned_bytes: None,
             shared_arenas: None,
             nesting_depth: 0,
@@ -148,6 +151,8 @@ pub struct Method {
     devices: Arc<DeviceRegistry>,
     /// The device a nested (delegate) method runs on, if not the host.
     target: Option<Device>,
+    /// The context its device kernels get (see `LoadConfig::device_context`).
+    device_context: Option<etch_core::DeviceContext>,
     /// True when the method's device memory is host-accessible (the simulated device), so
     /// CPU kernels may run on it.
     host_access: bool,
@@ -474,6 +479,7 @@ impl Method {
                 devices: &config.devices,
                 host_access,
                 owned: &mut owned,
+                device_context: config.device_context.as_deref(),
             };
             for chain in chains.iter_mut() {
                 let refs: Vec<Option<crate::fold::KernelRef<'_>>> = chain
@@ -514,6 +520,7 @@ impl Method {
             _owned: owned,
             devices: Arc::clone(&config.devices),
             target: config.target_device,
+            device_context: config.device_context.clone(),
             _program: program.clone(),
             _named_data: config.named_data.clone(),
         })
@@ -938,8 +945,10 @@ impl Method {
             arenas,
             _owned,
             target,
+            device_context,
             ..
         } = self;
+        let dctx = device_context.as_deref();
         let profiling = crate::profile::enabled();
         let mut jumps = 0u64;
         for chain in chains.iter() {
@@ -956,7 +965,8 @@ impl Method {
                         // (arenas, staging), at the program's bytes it keeps alive, or at memory
                         // a kernel aliased from those; all outlive this call.
                         let mut ctx = unsafe { KernelContext::new(values, args, &op_names[op]) }
-                            .with_devices(devices, *host_access);
+                            .with_devices(devices, *host_access)
+                            .with_device_context(dctx);
                         let t0 = profiling.then(std::time::Instant::now);
                         f(&mut ctx).map_err(|e| {
                             e.context(format!(
