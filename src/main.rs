@@ -577,6 +577,7 @@ fn cmd_lower(args: &[String]) -> Result<()> {
                 "delegates": m.delegates,
                 "delegated_instructions": m.delegated_instructions,
                 "host_instructions": m.host_instructions,
+                "matmuls_rewritten": m.matmuls_rewritten,
                 "h2d_copies": m.h2d_copies,
                 "d2h_copies": m.d2h_copies,
                 "uploads_reused": m.uploads_reused,

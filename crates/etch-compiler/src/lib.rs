@@ -15,6 +15,7 @@
 mod analysis;
 mod lower;
 pub mod planner;
+mod rewrite;
 mod views;
 
 pub use lower::{LowerOptions, LowerSummary, MethodSelection, SupportedOps, lower};

@@ -219,6 +219,8 @@ pub struct MethodLowering {
     /// Pieces of persistent state left on the host (a host instruction or a method output
     /// reads them).
     pub host_state: usize,
+    /// Broadcast matmuls (`expand_copy` of a 2-D weight + `bmm`) turned into one `mm`.
+    pub matmuls_rewritten: usize,
 }
 
 /// What lowering did, per method.
@@ -526,6 +528,7 @@ fn lower_plan(
     let name = plan.name.clone().unwrap_or_default();
     let skip_h2d = opts.skip_h2d_inputs.applies(&name);
     let skip_d2h = opts.skip_d2h_outputs.applies(&name);
+    let matmuls_rewritten = crate::rewrite::broadcast_matmul(&mut plan)?;
     if skip_h2d || skip_d2h {
         crate::views::materialize(&mut plan, skip_h2d, skip_d2h)?;
     }
@@ -538,7 +541,10 @@ fn lower_plan(
     let nv = values.len();
     let operators = plan.operators.clone().unwrap_or_default();
     let dev = opts.device;
-    let mut out = MethodLowering::default();
+    let mut out = MethodLowering {
+        matmuls_rewritten,
+        ..Default::default()
+    };
 
     let f = Facts::new(&a, &values, &groups, &persistent);
     let Facts {
