@@ -139,6 +139,11 @@ fn every_cpu_fixture_lowers_to_cuda_and_matches_on_the_simulated_device() {
                     "{what}: no cuda:0 buffer"
                 );
             }
+            // Attention in-projections exported as expand_copy + bmm become one mm.
+            if matches!(fx.name.as_str(), "mha" | "transformer") {
+                let rewritten: usize = summary.methods.iter().map(|m| m.matmuls_rewritten).sum();
+                assert!(rewritten > 0, "{}: broadcast matmul not rewritten", fx.name);
+            }
             let state: usize = summary.methods.iter().map(|m| m.device_state).sum();
             let want = match fx.name.as_str() {
                 "stateful" => 1,

@@ -66,7 +66,9 @@ fn add_list(values: &mut Vec<pte::EValue>, sz: &[i64]) -> i32 {
         });
     }
     values.push(pte::EValue {
-        val: Some(pte::KernelTypes::IntList(Box::new(pte::IntList { items: Some(items) }))),
+        val: Some(pte::KernelTypes::IntList(Box::new(pte::IntList {
+            items: Some(items),
+        }))),
     });
     values.len() as i32 - 1
 }
@@ -92,10 +94,12 @@ fn add_tensor(values: &mut Vec<pte::EValue>, like: usize, sz: &[i64], at: &mut u
 
 fn kernel(op: i32, args: Vec<i32>) -> pte::Instruction {
     pte::Instruction {
-        instr_args: Some(pte::InstructionArguments::KernelCall(Box::new(pte::KernelCall {
-            op_index: op,
-            args: Some(args),
-        }))),
+        instr_args: Some(pte::InstructionArguments::KernelCall(Box::new(
+            pte::KernelCall {
+                op_index: op,
+                args: Some(args),
+            },
+        ))),
     }
 }
 
@@ -124,7 +128,9 @@ pub(crate) fn broadcast_matmul(plan: &mut pte::ExecutionPlan) -> Result<usize> {
             if let Some(r) = refs.get_mut(a as usize) {
                 *r += 1;
             }
-            if let Some(pte::KernelTypes::TensorList(l)) = values.get(a as usize).and_then(|v| v.val.as_ref()) {
+            if let Some(pte::KernelTypes::TensorList(l)) =
+                values.get(a as usize).and_then(|v| v.val.as_ref())
+            {
                 for &x in l.items.iter().flatten() {
                     if let Some(r) = refs.get_mut(x as usize) {
                         *r += 1;
@@ -133,11 +139,21 @@ pub(crate) fn broadcast_matmul(plan: &mut pte::ExecutionPlan) -> Result<usize> {
             }
         }
     }
-    let io: Vec<i32> = plan.inputs.iter().flatten().chain(plan.outputs.iter().flatten()).copied().collect();
+    let io: Vec<i32> = plan
+        .inputs
+        .iter()
+        .flatten()
+        .chain(plan.outputs.iter().flatten())
+        .copied()
+        .collect();
     // Storage group of an expand's output (its static views share it) -> (instruction,
     // weight value).
     let mut expands = std::collections::HashMap::new();
-    for (j, k) in instrs.iter().enumerate().filter_map(|(j, i)| call(i).map(|k| (j, k))) {
+    for (j, k) in instrs
+        .iter()
+        .enumerate()
+        .filter_map(|(j, i)| call(i).map(|k| (j, k)))
+    {
         let a = k.args.as_deref().unwrap_or(&[]);
         if is_op(plan, k.op_index, EXPAND) && a.len() == 5 && a[3] == a[4] {
             expands.insert(group(a[3]), (j, a[0]));
@@ -162,18 +178,27 @@ pub(crate) fn broadcast_matmul(plan: &mut pte::ExecutionPlan) -> Result<usize> {
     let mut out: Vec<pte::Instruction> = Vec::with_capacity(instrs.len());
     let mut dropped = vec![false; instrs.len()];
     let mut rewrites = Vec::new();
-    for (i, k) in instrs.iter().enumerate().filter_map(|(i, x)| call(x).map(|k| (i, k))) {
+    for (i, k) in instrs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, x)| call(x).map(|k| (i, k)))
+    {
         let a = k.args.as_deref().unwrap_or(&[]);
         if !is_op(plan, k.op_index, BMM) || a.len() != 4 || a[2] != a[3] {
             continue;
         }
         let (lhs, rhs, res) = (a[0], a[1], a[2]);
         let g = group(rhs);
-        let Some(&(j, w)) = expands.get(&g) else { continue };
+        let Some(&(j, w)) = expands.get(&g) else {
+            continue;
+        };
         // The expanded tensor (and its views) is written by the expand and read by this
         // bmm only.
         let members: Vec<usize> = (0..nv).filter(|&v| storage.groups.find(v) == g).collect();
-        if group_refs.get(&g) != Some(&3) || members.iter().any(|&v| io.contains(&(v as i32))) || j > i {
+        if group_refs.get(&g) != Some(&3)
+            || members.iter().any(|&v| io.contains(&(v as i32)))
+            || j > i
+        {
             continue;
         }
         let (Some(ls), Some(ws), Some(rs)) = (
@@ -183,8 +208,17 @@ pub(crate) fn broadcast_matmul(plan: &mut pte::ExecutionPlan) -> Result<usize> {
         ) else {
             continue;
         };
-        let dynamic = |v: i32| tensor(&values, v as usize).is_some_and(|t| t.shape_dynamism != pte::TensorShapeDynamism::Static);
-        if ls.len() != 3 || ws.len() != 2 || rs.len() != 3 || ls[2] != ws[0] || dynamic(lhs) || dynamic(res) {
+        let dynamic = |v: i32| {
+            tensor(&values, v as usize)
+                .is_some_and(|t| t.shape_dynamism != pte::TensorShapeDynamism::Static)
+        };
+        if ls.len() != 3
+            || ws.len() != 2
+            || rs.len() != 3
+            || ls[2] != ws[0]
+            || dynamic(lhs)
+            || dynamic(res)
+        {
             continue;
         }
         let (b, m, kk, n) = (ls[0], ls[1], ls[2], ws[1]);
@@ -194,7 +228,10 @@ pub(crate) fn broadcast_matmul(plan: &mut pte::ExecutionPlan) -> Result<usize> {
         ) else {
             continue;
         };
-        let (l1, l2) = (add_list(&mut values, &[b * m, kk]), add_list(&mut values, &[b, m, n]));
+        let (l1, l2) = (
+            add_list(&mut values, &[b * m, kk]),
+            add_list(&mut values, &[b, m, n]),
+        );
         // The expanded tensor and its views are no longer written or read: no memory.
         for &v in &members {
             if let Some(pte::KernelTypes::Tensor(t)) = values[v].val.as_mut() {
@@ -202,17 +239,21 @@ pub(crate) fn broadcast_matmul(plan: &mut pte::ExecutionPlan) -> Result<usize> {
             }
         }
         dropped[j] = true;
-        rewrites.push((i, [
-            kernel(view, vec![lhs, l1, a2, a2]),
-            kernel(mm, vec![a2, w, y2, y2]),
-            kernel(view, vec![y2, l2, res, res]),
-        ]));
+        rewrites.push((
+            i,
+            [
+                kernel(view, vec![lhs, l1, a2, a2]),
+                kernel(mm, vec![a2, w, y2, y2]),
+                kernel(view, vec![y2, l2, res, res]),
+            ],
+        ));
     }
     if rewrites.is_empty() {
         return Ok(0);
     }
     let n = rewrites.len();
-    let mut by_index: std::collections::HashMap<usize, [pte::Instruction; 3]> = rewrites.into_iter().collect();
+    let mut by_index: std::collections::HashMap<usize, [pte::Instruction; 3]> =
+        rewrites.into_iter().collect();
     for (i, ins) in instrs.into_iter().enumerate() {
         if dropped[i] {
             continue;
