@@ -1,15 +1,17 @@
 //! Reductions (reduce.cu): sum, mean, prod, amax/amin, any/all, argmax/argmin, max/min
-//! over a dim, var/std. Plans (kept and reduced dims, output shapes, out strides) come
-//! from the CPU kernels' `etch_kernels::reduce::plan`, so shapes and checks agree.
+//! over a dim, var/std. Arguments are decoded by the CPU kernels' own `*_call` functions
+//! (`etch_kernels::reduce`): the same checks, output shapes and plans.
 
 use crate::Family;
 use crate::context::{Launch, with_device};
 use crate::elementwise::Domain;
 use crate::util::{MAX_DIMS, arg, check_rank, dt_code, ptr, same_device};
 use cudarc::driver::LaunchConfig;
-use etch_core::{EValue, Error, KernelContext, Result, ScalarType, TensorRef};
-use etch_kernels::reduce::{Plan, kept_out_strides, plan};
-use etch_kernels::util::Shape;
+use etch_core::{EValue, KernelContext, Result, TensorRef};
+use etch_kernels::reduce::{
+    Call, Plan, amax_amin_call, any_all_call, arg_extreme_call, dim_extreme_call, prod_call,
+    sum_mean_call, var_std_call,
+};
 
 const SUM: i32 = 0;
 const MEAN: i32 = 1;
@@ -127,59 +129,32 @@ fn launch(
     })
 }
 
-fn opt_dims(ctx: &KernelContext<'_>, i: usize) -> Result<Option<etch_core::Dims>> {
-    match ctx.value(i)? {
-        EValue::None => Ok(None),
-        _ => Ok(Some(ctx.dims(i)?)),
-    }
+/// Runs a decoded reduction on the device.
+fn run(ctx: &KernelContext<'_>, kind: i32, domain: Domain, c: &Call<'_>) -> Result<()> {
+    let idx = c.idx.as_ref().map(|(t, s)| (t, &s[..]));
+    launch(
+        ctx,
+        kind,
+        domain,
+        &c.a,
+        &c.plan,
+        &c.out,
+        &c.so,
+        idx,
+        c.correction,
+    )
 }
 
-fn opt_dtype(ctx: &KernelContext<'_>, i: usize) -> Result<Option<ScalarType>> {
-    match ctx.opt_int(i)? {
-        None => Ok(None),
-        Some(v) => Ok(Some(ScalarType::from_i8(v as i8)?)),
-    }
-}
-
-fn same(op: &str, a: ScalarType, b: ScalarType) -> Result<()> {
-    etch_kernels::util::same_dtype(op, a, b)
-}
-
-/// `sum.IntList_out` / `mean.out`: args [self, dim?, keepdim, dtype?, out].
+/// `sum.IntList_out` / `mean.out`: floats accumulate in f32 when input and out share the
+/// dtype (as the CPU), else in f64; integers in i64.
 fn sum_mean(ctx: &mut KernelContext<'_>, mean: bool) -> Result<()> {
-    let op = ctx.op_name();
-    let a = ctx.tensor(0)?;
-    let dims = opt_dims(ctx, 1)?;
-    let keepdim = ctx.bool(2)?;
-    let dtype = opt_dtype(ctx, 3)?;
-    let p = plan(op, &a, dims.as_deref(), keepdim)?;
-    let out = ctx.resize_out(4, &p.out_shape)?;
-    if let Some(dt) = dtype {
-        same(op, dt, out.dtype())?;
-    }
-    if mean && !out.dtype().is_floating() {
-        return Err(Error::invalid_argument(format!(
-            "{op}: out must be floating point, got {}",
-            out.dtype()
-        )));
-    }
-    let so = kept_out_strides(&p, &out, keepdim, &a, dims.as_deref())?;
-    let domain = match (out.dtype().is_floating(), a.dtype() == out.dtype()) {
-        (true, true) => Domain::of(out.dtype()),
+    let c = sum_mean_call(ctx, mean)?;
+    let domain = match (c.out.dtype().is_floating(), c.a.dtype() == c.out.dtype()) {
+        (true, true) => Domain::of(c.out.dtype()),
         (true, false) => Domain::F64,
         (false, _) => Domain::I64,
     };
-    launch(
-        ctx,
-        if mean { MEAN } else { SUM },
-        domain,
-        &a,
-        &p,
-        &out,
-        &so,
-        None,
-        0.0,
-    )
+    run(ctx, if mean { MEAN } else { SUM }, domain, &c)
 }
 
 pub(crate) fn sum_out(ctx: &mut KernelContext<'_>) -> Result<()> {
@@ -189,32 +164,13 @@ pub(crate) fn mean_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     sum_mean(ctx, true)
 }
 
-/// `amax`/`amin`: args [self, dim, keepdim, out]. NaN propagates.
 fn amax_amin(ctx: &mut KernelContext<'_>, max: bool) -> Result<()> {
-    let op = ctx.op_name();
-    let a = ctx.tensor(0)?;
-    let dims = ctx.dims(1)?;
-    let keepdim = ctx.bool(2)?;
-    let p = plan(op, &a, Some(&dims), keepdim)?;
-    if p.count == 0 && a.numel() == 0 && !p.kept.contains(&0) {
-        return Err(Error::invalid_argument(format!(
-            "{op}: cannot reduce over an empty dimension"
-        )));
-    }
-    let out = ctx.resize_out(3, &p.out_shape)?;
-    same(op, a.dtype(), out.dtype())?;
-    let so = kept_out_strides(&p, &out, keepdim, &a, Some(&dims))?;
-    let kind = if max { AMAX } else { AMIN };
-    launch(
+    let c = amax_amin_call(ctx)?;
+    run(
         ctx,
-        kind,
-        Domain::of(a.dtype()),
-        &a,
-        &p,
-        &out,
-        &so,
-        None,
-        0.0,
+        if max { AMAX } else { AMIN },
+        Domain::of(c.a.dtype()),
+        &c,
     )
 }
 pub(crate) fn amax_out(ctx: &mut KernelContext<'_>) -> Result<()> {
@@ -224,55 +180,13 @@ pub(crate) fn amin_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     amax_amin(ctx, false)
 }
 
-/// `argmax`/`argmin`: args [self, dim?, keepdim, out].
 fn arg_extreme(ctx: &mut KernelContext<'_>, max: bool) -> Result<()> {
-    let op = ctx.op_name();
-    let a = ctx.tensor(0)?;
-    let dim = ctx.opt_int(1)?;
-    let keepdim = ctx.bool(2)?;
-    let dims_buf = [dim.unwrap_or(0)];
-    let dims: Option<&[i64]> = dim.map(|_| &dims_buf[..]);
-    let mut p = plan(op, &a, dims, keepdim)?;
-    if dim.is_none() {
-        p.out_shape = if keepdim {
-            Shape::filled(a.dim(), 1)?
-        } else {
-            Shape::new()
-        };
-    }
-    if p.count == 0 {
-        return Err(Error::invalid_argument(format!(
-            "{op}: cannot reduce over an empty dimension"
-        )));
-    }
-    if dim.is_none() && !a.is_default_dim_order() {
-        return Err(Error::invalid_argument(format!(
-            "{op}: self must be contiguous"
-        )));
-    }
-    let out = ctx.resize_out(3, &p.out_shape)?;
-    if out.dtype() != ScalarType::Long {
-        return Err(Error::invalid_argument(format!(
-            "{op}: out must be int64, got {}",
-            out.dtype()
-        )));
-    }
-    let so = if dim.is_none() {
-        Shape::new()
-    } else {
-        kept_out_strides(&p, &out, keepdim, &a, dims)?
-    };
-    let kind = if max { ARGMAX } else { ARGMIN };
-    launch(
+    let c = arg_extreme_call(ctx)?;
+    run(
         ctx,
-        kind,
-        Domain::of(a.dtype()),
-        &a,
-        &p,
-        &out,
-        &so,
-        None,
-        0.0,
+        if max { ARGMAX } else { ARGMIN },
+        Domain::of(c.a.dtype()),
+        &c,
     )
 }
 pub(crate) fn argmax_out(ctx: &mut KernelContext<'_>) -> Result<()> {
@@ -289,28 +203,12 @@ fn any_all(
     out_i: usize,
     any: bool,
 ) -> Result<()> {
-    let op = ctx.op_name();
-    let a = ctx.tensor(0)?;
-    let p = plan(op, &a, dims, keepdim)?;
-    let out = ctx.resize_out(out_i, &p.out_shape)?;
-    if out.dtype() != ScalarType::Bool && out.dtype() != ScalarType::Byte {
-        return Err(Error::invalid_argument(format!(
-            "{op}: out must be bool or uint8, got {}",
-            out.dtype()
-        )));
-    }
-    let so = kept_out_strides(&p, &out, keepdim, &a, dims)?;
-    let kind = if any { ANY } else { ALL };
-    launch(
+    let c = any_all_call(ctx, dims, keepdim, out_i)?;
+    run(
         ctx,
-        kind,
-        Domain::of(a.dtype()),
-        &a,
-        &p,
-        &out,
-        &so,
-        None,
-        0.0,
+        if any { ANY } else { ALL },
+        Domain::of(c.a.dtype()),
+        &c,
     )
 }
 pub(crate) fn any_out(ctx: &mut KernelContext<'_>) -> Result<()> {
@@ -319,7 +217,10 @@ pub(crate) fn any_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     any_all(ctx, Some(&d), k, 3, true)
 }
 pub(crate) fn any_dims_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    let d = opt_dims(ctx, 1)?;
+    let d = match ctx.value(1)? {
+        EValue::None => None,
+        _ => Some(ctx.dims(1)?),
+    };
     let k = ctx.bool(2)?;
     any_all(ctx, d.as_deref(), k, 3, true)
 }
@@ -335,22 +236,10 @@ pub(crate) fn all_all_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     any_all(ctx, None, false, 1, false)
 }
 
-/// `var/std.correction_out`: args [self, dim?, correction?, keepdim, out].
+/// `var`/`std`: accumulated in f64, as the CPU.
 fn var_std(ctx: &mut KernelContext<'_>, std: bool) -> Result<()> {
-    let op = ctx.op_name();
-    let a = ctx.tensor(0)?;
-    let dims = opt_dims(ctx, 1)?;
-    let correction = ctx.opt_scalar(2)?.map_or(1.0, |s| s.to_f64());
-    let keepdim = ctx.bool(3)?;
-    if !a.dtype().is_floating() {
-        return Err(etch_kernels::util::bad_dtype(op, "input", a.dtype()));
-    }
-    let p = plan(op, &a, dims.as_deref(), keepdim)?;
-    let out = ctx.resize_out(4, &p.out_shape)?;
-    same(op, a.dtype(), out.dtype())?;
-    let so = kept_out_strides(&p, &out, keepdim, &a, dims.as_deref())?;
-    let kind = if std { STD } else { VAR };
-    launch(ctx, kind, Domain::F64, &a, &p, &out, &so, None, correction)
+    let c = var_std_call(ctx)?;
+    run(ctx, if std { STD } else { VAR }, Domain::F64, &c)
 }
 pub(crate) fn var_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     var_std(ctx, false)
@@ -359,6 +248,7 @@ pub(crate) fn std_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     var_std(ctx, true)
 }
 
+/// `prod`: f64 for floating results, wrapping i64 otherwise, as the CPU.
 fn prod(
     ctx: &mut KernelContext<'_>,
     dims: Option<&[i64]>,
@@ -366,24 +256,13 @@ fn prod(
     dtype_i: usize,
     out_i: usize,
 ) -> Result<()> {
-    let op = ctx.op_name();
-    let a = ctx.tensor(0)?;
-    let dtype = opt_dtype(ctx, dtype_i)?;
-    let p = plan(op, &a, dims, keepdim)?;
-    let out = ctx.resize_out(out_i, &p.out_shape)?;
-    let want = dtype.unwrap_or(if a.dtype().is_floating() {
-        a.dtype()
-    } else {
-        ScalarType::Long
-    });
-    same(op, want, out.dtype())?;
-    let so = kept_out_strides(&p, &out, keepdim, &a, dims)?;
-    let domain = if want.is_floating() {
+    let c = prod_call(ctx, dims, keepdim, dtype_i, out_i)?;
+    let domain = if c.out.dtype().is_floating() {
         Domain::F64
     } else {
         Domain::I64
     };
-    launch(ctx, PROD, domain, &a, &p, &out, &so, None, 0.0)
+    run(ctx, PROD, domain, &c)
 }
 pub(crate) fn prod_int_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let d = [ctx.int(1)?];
@@ -394,41 +273,14 @@ pub(crate) fn prod_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     prod(ctx, None, false, 1, 2)
 }
 
-/// `max.dim_max` / `min.dim_min`: args [self, dim, keepdim, values, indices].
+/// `max.dim_max` / `min.dim_min`: values and int64 indices.
 fn dim_extreme(ctx: &mut KernelContext<'_>, max: bool) -> Result<()> {
-    let op = ctx.op_name();
-    let a = ctx.tensor(0)?;
-    let dims = [ctx.int(1)?];
-    let keepdim = ctx.bool(2)?;
-    let p = plan(op, &a, Some(&dims), keepdim)?;
-    if p.count == 0 {
-        return Err(Error::invalid_argument(format!(
-            "{op}: cannot reduce over an empty dimension"
-        )));
-    }
-    let vals = ctx.resize_out(3, &p.out_shape)?;
-    let idxs = ctx.resize_out(4, &p.out_shape)?;
-    same(op, a.dtype(), vals.dtype())?;
-    if idxs.dtype() != ScalarType::Long {
-        return Err(Error::invalid_argument(format!(
-            "{op}: indices must be int64, got {}",
-            idxs.dtype()
-        )));
-    }
-    let sv = kept_out_strides(&p, &vals, keepdim, &a, Some(&dims))?;
-    let si = kept_out_strides(&p, &idxs, keepdim, &a, Some(&dims))?;
-    let kind = if max { AMAX } else { AMIN };
-    let domain = Domain::of(a.dtype());
-    launch(
+    let c = dim_extreme_call(ctx)?;
+    run(
         ctx,
-        kind,
-        domain,
-        &a,
-        &p,
-        &vals,
-        &sv,
-        Some((&idxs, &si)),
-        0.0,
+        if max { AMAX } else { AMIN },
+        Domain::of(c.a.dtype()),
+        &c,
     )
 }
 pub(crate) fn max_dim(ctx: &mut KernelContext<'_>) -> Result<()> {

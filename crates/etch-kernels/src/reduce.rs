@@ -204,6 +204,35 @@ fn sum_lanes<T: FElem>(x: &[T]) -> T::F {
     s
 }
 
+/// A decoded reduction call, shared by the CPU and device kernels: the input, its plan,
+/// the resized out tensor and the out strides of the kept dims (plus, for max/min over a
+/// dim, the indices tensor and its strides), and the variance correction.
+pub struct Call<'a> {
+    /// The input.
+    pub a: TensorRef<'a>,
+    /// Kept and reduced dims.
+    pub plan: Plan,
+    /// The out tensor, resized.
+    pub out: TensorRef<'a>,
+    /// Out strides of the kept dims.
+    pub so: Shape,
+    /// Indices of max/min over a dim, with their strides.
+    pub idx: Option<(TensorRef<'a>, Shape)>,
+    /// var/std correction (default 1).
+    pub correction: f64,
+}
+
+fn call<'a>(a: TensorRef<'a>, plan: Plan, out: TensorRef<'a>, so: Shape) -> Call<'a> {
+    Call {
+        a,
+        plan,
+        out,
+        so,
+        idx: None,
+        correction: 1.0,
+    }
+}
+
 fn opt_dims(ctx: &KernelContext<'_>, i: usize) -> Result<Option<etch_core::Dims>> {
     match ctx.value(i)? {
         EValue::None => Ok(None),
@@ -218,14 +247,15 @@ fn opt_dtype(ctx: &KernelContext<'_>, i: usize) -> Result<Option<ScalarType>> {
     }
 }
 
-/// Shared body of `sum` and `mean`: args [self, dim?, keepdim, dtype?, out].
-fn sum_mean(ctx: &mut KernelContext<'_>, op: &str, mean: bool) -> Result<()> {
+/// Decodes `sum`/`mean`: args [self, dim?, keepdim, dtype?, out].
+pub fn sum_mean_call<'a>(ctx: &mut KernelContext<'a>, mean: bool) -> Result<Call<'a>> {
+    let op = ctx.op_name();
     let a = ctx.tensor(0)?;
     let dims = opt_dims(ctx, 1)?;
     let keepdim = ctx.bool(2)?;
     let dtype = opt_dtype(ctx, 3)?;
     let p = plan(op, &a, dims.as_deref(), keepdim)?;
-    let mut out = ctx.resize_out(4, &p.out_shape)?;
+    let out = ctx.resize_out(4, &p.out_shape)?;
     if let Some(dt) = dtype {
         same_dtype(op, dt, out.dtype())?;
     }
@@ -236,6 +266,18 @@ fn sum_mean(ctx: &mut KernelContext<'_>, op: &str, mean: bool) -> Result<()> {
         )));
     }
     let so = kept_out_strides(&p, &out, keepdim, &a, dims.as_deref())?;
+    Ok(call(a, p, out, so))
+}
+
+/// Shared body of `sum` and `mean`.
+fn sum_mean(ctx: &mut KernelContext<'_>, op: &str, mean: bool) -> Result<()> {
+    let Call {
+        a,
+        plan: p,
+        mut out,
+        so,
+        ..
+    } = sum_mean_call(ctx, mean)?;
     let count = p.count;
     if a.dtype() == out.dtype() && a.dtype().is_floating() {
         return dispatch_float!(a.dtype(), op, "input", |T| {
@@ -299,8 +341,9 @@ fn mean_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     sum_mean(ctx, "aten::mean.out", true)
 }
 
-/// `amax`/`amin`: args [self, dim, keepdim, out]. NaN propagates.
-fn amax_amin(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
+/// Decodes `amax`/`amin`: args [self, dim, keepdim, out].
+pub fn amax_amin_call<'a>(ctx: &mut KernelContext<'a>) -> Result<Call<'a>> {
+    let op = ctx.op_name();
     let a = ctx.tensor(0)?;
     let dims = ctx.dims(1)?;
     let keepdim = ctx.bool(2)?;
@@ -310,9 +353,21 @@ fn amax_amin(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
             "{op}: cannot reduce over an empty dimension"
         )));
     }
-    let mut out = ctx.resize_out(3, &p.out_shape)?;
+    let out = ctx.resize_out(3, &p.out_shape)?;
     same_dtype(op, a.dtype(), out.dtype())?;
     let so = kept_out_strides(&p, &out, keepdim, &a, Some(&dims))?;
+    Ok(call(a, p, out, so))
+}
+
+/// `amax`/`amin`. NaN propagates.
+fn amax_amin(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
+    let Call {
+        a,
+        plan: p,
+        mut out,
+        so,
+        ..
+    } = amax_amin_call(ctx)?;
     dispatch_all!(a.dtype(), op, "input", |T| {
         let x = a.data::<T>()?;
         let o = SharedMut::new(out.data_mut::<T>()?);
@@ -341,9 +396,9 @@ fn amin_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     amax_amin(ctx, "aten::amin.out", false)
 }
 
-/// `argmax`/`argmin`: args [self, dim?, keepdim, out]. First index wins ties; NaN counts
-/// as the extreme value.
-fn arg_extreme(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
+/// Decodes `argmax`/`argmin`: args [self, dim?, keepdim, out].
+pub fn arg_extreme_call<'a>(ctx: &mut KernelContext<'a>) -> Result<Call<'a>> {
+    let op = ctx.op_name();
     let a = ctx.tensor(0)?;
     let dim = ctx.opt_int(1)?;
     let keepdim = ctx.bool(2)?;
@@ -366,7 +421,7 @@ fn arg_extreme(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
     if dim.is_none() {
         require_contiguous(op, "self", &a)?;
     }
-    let mut out = ctx.resize_out(3, &p.out_shape)?;
+    let out = ctx.resize_out(3, &p.out_shape)?;
     if out.dtype() != ScalarType::Long {
         return Err(Error::invalid_argument(format!(
             "{op}: out must be int64, got {}",
@@ -378,6 +433,18 @@ fn arg_extreme(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
     } else {
         kept_out_strides(&p, &out, keepdim, &a, dims)?
     };
+    Ok(call(a, p, out, so))
+}
+
+/// `argmax`/`argmin`. First index wins ties; NaN counts as the extreme value.
+fn arg_extreme(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
+    let Call {
+        a,
+        plan: p,
+        mut out,
+        so,
+        ..
+    } = arg_extreme_call(ctx)?;
     let o = out.data_mut::<i64>()?;
     dispatch_all!(a.dtype(), op, "input", |T| {
         let x = a.data::<T>()?;
@@ -408,6 +475,27 @@ fn argmin_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     arg_extreme(ctx, "aten::argmin.out", false)
 }
 
+/// Decodes `any`/`all` into a Bool (or Byte) out, given their dims and out position.
+pub fn any_all_call<'a>(
+    ctx: &mut KernelContext<'a>,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    out_i: usize,
+) -> Result<Call<'a>> {
+    let op = ctx.op_name();
+    let a = ctx.tensor(0)?;
+    let p = plan(op, &a, dims, keepdim)?;
+    let out = ctx.resize_out(out_i, &p.out_shape)?;
+    if out.dtype() != ScalarType::Bool && out.dtype() != ScalarType::Byte {
+        return Err(Error::invalid_argument(format!(
+            "{op}: out must be bool or uint8, got {}",
+            out.dtype()
+        )));
+    }
+    let so = kept_out_strides(&p, &out, keepdim, &a, dims)?;
+    Ok(call(a, p, out, so))
+}
+
 /// `any`/`all` into a Bool (or Byte) out.
 fn any_all(
     ctx: &mut KernelContext<'_>,
@@ -417,16 +505,13 @@ fn any_all(
     out_i: usize,
     any: bool,
 ) -> Result<()> {
-    let a = ctx.tensor(0)?;
-    let p = plan(op, &a, dims, keepdim)?;
-    let mut out = ctx.resize_out(out_i, &p.out_shape)?;
-    if out.dtype() != ScalarType::Bool && out.dtype() != ScalarType::Byte {
-        return Err(Error::invalid_argument(format!(
-            "{op}: out must be bool or uint8, got {}",
-            out.dtype()
-        )));
-    }
-    let so = kept_out_strides(&p, &out, keepdim, &a, dims)?;
+    let Call {
+        a,
+        plan: p,
+        mut out,
+        so,
+        ..
+    } = any_all_call(ctx, dims, keepdim, out_i)?;
     let o = out.data_mut::<u8>()?;
     dispatch_all!(a.dtype(), op, "input", |T| {
         let x = a.data::<T>()?;
@@ -595,9 +680,10 @@ fn cumsum_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     Ok(())
 }
 
-/// `var.correction_out` / `std.correction_out`: args [self, dim?, correction?, keepdim,
-/// out]. Divides by `max(0, N - correction)` (default correction 1), as PyTorch does.
-fn var_std(ctx: &mut KernelContext<'_>, op: &str, std: bool) -> Result<()> {
+/// Decodes `var.correction_out` / `std.correction_out`: args [self, dim?, correction?,
+/// keepdim, out].
+pub fn var_std_call<'a>(ctx: &mut KernelContext<'a>) -> Result<Call<'a>> {
+    let op = ctx.op_name();
     let a = ctx.tensor(0)?;
     let dims = opt_dims(ctx, 1)?;
     let correction = ctx.opt_scalar(2)?.map_or(1.0, |s| s.to_f64());
@@ -606,9 +692,26 @@ fn var_std(ctx: &mut KernelContext<'_>, op: &str, std: bool) -> Result<()> {
         return Err(bad_dtype(op, "input", a.dtype()));
     }
     let p = plan(op, &a, dims.as_deref(), keepdim)?;
-    let mut out = ctx.resize_out(4, &p.out_shape)?;
+    let out = ctx.resize_out(4, &p.out_shape)?;
     same_dtype(op, a.dtype(), out.dtype())?;
     let so = kept_out_strides(&p, &out, keepdim, &a, dims.as_deref())?;
+    Ok(Call {
+        correction,
+        ..call(a, p, out, so)
+    })
+}
+
+/// `var`/`std`: divides by `max(0, N - correction)` (default correction 1), as PyTorch
+/// does.
+fn var_std(ctx: &mut KernelContext<'_>, op: &str, std: bool) -> Result<()> {
+    let Call {
+        a,
+        plan: p,
+        mut out,
+        so,
+        correction,
+        ..
+    } = var_std_call(ctx)?;
     let x = AnySlice::of(op, &a)?;
     let mut o = AnySliceMut::of(op, &mut out)?;
     let n = p.count as f64;
@@ -634,8 +737,31 @@ fn std_correction_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     var_std(ctx, "aten::std.correction_out", true)
 }
 
-/// Shared body of `prod.int_out` and `prod.out`: integer and bool inputs multiply into
-/// int64 unless `dtype` says otherwise.
+/// Decodes `prod.int_out` / `prod.out` (dims, dtype and out positions given): integer and
+/// bool inputs multiply into int64 unless `dtype` says otherwise.
+pub fn prod_call<'a>(
+    ctx: &mut KernelContext<'a>,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    dtype_i: usize,
+    out_i: usize,
+) -> Result<Call<'a>> {
+    let op = ctx.op_name();
+    let a = ctx.tensor(0)?;
+    let dtype = opt_dtype(ctx, dtype_i)?;
+    let p = plan(op, &a, dims, keepdim)?;
+    let out = ctx.resize_out(out_i, &p.out_shape)?;
+    let want = dtype.unwrap_or(if a.dtype().is_floating() {
+        a.dtype()
+    } else {
+        ScalarType::Long
+    });
+    same_dtype(op, want, out.dtype())?;
+    let so = kept_out_strides(&p, &out, keepdim, &a, dims)?;
+    Ok(call(a, p, out, so))
+}
+
+/// Shared body of `prod.int_out` and `prod.out`.
 fn prod(
     ctx: &mut KernelContext<'_>,
     op: &str,
@@ -644,17 +770,14 @@ fn prod(
     dtype_i: usize,
     out_i: usize,
 ) -> Result<()> {
-    let a = ctx.tensor(0)?;
-    let dtype = opt_dtype(ctx, dtype_i)?;
-    let p = plan(op, &a, dims, keepdim)?;
-    let mut out = ctx.resize_out(out_i, &p.out_shape)?;
-    let want = dtype.unwrap_or(if a.dtype().is_floating() {
-        a.dtype()
-    } else {
-        ScalarType::Long
-    });
-    same_dtype(op, want, out.dtype())?;
-    let so = kept_out_strides(&p, &out, keepdim, &a, dims)?;
+    let Call {
+        a,
+        plan: p,
+        mut out,
+        so,
+        ..
+    } = prod_call(ctx, dims, keepdim, dtype_i, out_i)?;
+    let want = out.dtype();
     let x = AnySlice::of(op, &a)?;
     let mut o = AnySliceMut::of(op, &mut out)?;
     if want.is_floating() {
@@ -681,9 +804,9 @@ fn prod_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     prod(ctx, "aten::prod.out", None, false, 1, 2)
 }
 
-/// `max.dim_max` / `min.dim_min`: args [self, dim, keepdim, values, indices]. NaN wins
-/// (its first occurrence); ties keep the first index.
-fn dim_extreme(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
+/// Decodes `max.dim_max` / `min.dim_min`: args [self, dim, keepdim, values, indices].
+pub fn dim_extreme_call<'a>(ctx: &mut KernelContext<'a>) -> Result<Call<'a>> {
+    let op = ctx.op_name();
     let a = ctx.tensor(0)?;
     let dims = [ctx.int(1)?];
     let keepdim = ctx.bool(2)?;
@@ -693,8 +816,8 @@ fn dim_extreme(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
             "{op}: cannot reduce over an empty dimension"
         )));
     }
-    let mut vals = ctx.resize_out(3, &p.out_shape)?;
-    let mut idxs = ctx.resize_out(4, &p.out_shape)?;
+    let vals = ctx.resize_out(3, &p.out_shape)?;
+    let idxs = ctx.resize_out(4, &p.out_shape)?;
     same_dtype(op, a.dtype(), vals.dtype())?;
     if idxs.dtype() != ScalarType::Long {
         return Err(Error::invalid_argument(format!(
@@ -704,6 +827,24 @@ fn dim_extreme(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
     }
     let sv = kept_out_strides(&p, &vals, keepdim, &a, Some(&dims))?;
     let si = kept_out_strides(&p, &idxs, keepdim, &a, Some(&dims))?;
+    Ok(Call {
+        idx: Some((idxs, si)),
+        ..call(a, p, vals, sv)
+    })
+}
+
+/// `max.dim_max` / `min.dim_min`. NaN wins (its first occurrence); ties keep the first
+/// index.
+fn dim_extreme(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
+    let Call {
+        a,
+        plan: p,
+        out: mut vals,
+        so: sv,
+        idx,
+        ..
+    } = dim_extreme_call(ctx)?;
+    let (mut idxs, si) = idx.ok_or_else(|| Error::internal(format!("{op}: no indices")))?;
     // Map each value offset to its index offset through the kept position.
     let io = idxs.data_mut::<i64>()?;
     dispatch_all!(a.dtype(), op, "input", |T| {
