@@ -9,7 +9,8 @@ use crate::elementwise::Domain;
 use crate::util::{MAX_DIMS, arg, check_rank, dt_code, ptr, same_device};
 use cudarc::driver::LaunchConfig;
 use etch_core::{Error, KernelContext, Result, TensorRef};
-use etch_kernels::util::{Shape, require_contiguous, same_dtype, wrap};
+use etch_kernels::norm::layer_norm_call;
+use etch_kernels::util::{require_contiguous, same_dtype, wrap};
 
 /// `struct RowArgs` in norm.cu.
 #[repr(C)]
@@ -134,6 +135,7 @@ pub(crate) fn log_softmax_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     softmax(ctx, true)
 }
 
+/// The CPU kernels' parameter check, plus: on `x`'s device.
 fn check_param(
     op: &str,
     what: &str,
@@ -141,75 +143,37 @@ fn check_param(
     numel: usize,
     x: &TensorRef<'_>,
 ) -> Result<()> {
+    etch_kernels::norm::check_param(op, what, t, numel, x.dtype())?;
     if let Some(t) = t {
-        if t.numel() != numel {
-            return Err(Error::invalid_argument(format!(
-                "{op}: {what} has {} elements, expected {numel}",
-                t.numel()
-            )));
-        }
-        same_dtype(op, x.dtype(), t.dtype())?;
-        require_contiguous(op, what, t)?;
         same_device(op, &[x, t])?;
     }
     Ok(())
 }
 
-/// `native_layer_norm.out`: args [input, normalized_shape, weight?, bias?, eps, out, mean,
-/// rstd].
+/// `native_layer_norm.out`, decoded by the CPU kernels' `layer_norm_call`.
 pub(crate) fn layer_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let op = ctx.op_name();
-    let x = ctx.tensor(0)?;
-    let norm = ctx.dims(1)?;
-    let w = ctx.opt_tensor(2)?;
-    let b = ctx.opt_tensor(3)?;
-    let eps = ctx.double(4)?;
-    let nd = x.dim();
-    if norm.is_empty() || norm.len() > nd {
-        return Err(Error::invalid_argument(format!(
-            "{op}: normalized_shape {norm:?} does not fit input {:?}",
-            x.sizes()
-        )));
-    }
-    let axis = nd - norm.len();
-    if x.sizes()[axis..]
-        .iter()
-        .zip(norm.iter())
-        .any(|(&s, &n)| s as i64 != n)
+    let c = layer_norm_call(ctx)?;
+    let (x, out, mean_t, rstd_t) = (&c.x, &c.out, &c.mean, &c.rstd);
+    let (w, b, eps, m, n) = (&c.w, &c.b, c.eps, c.m, c.n);
+    let domain = float_domain(op, x)?;
+    for t in [out, mean_t, rstd_t]
+        .into_iter()
+        .chain(w.iter())
+        .chain(b.iter())
     {
-        return Err(Error::invalid_argument(format!(
-            "{op}: input {:?} does not end with normalized_shape {norm:?}",
-            x.sizes()
-        )));
-    }
-    require_contiguous(op, "input", &x)?;
-    let domain = float_domain(op, &x)?;
-    let n: usize = x.sizes()[axis..].iter().product();
-    let m: usize = x.sizes()[..axis].iter().product();
-    check_param(op, "weight", &w, n, &x)?;
-    check_param(op, "bias", &b, n, &x)?;
-    let mut stat = Shape::from_slice(&x.sizes()[..axis])?;
-    for _ in axis..nd {
-        stat.push(1)?;
-    }
-    let out = ctx.resize_out(5, x.sizes())?;
-    let mean_t = ctx.resize_out(6, &stat)?;
-    let rstd_t = ctx.resize_out(7, &stat)?;
-    for t in [&out, &mean_t, &rstd_t] {
-        same_dtype(op, x.dtype(), t.dtype())?;
-        require_contiguous(op, "out", t)?;
-        same_device(op, &[&x, t])?;
+        same_device(op, &[x, t])?;
     }
     if m == 0 || n == 0 {
         return Ok(());
     }
     let mut a = LnArgs {
-        inp: ptr(&x),
+        inp: ptr(x),
         w: w.as_ref().map_or(0, ptr),
         b: b.as_ref().map_or(0, ptr),
-        out: ptr(&out),
-        mean: ptr(&mean_t),
-        rstd: ptr(&rstd_t),
+        out: ptr(out),
+        mean: ptr(mean_t),
+        rstd: ptr(rstd_t),
         dt: dt_code(op, x.dtype())?,
         pad: 0,
         m: m as i64,

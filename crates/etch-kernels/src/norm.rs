@@ -87,7 +87,8 @@ fn log_softmax_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     softmax_impl(ctx, "aten::_log_softmax.out", true)
 }
 
-fn check_param(
+/// Checks an optional per-channel parameter: `numel` elements of dtype `dt`, contiguous.
+pub fn check_param(
     op: &str,
     what: &str,
     t: &Option<TensorRef<'_>>,
@@ -107,9 +108,32 @@ fn check_param(
     Ok(())
 }
 
-/// `native_layer_norm`: args [input, normalized_shape, weight?, bias?, eps, out, mean, rstd].
-fn native_layer_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    const OP: &str = "aten::native_layer_norm.out";
+/// A decoded `native_layer_norm` call, shared by the CPU and device kernels.
+pub struct LayerNormCall<'a> {
+    /// The input (row-major).
+    pub x: TensorRef<'a>,
+    /// Weight and bias (`n` elements each), if given.
+    pub w: Option<TensorRef<'a>>,
+    /// See `w`.
+    pub b: Option<TensorRef<'a>>,
+    /// Epsilon.
+    pub eps: f64,
+    /// The outputs: normalised input, and per-row mean and rstd.
+    pub out: TensorRef<'a>,
+    /// See `out`.
+    pub mean: TensorRef<'a>,
+    /// See `out`.
+    pub rstd: TensorRef<'a>,
+    /// Rows and row length.
+    pub m: usize,
+    /// See `m`.
+    pub n: usize,
+}
+
+/// Decodes `native_layer_norm`: args [input, normalized_shape, weight?, bias?, eps, out,
+/// mean, rstd].
+pub fn layer_norm_call<'a>(ctx: &mut KernelContext<'a>) -> Result<LayerNormCall<'a>> {
+    let op = ctx.op_name();
     let x = ctx.tensor(0)?;
     let norm = ctx.dims(1)?;
     let w = ctx.opt_tensor(2)?;
@@ -118,7 +142,7 @@ fn native_layer_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let nd = x.dim();
     if norm.is_empty() || norm.len() > nd {
         return Err(Error::invalid_argument(format!(
-            "{OP}: normalized_shape {norm:?} does not fit input {:?}",
+            "{op}: normalized_shape {norm:?} does not fit input {:?}",
             x.sizes()
         )));
     }
@@ -129,26 +153,53 @@ fn native_layer_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         .any(|(&s, &n)| s as i64 != n)
     {
         return Err(Error::invalid_argument(format!(
-            "{OP}: input {:?} does not end with normalized_shape {norm:?}",
+            "{op}: input {:?} does not end with normalized_shape {norm:?}",
             x.sizes()
         )));
     }
-    require_contiguous(OP, "input", &x)?;
+    require_contiguous(op, "input", &x)?;
     let n: usize = x.sizes()[axis..].iter().product();
     let m: usize = x.sizes()[..axis].iter().product();
-    check_param(OP, "weight", &w, n, x.dtype())?;
-    check_param(OP, "bias", &b, n, x.dtype())?;
+    check_param(op, "weight", &w, n, x.dtype())?;
+    check_param(op, "bias", &b, n, x.dtype())?;
     let mut stat = Shape::from_slice(&x.sizes()[..axis])?;
     for _ in axis..nd {
         stat.push(1)?;
     }
-    let mut out = ctx.resize_out(5, x.sizes())?;
-    let mut mean_t = ctx.resize_out(6, &stat)?;
-    let mut rstd_t = ctx.resize_out(7, &stat)?;
-    for t in [&out, &mean_t, &rstd_t] {
-        same_dtype(OP, x.dtype(), t.dtype())?;
-        require_contiguous(OP, "out", t)?;
+    let out = ctx.resize_out(5, x.sizes())?;
+    let mean = ctx.resize_out(6, &stat)?;
+    let rstd = ctx.resize_out(7, &stat)?;
+    for t in [&out, &mean, &rstd] {
+        same_dtype(op, x.dtype(), t.dtype())?;
+        require_contiguous(op, "out", t)?;
     }
+    Ok(LayerNormCall {
+        x,
+        w,
+        b,
+        eps,
+        out,
+        mean,
+        rstd,
+        m,
+        n,
+    })
+}
+
+/// `native_layer_norm`.
+fn native_layer_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::native_layer_norm.out";
+    let LayerNormCall {
+        x,
+        w,
+        b,
+        eps,
+        mut out,
+        mean: mut mean_t,
+        rstd: mut rstd_t,
+        m,
+        n,
+    } = layer_norm_call(ctx)?;
     dispatch_float!(x.dtype(), OP, "input", |T| {
         type F = <T as FElem>::F;
         let xs = x.data::<T>()?;
