@@ -44,9 +44,9 @@ lower:
     programs with the compile spec target_device), inserts et_copy host<->device copies
     at their boundaries and plans memory per device. The output is a standard .pte.
     --device DEV        target device (default cuda:0)
-    --ops SET           what the device runs: `cuda` (etch's CUDA kernels, f32/f16/bf16;
-                        the default), `portable` (every portable kernel: what the simulated
-                        device runs) or a file with one operator name per line
+    --ops SET           what the device runs: `cuda` (etch's CUDA kernels, per operator and
+                        dtype; the default), `portable` (every portable kernel: what the
+                        simulated device runs) or a file with one operator name per line
     --per-op            one delegate per operator instead of maximal regions
     --skip-h2d-inputs[=M,..]   inputs of these methods (all without a list) are taken on
                         the device: no copy, and the inputs are left unplanned
