@@ -232,6 +232,30 @@ fn check_attn(
     })
 }
 
+/// `<a, b>` in the compute type, over eight partial sums (so that it vectorizes).
+#[inline(always)]
+fn dot<T: FElem>(a: &[T], b: &[T]) -> T::F {
+    const L: usize = 8;
+    let mut acc = [T::F::ZERO; L];
+    let (ac, at) = a.split_at(a.len() / L * L);
+    let (bc, bt) = b.split_at(ac.len());
+    for (x, y) in ac.chunks_exact(L).zip(bc.chunks_exact(L)) {
+        for l in 0..L {
+            acc[l] += x[l].to_f() * y[l].to_f();
+        }
+    }
+    for (x, y) in at.iter().zip(bt) {
+        acc[0] += x.to_f() * y.to_f();
+    }
+    let a4 = [
+        acc[0] + acc[4],
+        acc[1] + acc[5],
+        acc[2] + acc[6],
+        acc[3] + acc[7],
+    ];
+    (a4[0] + a4[2]) + (a4[1] + a4[3])
+}
+
 /// Attention of `q` over the caches into `out` (resized to `q`'s shape).
 fn attend(
     op: &str,
@@ -281,11 +305,7 @@ fn attend(
                 let mut mx = F::NEG_INFINITY;
                 for j in 0..n_keys {
                     let krow = &ks[kv_base(j)..kv_base(j) + d];
-                    let mut dot = F::ZERO;
-                    for (x, y) in qrow.iter().zip(krow) {
-                        dot += x.to_f() * y.to_f();
-                    }
-                    let mut sc = dot * scale;
+                    let mut sc = dot(qrow, krow) * scale;
                     if let Some(ms) = ms {
                         sc += ms[s * a.max_seq + j].to_f();
                     }
