@@ -65,6 +65,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(FIXTURES, "tiny_llama"))
     ap.add_argument("--no-manifest", action="store_true")
+    ap.add_argument("--dtype", default="fp32", help="model.dtype_override (fp32, bf16, fp16)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,7 +81,7 @@ def main() -> None:
             f"base.params={params}",
             "model.use_kv_cache=True",
             "model.use_sdpa_with_kv_cache=True",
-            "model.dtype_override=fp32",
+            f"model.dtype_override={a.dtype}",
             f"export.max_seq_length={MAX_SEQ}",
             f"export.max_context_length={MAX_SEQ}",
             f"export.output_dir={a.out}",
@@ -112,9 +113,9 @@ def main() -> None:
             np.save(os.path.join(FIXTURES, p), t.numpy())
             ins.append(p)
         p = f"{rel}/forward_{ci}_out0.npy"
-        np.save(os.path.join(FIXTURES, p), logits.numpy())
+        np.save(os.path.join(FIXTURES, p), logits.float().numpy())
         cases.append(dict(method="forward", inputs=ins, input_dtypes=["int64", "int64"],
-                          expected=[p], output_dtypes=["float32"], rtol=1e-4, atol=1e-4))
+                          expected=[p], output_dtypes=[str(logits.dtype).replace("torch.", "")], rtol=1e-4, atol=1e-4))
         nxt = int(logits[0, -1].argmax()) if logits.dim() == 3 else int(logits[0].argmax())
         print(f"call {ci}: tokens {tokens.tolist()} pos {pos} -> logits {tuple(logits.shape)}, next {nxt}")
         pos += tokens.shape[1]
