@@ -127,6 +127,10 @@ fn execute_does_not_allocate() {
         "dynamic_batch/model.pte",
         "cond/model.pte",
         "misc/threads.pte",
+        "llama_ops/custom_sdpa_causal/model.pte",
+        "llama_ops/sdpa_with_kv_cache/model.pte",
+        "llama_ops/custom_sdpa_mask/model.pte",
+        "llama_ops/tiny_llama/model.pte",
     ];
     for threads in [1, 4] {
         etch::set_num_threads(threads);

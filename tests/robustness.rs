@@ -121,6 +121,11 @@ fn mutated_fixtures_never_panic() {
             .into_iter()
             .map(|f| f.pte),
     );
+    files.extend(
+        common::manifest_in(&common::fixtures_dir().join("llama_ops"))
+            .into_iter()
+            .map(|f| f.pte),
+    );
     for path in files {
         let original = std::fs::read(&path).unwrap();
         for it in 0..iterations {

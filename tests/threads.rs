@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{fixtures_dir, manifest};
+use common::{fixtures_dir, manifest, manifest_in};
 use etch::{Module, Tensor, Value};
 
 /// The outputs of every case, as bytes, run with `threads` threads.
@@ -14,7 +14,8 @@ fn outputs(threads: usize) -> Vec<(String, Vec<u8>)> {
     etch::set_num_threads(threads);
     assert_eq!(etch::num_threads(), threads);
     let mut all = Vec::new();
-    for fx in manifest() {
+    let llama = manifest_in(&fixtures_dir().join("llama_ops"));
+    for fx in manifest().into_iter().chain(llama) {
         let mut module = Module::from_file(&fx.pte).unwrap();
         if let Some(ptd) = &fx.ptd {
             module = module.with_data_file(ptd).unwrap();

@@ -13,6 +13,7 @@ pub mod device_copy;
 pub mod gemm;
 pub mod index;
 pub mod linalg;
+pub mod llama;
 pub mod norm;
 pub mod prim;
 pub mod reduce;
@@ -37,6 +38,7 @@ pub fn register_portable(reg: &mut KernelRegistry) -> Result<()> {
     conv::register(reg)?;
     index::register(reg)?;
     prim::register(reg)?;
+    llama::register(reg)?;
     device_copy::register(reg)?;
     Ok(())
 }

@@ -1,0 +1,409 @@
+//! ExecuTorch's LLM custom operators (`llama::` namespace, from
+//! `executorch/extension/llm/custom_ops`): the KV-cache update and the attention over a KV
+//! cache that `export_llm` programs call.
+//!
+//! Layouts are sequence-major, as in ExecuTorch: queries, keys and values are
+//! `[batch, seq, heads, head_dim]` and the caches `[batch, max_seq, kv_heads, head_dim]`,
+//! all in the contiguous dim order. Query heads share KV heads in groups (GQA): query head
+//! `h` reads KV head `h / (heads / kv_heads)`.
+//!
+//! - `update_cache.out(value, cache, start_pos, *, out)`: `cache[:, start_pos:start_pos+S] =
+//!   value` (S = `value.size(1)`), in place; `out` is a placeholder left untouched.
+//! - `update_cache_with_indices.out(value, cache, start_pos, indices, *, out)`:
+//!   `cache[b, indices[b, s]] = value[b, s]`.
+//! - `custom_sdpa.out(query, key_cache, value_cache, start_pos, attn_mask?, dropout_p,
+//!   is_causal, scale?, *, out)`: softmax attention of each query row over the cache.
+//!   Without a mask the keys are `0..start_pos+S`, and with `is_causal` query row `r` (at
+//!   position `start_pos + r`) sees keys `0..=start_pos+r`. With a mask (2-D
+//!   `[S, max_seq]`, added to the scaled scores) the keys are the whole cache; a mask and
+//!   `is_causal` together are rejected. `scale` defaults to `1/sqrt(head_dim)`; dropout is
+//!   ignored (inference), as in ExecuTorch.
+//! - `sdpa_with_kv_cache.out(query, key, value, key_cache, value_cache, start_pos, seq_len,
+//!   attn_mask?, dropout_p, is_causal, scale?, *, out)`: `update_cache` of both caches,
+//!   then `custom_sdpa`.
+//!
+//! Half types compute in `f32` (scores, softmax and the weighted sum) and round once.
+
+use crate::dispatch_float;
+use crate::scratch;
+use crate::threads::{self, SharedMut};
+use crate::util::*;
+use etch_core::{Error, KernelContext, KernelRegistry, Result, ScalarType, TensorRef};
+
+/// Multiply-adds below which attention stays on the calling thread, and the least a
+/// thread is given.
+const ATTN_TASK: usize = 1 << 15;
+
+fn require_4d(op: &str, what: &str, t: &TensorRef<'_>) -> Result<()> {
+    if t.dim() != 4 {
+        return Err(Error::invalid_argument(format!(
+            "{op}: {what} must be 4-D [batch, seq, heads, head_dim], got {:?}",
+            t.sizes()
+        )));
+    }
+    require_contiguous(op, what, t)
+}
+
+fn non_negative(op: &str, what: &str, v: i64) -> Result<usize> {
+    usize::try_from(v)
+        .map_err(|_| Error::invalid_argument(format!("{op}: {what} is negative ({v})")))
+}
+
+/// Checks `value` against `cache` for a copy into rows `start..start + value.size(1)`.
+fn check_update(
+    op: &str,
+    value: &TensorRef<'_>,
+    cache: &TensorRef<'_>,
+    start: Option<usize>,
+) -> Result<()> {
+    require_4d(op, "value", value)?;
+    require_4d(op, "cache", cache)?;
+    same_dtype(op, value.dtype(), cache.dtype())?;
+    let (v, c) = (value.sizes(), cache.sizes());
+    if v[0] != c[0] || v[2] != c[2] || v[3] != c[3] {
+        return Err(Error::invalid_argument(format!(
+            "{op}: value {v:?} does not match cache {c:?} in batch, heads or head_dim"
+        )));
+    }
+    if let Some(start) = start
+        && (start >= c[1] || v[1] > c[1] - start)
+    {
+        return Err(Error::invalid_argument(format!(
+            "{op}: start_pos {start} + seq_len {} does not fit the cache's {} positions",
+            v[1], c[1]
+        )));
+    }
+    Ok(())
+}
+
+/// Copies `value` into `cache` at sequence position `start` (both checked by
+/// [`check_update`]).
+fn copy_into_cache(value: &TensorRef<'_>, cache: &mut TensorRef<'_>, start: usize) -> Result<()> {
+    let es = value.dtype().element_size();
+    let (b, s) = (value.sizes()[0], value.sizes()[1]);
+    let row = value.sizes()[2] * value.sizes()[3] * es;
+    let src = value.bytes()?;
+    let dst = cache.bytes_mut()?;
+    let cache_batch = cache.sizes()[1] * row;
+    for bi in 0..b {
+        let d = bi * cache_batch + start * row;
+        dst[d..d + s * row].copy_from_slice(&src[bi * s * row..(bi + 1) * s * row]);
+    }
+    Ok(())
+}
+
+/// `llama::update_cache.out`: args [value, cache, start_pos, out, (ret)].
+fn update_cache_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "llama::update_cache.out";
+    let value = ctx.tensor(0)?;
+    let start = non_negative(OP, "start_pos", ctx.int(2)?)?;
+    let sizes = Shape::from_slice(ctx.tensor(1)?.sizes())?;
+    let mut cache = ctx.resize_out(1, &sizes)?;
+    check_update(OP, &value, &cache, Some(start))?;
+    copy_into_cache(&value, &mut cache, start)
+}
+
+/// `llama::update_cache_with_indices.out`: args [value, cache, start_pos, indices, out,
+/// (ret)].
+fn update_cache_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "llama::update_cache_with_indices.out";
+    let value = ctx.tensor(0)?;
+    let indices = ctx.tensor(3)?;
+    let sizes = Shape::from_slice(ctx.tensor(1)?.sizes())?;
+    let mut cache = ctx.resize_out(1, &sizes)?;
+    check_update(OP, &value, &cache, None)?;
+    if indices.dtype() != ScalarType::Long
+        || indices.dim() != 2
+        || indices.sizes() != &value.sizes()[..2]
+    {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: indices must be int64 [batch, seq] = {:?}, got {} {:?}",
+            &value.sizes()[..2],
+            indices.dtype(),
+            indices.sizes()
+        )));
+    }
+    require_contiguous(OP, "indices", &indices)?;
+    let idx = indices.data::<i64>()?;
+    let es = value.dtype().element_size();
+    let (b, s) = (value.sizes()[0], value.sizes()[1]);
+    let max = cache.sizes()[1];
+    let row = value.sizes()[2] * value.sizes()[3] * es;
+    if let Some(&bad) = idx.iter().find(|&&p| p < 0 || p as usize >= max) {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: index {bad} is out of bounds for a cache of {max} positions"
+        )));
+    }
+    let src = value.bytes()?;
+    let dst = cache.bytes_mut()?;
+    for bi in 0..b {
+        for si in 0..s {
+            let p = idx[bi * s + si] as usize;
+            let d = (bi * max + p) * row;
+            let o = (bi * s + si) * row;
+            dst[d..d + row].copy_from_slice(&src[o..o + row]);
+        }
+    }
+    Ok(())
+}
+
+/// What one attention call reads: shapes and options, checked.
+struct Attn {
+    batch: usize,
+    seq: usize,
+    heads: usize,
+    kv_heads: usize,
+    dim: usize,
+    /// Positions in the caches.
+    max_seq: usize,
+    /// Keys attended: `start_pos + seq`, or the whole cache with a mask.
+    kv_len: usize,
+    start: usize,
+    causal: bool,
+    scale: f64,
+}
+
+/// Checks a custom_sdpa call: `q` against the caches, the mask and the options.
+#[allow(clippy::too_many_arguments)]
+fn check_attn(
+    op: &str,
+    q: &TensorRef<'_>,
+    k: &TensorRef<'_>,
+    v: &TensorRef<'_>,
+    mask: &Option<TensorRef<'_>>,
+    start: i64,
+    causal: bool,
+    scale: Option<f64>,
+) -> Result<Attn> {
+    require_4d(op, "query", q)?;
+    require_4d(op, "key cache", k)?;
+    require_4d(op, "value cache", v)?;
+    same_dtype(op, q.dtype(), k.dtype())?;
+    same_dtype(op, q.dtype(), v.dtype())?;
+    let [batch, seq, heads, dim] = [q.sizes()[0], q.sizes()[1], q.sizes()[2], q.sizes()[3]];
+    let (ks, vs) = (k.sizes(), v.sizes());
+    if ks != vs || ks[0] != batch || ks[3] != dim {
+        return Err(Error::invalid_argument(format!(
+            "{op}: caches {ks:?} and {vs:?} do not match query {:?}",
+            q.sizes()
+        )));
+    }
+    let (max_seq, kv_heads) = (ks[1], ks[2]);
+    if kv_heads == 0 || heads % kv_heads != 0 {
+        return Err(Error::invalid_argument(format!(
+            "{op}: {heads} query heads are not a multiple of {kv_heads} KV heads"
+        )));
+    }
+    let start = non_negative(op, "start_pos", start)?;
+    if start >= max_seq || seq > max_seq - start {
+        return Err(Error::invalid_argument(format!(
+            "{op}: start_pos {start} + seq_len {seq} does not fit the cache's {max_seq} positions"
+        )));
+    }
+    let mut kv_len = start + seq;
+    if let Some(m) = mask {
+        if causal {
+            return Err(Error::invalid_argument(format!(
+                "{op}: attn_mask and is_causal cannot be set together"
+            )));
+        }
+        same_dtype(op, q.dtype(), m.dtype())?;
+        require_contiguous(op, "attn_mask", m)?;
+        if m.sizes() != [seq, max_seq] {
+            return Err(Error::invalid_argument(format!(
+                "{op}: attn_mask must be [seq_len, cache positions] = [{seq}, {max_seq}], got {:?}",
+                m.sizes()
+            )));
+        }
+        kv_len = max_seq;
+    }
+    let scale = scale.unwrap_or(1.0 / (dim as f64).sqrt());
+    Ok(Attn {
+        batch,
+        seq,
+        heads,
+        kv_heads,
+        dim,
+        max_seq,
+        kv_len,
+        start,
+        causal,
+        scale,
+    })
+}
+
+/// `<a, b>` in the compute type, over eight partial sums (so that it vectorizes).
+#[inline(always)]
+fn dot<T: FElem>(a: &[T], b: &[T]) -> T::F {
+    const L: usize = 8;
+    let mut acc = [T::F::ZERO; L];
+    let (ac, at) = a.split_at(a.len() / L * L);
+    let (bc, bt) = b.split_at(ac.len());
+    for (x, y) in ac.chunks_exact(L).zip(bc.chunks_exact(L)) {
+        for l in 0..L {
+            acc[l] += x[l].to_f() * y[l].to_f();
+        }
+    }
+    for (x, y) in at.iter().zip(bt) {
+        acc[0] += x.to_f() * y.to_f();
+    }
+    let a4 = [
+        acc[0] + acc[4],
+        acc[1] + acc[5],
+        acc[2] + acc[6],
+        acc[3] + acc[7],
+    ];
+    (a4[0] + a4[2]) + (a4[1] + a4[3])
+}
+
+/// Attention of `q` over the caches into `out` (resized to `q`'s shape).
+fn attend(
+    op: &str,
+    a: &Attn,
+    q: &TensorRef<'_>,
+    k: &TensorRef<'_>,
+    v: &TensorRef<'_>,
+    mask: &Option<TensorRef<'_>>,
+    out: &mut TensorRef<'_>,
+) -> Result<()> {
+    same_dtype(op, q.dtype(), out.dtype())?;
+    require_contiguous(op, "out", out)?;
+    let rows = a.batch * a.seq * a.heads;
+    let (d, hk) = (a.dim, a.kv_heads);
+    let group = a.heads / hk;
+    dispatch_float!(q.dtype(), op, "query", |T| {
+        type F = <T as FElem>::F;
+        let (qs, ks, vs) = (q.data::<T>()?, k.data::<T>()?, v.data::<T>()?);
+        let ms = match mask {
+            Some(m) => Some(m.data::<T>()?),
+            None => None,
+        };
+        let o = SharedMut::new(out.data_mut::<T>()?);
+        let scale = <F as Compute>::from_f64(a.scale);
+        let tasks = threads::tasks_for(rows * a.kv_len * d * 2, ATTN_TASK).clamp(1, rows.max(1));
+        // One scratch buffer taken here, a slice per task: scores, then the weighted sum.
+        let per_task = a.kv_len + d;
+        let mut buf = scratch::take(tasks * per_task, F::ZERO);
+        let bufs = SharedMut::new(&mut buf[..]);
+        threads::run(tasks, &|t| {
+            // SAFETY: task `t` alone uses slice `t` of the scratch buffer.
+            let (scores, acc) =
+                unsafe { bufs.slice(t * per_task, per_task) }.split_at_mut(a.kv_len);
+            for idx in threads::part(rows, tasks, t) {
+                let (b, s, h) = (
+                    idx / (a.seq * a.heads),
+                    (idx / a.heads) % a.seq,
+                    idx % a.heads,
+                );
+                let n_keys = if a.causal {
+                    (a.start + s + 1).min(a.kv_len)
+                } else {
+                    a.kv_len
+                };
+                let qrow = &qs[idx * d..(idx + 1) * d];
+                let kv_base = |j: usize| ((b * a.max_seq + j) * hk + h / group) * d;
+                let mut mx = F::NEG_INFINITY;
+                for j in 0..n_keys {
+                    let krow = &ks[kv_base(j)..kv_base(j) + d];
+                    let mut sc = dot(qrow, krow) * scale;
+                    if let Some(ms) = ms {
+                        sc += ms[s * a.max_seq + j].to_f();
+                    }
+                    scores[j] = sc;
+                    if sc > mx || sc.is_nan() {
+                        mx = sc;
+                    }
+                }
+                let mut sum = F::ZERO;
+                for sc in scores[..n_keys].iter_mut() {
+                    *sc = sc.sub(mx).exp();
+                    sum += *sc;
+                }
+                acc.fill(F::ZERO);
+                for j in 0..n_keys {
+                    let p = scores[j];
+                    let vrow = &vs[kv_base(j)..kv_base(j) + d];
+                    for (x, y) in acc.iter_mut().zip(vrow) {
+                        *x += p * y.to_f();
+                    }
+                }
+                let inv = F::ONE.div(sum);
+                // SAFETY: output row `idx` is this task's alone.
+                let orow = unsafe { o.slice(idx * d, d) };
+                for (y, &x) in orow.iter_mut().zip(acc.iter()) {
+                    *y = T::from_f(x * inv);
+                }
+            }
+        });
+        Ok(())
+    })
+}
+
+/// `llama::custom_sdpa.out`: args [query, key_cache, value_cache, start_pos, attn_mask?,
+/// dropout_p, is_causal, scale?, out, (ret)].
+fn custom_sdpa_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "llama::custom_sdpa.out";
+    let q = ctx.tensor(0)?;
+    let k = ctx.tensor(1)?;
+    let v = ctx.tensor(2)?;
+    let start = ctx.int(3)?;
+    let mask = ctx.opt_tensor(4)?;
+    let _dropout = ctx.double(5)?;
+    let causal = ctx.bool(6)?;
+    let scale = ctx.opt_double(7)?;
+    let a = check_attn(OP, &q, &k, &v, &mask, start, causal, scale)?;
+    let mut out = ctx.resize_out(8, q.sizes())?;
+    attend(OP, &a, &q, &k, &v, &mask, &mut out)
+}
+
+/// `llama::sdpa_with_kv_cache.out`: args [query, key, value, key_cache, value_cache,
+/// start_pos, seq_len, attn_mask?, dropout_p, is_causal, scale?, out, (ret)].
+fn sdpa_with_kv_cache_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "llama::sdpa_with_kv_cache.out";
+    let q = ctx.tensor(0)?;
+    let key = ctx.tensor(1)?;
+    let value = ctx.tensor(2)?;
+    let start = ctx.int(5)?;
+    let seq_len = ctx.int(6)?;
+    let mask = ctx.opt_tensor(7)?;
+    let _dropout = ctx.double(8)?;
+    let causal = ctx.bool(9)?;
+    let scale = ctx.opt_double(10)?;
+    let start_u = non_negative(OP, "start_pos", start)?;
+    let seq_u = non_negative(OP, "seq_len", seq_len)?;
+    if seq_u != q.sizes().get(1).copied().unwrap_or(0) {
+        return Err(Error::invalid_argument(format!(
+            "{OP}: seq_len {seq_len} differs from the query's {:?}",
+            q.sizes()
+        )));
+    }
+    for (i, t) in [(3, key), (4, value)] {
+        let sizes = Shape::from_slice(ctx.tensor(i)?.sizes())?;
+        let mut cache = ctx.resize_out(i, &sizes)?;
+        check_update(OP, &t, &cache, Some(start_u))?;
+        if t.sizes()[1] != seq_u {
+            return Err(Error::invalid_argument(format!(
+                "{OP}: seq_len {seq_len} differs from the key/value's {:?}",
+                t.sizes()
+            )));
+        }
+        copy_into_cache(&t, &mut cache, start_u)?;
+    }
+    let k = ctx.tensor(3)?;
+    let v = ctx.tensor(4)?;
+    let a = check_attn(OP, &q, &k, &v, &mask, start, causal, scale)?;
+    let mut out = ctx.resize_out(11, q.sizes())?;
+    attend(OP, &a, &q, &k, &v, &mask, &mut out)
+}
+
+/// Registers the `llama::` custom-op kernels.
+pub fn register(reg: &mut KernelRegistry) -> Result<()> {
+    reg.register("llama::update_cache.out", update_cache_out)?;
+    reg.register(
+        "llama::update_cache_with_indices.out",
+        update_cache_with_indices_out,
+    )?;
+    reg.register("llama::custom_sdpa.out", custom_sdpa_out)?;
+    reg.register("llama::sdpa_with_kv_cache.out", sdpa_with_kv_cache_out)?;
+    Ok(())
+}

@@ -1,0 +1,250 @@
+//! The `llama::` custom-op kernels on hand-built arguments: cache updates, attention
+//! against a plain reference, and typed errors for bad arguments. The programs exported
+//! with ExecuTorch's exporter and checked against its runtime are in the root crate's
+//! `tests/llama_ops.rs`.
+
+mod env;
+
+use env::*;
+
+fn seq(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (s >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0
+        })
+        .collect()
+}
+
+#[test]
+fn update_cache_writes_rows_at_start_pos() {
+    let mut e = Env::default();
+    // value [2, 2, 1, 3] into cache [2, 5, 1, 3] at position 2.
+    let v: Vec<f32> = (1..=12).map(|x| x as f32).collect();
+    let value = e.t(&v, &[2, 2, 1, 3]);
+    let cache = e.t(&[0f32; 30], &[2, 5, 1, 3]);
+    let pos = e.int(2);
+    let out = e.out(ScalarType::Float, &[1]);
+    e.run("llama::update_cache.out", &[value, cache, pos, out, out])
+        .unwrap();
+    let c = e.get::<f32>(cache);
+    let mut want = vec![0f32; 30];
+    want[6..12].copy_from_slice(&v[0..6]);
+    want[21..27].copy_from_slice(&v[6..12]);
+    assert_eq!(c, want);
+
+    for (bad, code) in [
+        (4, ErrorCode::InvalidArgument),
+        (-1, ErrorCode::InvalidArgument),
+    ] {
+        let p = e.int(bad);
+        let err = e
+            .run("llama::update_cache.out", &[value, cache, p, out, out])
+            .unwrap_err();
+        assert_eq!(err.code(), code, "start_pos {bad}: {err}");
+    }
+    // Heads differ from the cache's.
+    let wrong = e.t(&[0f32; 12], &[2, 1, 2, 3]);
+    assert!(
+        e.run("llama::update_cache.out", &[wrong, cache, pos, out, out])
+            .is_err()
+    );
+    // dtype differs.
+    let half = e.t(&[f16::from_f32(1.0); 12], &[2, 2, 1, 3]);
+    assert!(
+        e.run("llama::update_cache.out", &[half, cache, pos, out, out])
+            .is_err()
+    );
+}
+
+#[test]
+fn update_cache_with_indices_scatters_rows() {
+    let mut e = Env::default();
+    let v: Vec<f32> = (1..=4).map(|x| x as f32).collect();
+    let value = e.t(&v, &[1, 2, 1, 2]);
+    let cache = e.t(&[0f32; 8], &[1, 4, 1, 2]);
+    let pos = e.int(0);
+    let idx = e.t(&[3i64, 0], &[1, 2]);
+    let out = e.out(ScalarType::Float, &[1]);
+    e.run(
+        "llama::update_cache_with_indices.out",
+        &[value, cache, pos, idx, out, out],
+    )
+    .unwrap();
+    assert_eq!(
+        e.get::<f32>(cache),
+        vec![3.0, 4.0, 0.0, 0.0, 0.0, 0.0, 1.0, 2.0]
+    );
+    let bad = e.t(&[4i64, 0], &[1, 2]);
+    assert!(
+        e.run(
+            "llama::update_cache_with_indices.out",
+            &[value, cache, pos, bad, out, out],
+        )
+        .is_err()
+    );
+}
+
+/// Attention of q [1, s, h, d] over caches [1, max, hk, d], in f64.
+#[allow(clippy::too_many_arguments)]
+fn reference(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    s: usize,
+    h: usize,
+    hk: usize,
+    d: usize,
+    max: usize,
+    start: usize,
+    causal: bool,
+    scale: f64,
+) -> Vec<f64> {
+    let mut out = vec![0f64; s * h * d];
+    for r in 0..s {
+        for hi in 0..h {
+            let kh = hi / (h / hk);
+            let n = if causal { start + r + 1 } else { start + s };
+            let sc: Vec<f64> = (0..n)
+                .map(|j| {
+                    (0..d)
+                        .map(|x| q[(r * h + hi) * d + x] as f64 * k[(j * hk + kh) * d + x] as f64)
+                        .sum::<f64>()
+                        * scale
+                })
+                .collect();
+            let mx = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let p: Vec<f64> = sc.iter().map(|x| (x - mx).exp()).collect();
+            let sum: f64 = p.iter().sum();
+            for x in 0..d {
+                out[(r * h + hi) * d + x] = (0..n)
+                    .map(|j| p[j] * v[(j * hk + kh) * d + x] as f64)
+                    .sum::<f64>()
+                    / sum;
+            }
+        }
+    }
+    let _ = max;
+    out
+}
+
+#[test]
+fn custom_sdpa_matches_reference_with_gqa() {
+    let (h, hk, d, max) = (4, 2, 8, 12);
+    let k = seq(max * hk * d, 1);
+    let v = seq(max * hk * d, 2);
+    for (s, start, causal, scale) in [
+        (5, 0, true, None),
+        (1, 5, true, None),
+        (3, 6, true, Some(0.25)),
+        (2, 4, false, None),
+    ] {
+        let mut e = Env::default();
+        let q = seq(s * h * d, 3 + s as u32);
+        let qi = e.t(&q, &[1, s, h, d]);
+        let ki = e.t(&k, &[1, max, hk, d]);
+        let vi = e.t(&v, &[1, max, hk, d]);
+        let sp = e.int(start as i64);
+        let none = e.none();
+        let drop = e.dbl(0.0);
+        let c = e.boolean(causal);
+        let sc = match scale {
+            Some(x) => e.dbl(x),
+            None => e.none(),
+        };
+        let out = e.out(ScalarType::Float, &[1, s, h, d]);
+        e.run(
+            "llama::custom_sdpa.out",
+            &[qi, ki, vi, sp, none, drop, c, sc, out, out],
+        )
+        .unwrap();
+        let want = reference(
+            &q,
+            &k,
+            &v,
+            s,
+            h,
+            hk,
+            d,
+            max,
+            start,
+            causal,
+            scale.unwrap_or(1.0 / (d as f64).sqrt()),
+        );
+        for (g, w) in e.getf(out).iter().zip(&want) {
+            assert!((g - w).abs() < 1e-5, "s {s} start {start}: {g} vs {w}");
+        }
+    }
+}
+
+#[test]
+fn custom_sdpa_rejects_bad_arguments() {
+    let mut e = Env::default();
+    let q = e.t(&seq(3 * 4, 1), &[1, 1, 3, 4]);
+    let q4 = e.t(&seq(4 * 4, 1), &[1, 1, 4, 4]);
+    let k = e.t(&seq(8 * 2 * 4, 2), &[1, 8, 2, 4]);
+    let v = e.t(&seq(8 * 2 * 4, 3), &[1, 8, 2, 4]);
+    let mask = e.t(&[0f32; 8], &[1, 8]);
+    let (none, drop) = (e.none(), e.dbl(0.0));
+    let (t, f) = (e.boolean(true), e.boolean(false));
+    let (p0, p8) = (e.int(0), e.int(8));
+    let out = e.out(ScalarType::Float, &[1, 1, 4, 4]);
+    let run = |e: &mut Env, [q, p, m, c]: [u32; 4]| {
+        e.run(
+            "llama::custom_sdpa.out",
+            &[q, k, v, p, m, drop, c, none, out, out],
+        )
+    };
+    // 3 query heads over 2 KV heads.
+    assert!(run(&mut e, [q, p0, none, t]).is_err());
+    // start_pos past the cache.
+    assert!(run(&mut e, [q4, p8, none, t]).is_err());
+    // A mask together with is_causal.
+    assert!(run(&mut e, [q4, p0, mask, t]).is_err());
+    // A mask is fine without it.
+    run(&mut e, [q4, p0, mask, f]).unwrap();
+    // A mask that does not cover the cache.
+    let short = e.t(&[0f32; 4], &[1, 4]);
+    assert!(run(&mut e, [q4, p0, short, f]).is_err());
+}
+
+#[test]
+fn sdpa_with_kv_cache_updates_then_attends() {
+    let (s, h, hk, d, max, start) = (2, 2, 1, 4, 6, 3);
+    let mut e = Env::default();
+    let kc0 = seq(max * hk * d, 7);
+    let vc0 = seq(max * hk * d, 8);
+    let (q, kn, vn) = (seq(s * h * d, 9), seq(s * hk * d, 10), seq(s * hk * d, 11));
+    let qi = e.t(&q, &[1, s, h, d]);
+    let ki = e.t(&kn, &[1, s, hk, d]);
+    let vi = e.t(&vn, &[1, s, hk, d]);
+    let kc = e.t(&kc0, &[1, max, hk, d]);
+    let vc = e.t(&vc0, &[1, max, hk, d]);
+    let (sp, sl) = (e.int(start as i64), e.int(s as i64));
+    let (none, drop, c) = (e.none(), e.dbl(0.0), e.boolean(true));
+    let out = e.out(ScalarType::Float, &[1, s, h, d]);
+    e.run(
+        "llama::sdpa_with_kv_cache.out",
+        &[qi, ki, vi, kc, vc, sp, sl, none, drop, c, none, out, out],
+    )
+    .unwrap();
+    let (mut k, mut v) = (kc0.clone(), vc0.clone());
+    k[start * d..(start + s) * d].copy_from_slice(&kn);
+    v[start * d..(start + s) * d].copy_from_slice(&vn);
+    assert_eq!(e.get::<f32>(kc), k);
+    assert_eq!(e.get::<f32>(vc), v);
+    let want = reference(&q, &k, &v, s, h, hk, d, max, start, true, 0.5);
+    for (g, w) in e.getf(out).iter().zip(&want) {
+        assert!((g - w).abs() < 1e-5, "{g} vs {w}");
+    }
+    // seq_len that disagrees with the query.
+    let bad = e.int(1);
+    assert!(
+        e.run(
+            "llama::sdpa_with_kv_cache.out",
+            &[qi, ki, vi, kc, vc, sp, bad, none, drop, c, none, out, out],
+        )
+        .is_err()
+    );
+}
