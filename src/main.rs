@@ -1,5 +1,7 @@
 //! The `etch` command line: inspect and run ExecuTorch programs.
 
+mod generate;
+
 use etch::{Error, Module, Result, ScalarType, Tag, Tensor, Value, npy};
 use serde_json::{Value as Json, json};
 use std::path::{Path, PathBuf};
@@ -17,6 +19,8 @@ USAGE:
                        [--skip-h2d-inputs[=M1,M2]] [--skip-d2h-outputs[=M1,M2]]
                        [--replan-only [--no-alloc-graph-input] [--no-alloc-graph-output]]
                        [--alignment N] [--json]
+    etch generate MODEL.pte --prompt-ids 1,2,3 [--max-new-tokens N] [--json]
+                       [run's --data/--weights/--simulate-device/--no-cuda-graphs]
     etch ops
     etch devices
     etch help
@@ -61,6 +65,13 @@ lower:
 ";
 
 fn main() {
+    // Output piped into a command that stops reading (`etch inspect m.pte | head`) ends the
+    // process quietly, as command-line tools do, instead of failing a write.
+    #[cfg(unix)]
+    // SAFETY: restores the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     // Errors are reported as messages; a panic would be a bug, reported without a backtrace.
     std::panic::set_hook(Box::new(|info| {
         eprintln!("etch: internal error: {info}");
@@ -87,6 +98,7 @@ fn run_cli(args: &[String]) -> Result<()> {
         "run" => cmd_run(rest),
         "bench" => cmd_bench(rest),
         "lower" => cmd_lower(rest),
+        "generate" => generate::cmd_generate(rest),
         "ops" => cmd_ops(),
         "devices" => cmd_devices(),
         "help" | "--help" | "-h" => {
@@ -938,12 +950,13 @@ const RUN_FLAGS: [&str; 6] = [
     "iterations",
 ];
 
-fn prepare(o: &Opts) -> Result<Prepared> {
+/// Opens the model with run's device and data options (`--simulate-device`, `--data`,
+/// `--weights`, `--no-cuda-graphs`).
+fn open_module(o: &Opts) -> Result<(Module, Option<std::sync::Arc<etch::SimulatedAllocator>>)> {
     let path = o.model()?;
     if o.has("no-cuda-graphs") {
         etch::set_cuda_graphs(false);
     }
-    let t0 = Instant::now();
     let mut module = Module::from_file(path)?;
     let mut simulated = None;
     if let Some(dev) = o.one("simulate-device") {
@@ -965,6 +978,12 @@ fn prepare(o: &Opts) -> Result<Prepared> {
     for w in o.all("weights") {
         module = module.with_weights(w)?;
     }
+    Ok((module, simulated))
+}
+
+fn prepare(o: &Opts) -> Result<Prepared> {
+    let t0 = Instant::now();
+    let (mut module, simulated) = open_module(o)?;
     let method = match o.one("method") {
         Some(m) => m.to_string(),
         None => {

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Expected ids for `etch generate` on the tiny export_llm Llama fixture
+(tests/fixtures/llama_ops/tiny_llama/model.pte, from export_tiny_llama.py): a greedy loop
+over ExecuTorch 1.5.1's own runtime (with the llama:: custom-op kernels of the wheel), the
+runner convention forward(tokens[1, T], input_pos[1]) -> logits, the prompt prefilled in
+one call (the program has dynamic shapes), then one token per call.
+
+    /work/venv/bin/python tools/export/gen_generate_expected.py
+writes tests/fixtures/llama_ops/tiny_llama/generate.json
+"""
+import json
+import os
+
+import torch
+from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401  (registers llama::)
+from executorch.runtime import Runtime
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DIR = os.path.join(ROOT, "tests", "fixtures", "llama_ops", "tiny_llama")
+PROMPTS = [[1, 5, 9, 23, 7], [42], [3, 141, 59, 26, 5, 35, 89, 79, 32, 38]]
+NEW = 12
+
+
+def greedy(method, prompt, new):
+    logits = method.execute([torch.tensor([prompt]), torch.tensor([0])])[0]
+    pos, out = len(prompt), []
+    nxt = int(torch.argmax(logits.reshape(-1, logits.shape[-1])[-1]))
+    while len(out) < new:
+        out.append(nxt)
+        if len(out) == new:
+            break
+        logits = method.execute([torch.tensor([[nxt]]), torch.tensor([pos])])[0]
+        pos += 1
+        nxt = int(torch.argmax(logits.reshape(-1, logits.shape[-1])[-1]))
+    return out
+
+
+def main():
+    rt = Runtime.get()
+    cases = []
+    for p in PROMPTS:
+        # A fresh program per prompt: the KV cache starts empty.
+        prog = rt.load_program(os.path.join(DIR, "model.pte"))
+        cases.append({"prompt_ids": p, "generated_ids": greedy(prog.load_method("forward"), p, NEW)})
+    with open(os.path.join(DIR, "generate.json"), "w") as f:
+        json.dump({"max_new_tokens": NEW, "cases": cases}, f, indent=1)
+    print(json.dumps(cases))
+
+
+if __name__ == "__main__":
+    main()
