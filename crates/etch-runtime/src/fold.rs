@@ -59,22 +59,25 @@ pub(crate) struct KernelRef<'a> {
 /// others); returns the indices of the folded ones.
 pub(crate) fn fold(f: &mut FoldInput<'_>, instrs: &[Option<KernelRef<'_>>]) -> Result<Vec<usize>> {
     // A value an instruction writes appears twice in its arguments (ExecuTorch passes each
-    // out argument again as a return value).
-    let mut written = vec![false; f.values.len()];
+    // out argument again as a return value). Count the instructions writing each value, and
+    // note the values in-place operators (`aten::copy_`, ...) write.
+    let mut writers = vec![0u32; f.values.len()];
+    let mut in_place = vec![false; f.values.len()];
     for k in instrs.iter().flatten() {
-        for (n, &a) in k.args.iter().enumerate() {
-            if k.args[..n].contains(&a) {
-                written[a as usize] = true;
-            }
+        let inplace = f.op_names[k.op].ends_with('_');
+        for &a in written_by(k.args) {
+            writers[a as usize] += 1;
+            in_place[a as usize] |= inplace;
         }
     }
-    // Locations that a never-written tensor also names (a static view): folding a tensor
-    // there would leave the view reading stale memory.
+    // Locations that another tensor also uses in a way that would see the folded tensor's
+    // old memory: a static view (never written) or a tensor updated in place. Folding a
+    // tensor there would leave it reading or writing stale memory.
     let mut viewed = HashSet::new();
     for (v, loc) in f.location.iter().enumerate() {
         if let Some(l) = loc
-            && !written[v]
             && f.intermediate[v]
+            && (writers[v] == 0 || in_place[v])
         {
             viewed.insert(*l);
         }
@@ -88,6 +91,10 @@ pub(crate) fn fold(f: &mut FoldInput<'_>, instrs: &[Option<KernelRef<'_>>]) -> R
         let Some(out) = fold_target(f, k, &viewed) else {
             continue;
         };
+        // Written again later (e.g. updated in place each call): it is not constant.
+        if writers[out] != 1 {
+            continue;
+        }
         let EValue::Tensor(t) = &mut f.values[out] else {
             continue;
         };
@@ -107,6 +114,23 @@ pub(crate) fn fold(f: &mut FoldInput<'_>, instrs: &[Option<KernelRef<'_>>]) -> R
     Ok(folded)
 }
 
+/// The values a kernel call writes. ExecuTorch passes an out-variant's out arguments again
+/// as its return values, so the call ends with a block equal to the block before it
+/// (`[x, x, out, out]`, `[a, dim, keep, vals, idx, vals, idx]`); an in-place operator
+/// returns its first argument (`[self, src, non_blocking, self]`).
+fn written_by(args: &[u32]) -> &[u32] {
+    let n = args.len();
+    for k in (1..=n / 2).rev() {
+        if args[n - k..] == args[n - 2 * k..n - k] {
+            return &args[n - k..];
+        }
+    }
+    match (args.first(), args.last()) {
+        (Some(a), Some(b)) if n >= 2 && a == b => &args[..1],
+        _ => &[],
+    }
+}
+
 /// The one tensor `k` writes, if `k` can be folded: it is a plain intermediate no static
 /// view shares, and every other argument is a constant or fixed.
 fn fold_target(
@@ -115,11 +139,11 @@ fn fold_target(
     viewed: &HashSet<(u32, u64)>,
 ) -> Option<usize> {
     let mut out = None;
-    for (n, &a) in k.args.iter().enumerate() {
+    let outs = written_by(k.args);
+    for &a in k.args.iter() {
         let i = a as usize;
-        let twice = k.args[..n].contains(&a) || k.args[n + 1..].contains(&a);
         match f.values.get(i)? {
-            EValue::Tensor(_) if twice => {
+            EValue::Tensor(_) if outs.contains(&a) => {
                 let free = f.location[i].is_some_and(|l| !viewed.contains(&l));
                 if !f.intermediate[i] || !free || out.is_some_and(|o| o != i) {
                     return None;
@@ -136,4 +160,21 @@ fn fold_target(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::written_by;
+
+    #[test]
+    fn written_values_of_kernel_calls() {
+        // mul(x, x, out) + return
+        assert_eq!(written_by(&[1, 1, 2, 2]), &[2]);
+        // max.dim(a, dim, keepdim, values, indices) + returns
+        assert_eq!(written_by(&[1, 2, 3, 4, 5, 4, 5]), &[4, 5]);
+        // copy_(self, src, non_blocking) returning self
+        assert_eq!(written_by(&[7, 8, 9, 7]), &[7]);
+        // nothing written
+        assert!(written_by(&[1, 2, 3]).is_empty());
+    }
 }
