@@ -9,8 +9,8 @@ use crate::elementwise::Domain;
 use crate::util::{MAX_DIMS, arg, check_rank, dt_code, ptr, same_device};
 use cudarc::driver::LaunchConfig;
 use etch_core::{Error, KernelContext, Result, TensorRef};
-use etch_kernels::norm::layer_norm_call;
-use etch_kernels::util::{require_contiguous, same_dtype, wrap};
+use etch_kernels::norm::{GroupNormCall, group_norm_call, layer_norm_call};
+use etch_kernels::util::{same_dtype, wrap};
 
 /// `struct RowArgs` in norm.cu.
 #[repr(C)]
@@ -366,36 +366,28 @@ pub(crate) fn batch_norm_no_stats_out(ctx: &mut KernelContext<'_>) -> Result<()>
     launch_bn(ctx, &out, name, rows_config(c, 256), a)
 }
 
-/// `native_group_norm.out`: args [input, weight?, bias?, N, C, HxW, group, eps, out, mean,
-/// rstd]; `mean` and `rstd` are (N, group), accumulated in f64.
+/// `native_group_norm.out`, decoded by the CPU kernels' `group_norm_call`; `mean` and
+/// `rstd` are (N, group), accumulated in f64.
 pub(crate) fn group_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::native_group_norm.out";
-    let x = ctx.tensor(0)?;
-    let w = ctx.opt_tensor(1)?;
-    let b = ctx.opt_tensor(2)?;
-    let (n, c, hw, group) = (ctx.int(3)?, ctx.int(4)?, ctx.int(5)?, ctx.int(6)?);
-    let eps = ctx.double(7)?;
-    if n < 0 || c < 0 || hw < 0 || group <= 0 || c % group != 0 {
-        return Err(Error::invalid_argument(format!(
-            "{OP}: invalid N={n}, C={c}, HxW={hw}, group={group}"
-        )));
-    }
-    let (n, c, hw, group) = (n as usize, c as usize, hw as usize, group as usize);
-    if x.dim() < 2 || x.sizes()[0] != n || x.sizes()[1] != c || x.numel() != n * c * hw {
-        return Err(Error::invalid_argument(format!(
-            "{OP}: input {:?} does not match N={n}, C={c}, HxW={hw}",
-            x.sizes()
-        )));
-    }
-    require_contiguous(OP, "input", &x)?;
-    check_param(OP, "weight", &w, c, &x)?;
-    check_param(OP, "bias", &b, c, &x)?;
-    let out = ctx.resize_out(8, x.sizes())?;
-    let mean_t = ctx.resize_out(9, &[n, group])?;
-    let rstd_t = ctx.resize_out(10, &[n, group])?;
-    for t in [&out, &mean_t, &rstd_t] {
-        same_dtype(OP, x.dtype(), t.dtype())?;
-        require_contiguous(OP, "out", t)?;
+    let GroupNormCall {
+        x,
+        w,
+        b,
+        n,
+        c,
+        hw,
+        group,
+        eps,
+        out,
+        mean: mean_t,
+        rstd: rstd_t,
+    } = group_norm_call(ctx)?;
+    for t in [&out, &mean_t, &rstd_t]
+        .into_iter()
+        .chain(w.iter())
+        .chain(b.iter())
+    {
         same_device(OP, &[&x, t])?;
     }
     let domain = float_domain(OP, &x)?;

@@ -330,10 +330,36 @@ fn batch_norm_no_training_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     })
 }
 
-/// `native_group_norm`: args [input, weight?, bias?, N, C, HxW, group, eps, out, mean,
-/// rstd]. `mean` and `rstd` have shape (N, group); statistics accumulate in `f64`.
-fn native_group_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    const OP: &str = "aten::native_group_norm.out";
+/// A decoded `native_group_norm` call, shared by the CPU and device kernels.
+pub struct GroupNormCall<'a> {
+    /// The input (row-major).
+    pub x: TensorRef<'a>,
+    /// Per-channel weight and bias, if given.
+    pub w: Option<TensorRef<'a>>,
+    /// See `w`.
+    pub b: Option<TensorRef<'a>>,
+    /// Batch, channels, spatial size and groups.
+    pub n: usize,
+    /// See `n`.
+    pub c: usize,
+    /// See `n`.
+    pub hw: usize,
+    /// See `n`.
+    pub group: usize,
+    /// Epsilon.
+    pub eps: f64,
+    /// The outputs: normalised input, and (N, group) mean and rstd.
+    pub out: TensorRef<'a>,
+    /// See `out`.
+    pub mean: TensorRef<'a>,
+    /// See `out`.
+    pub rstd: TensorRef<'a>,
+}
+
+/// Decodes `native_group_norm`: args [input, weight?, bias?, N, C, HxW, group, eps, out,
+/// mean, rstd].
+pub fn group_norm_call<'a>(ctx: &mut KernelContext<'a>) -> Result<GroupNormCall<'a>> {
+    let op = ctx.op_name();
     let x = ctx.tensor(0)?;
     let w = ctx.opt_tensor(1)?;
     let b = ctx.opt_tensor(2)?;
@@ -341,26 +367,58 @@ fn native_group_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let eps = ctx.double(7)?;
     if n < 0 || c < 0 || hw < 0 || group <= 0 || c % group != 0 {
         return Err(Error::invalid_argument(format!(
-            "{OP}: invalid N={n}, C={c}, HxW={hw}, group={group}"
+            "{op}: invalid N={n}, C={c}, HxW={hw}, group={group}"
         )));
     }
     let (n, c, hw, group) = (n as usize, c as usize, hw as usize, group as usize);
     if x.dim() < 2 || x.sizes()[0] != n || x.sizes()[1] != c || x.numel() != n * c * hw {
         return Err(Error::invalid_argument(format!(
-            "{OP}: input {:?} does not match N={n}, C={c}, HxW={hw}",
+            "{op}: input {:?} does not match N={n}, C={c}, HxW={hw}",
             x.sizes()
         )));
     }
-    require_contiguous(OP, "input", &x)?;
-    check_param(OP, "weight", &w, c, x.dtype())?;
-    check_param(OP, "bias", &b, c, x.dtype())?;
-    let mut out = ctx.resize_out(8, x.sizes())?;
-    let mut mean_t = ctx.resize_out(9, &[n, group])?;
-    let mut rstd_t = ctx.resize_out(10, &[n, group])?;
-    for t in [&out, &mean_t, &rstd_t] {
-        same_dtype(OP, x.dtype(), t.dtype())?;
-        require_contiguous(OP, "out", t)?;
+    require_contiguous(op, "input", &x)?;
+    check_param(op, "weight", &w, c, x.dtype())?;
+    check_param(op, "bias", &b, c, x.dtype())?;
+    let out = ctx.resize_out(8, x.sizes())?;
+    let mean = ctx.resize_out(9, &[n, group])?;
+    let rstd = ctx.resize_out(10, &[n, group])?;
+    for t in [&out, &mean, &rstd] {
+        same_dtype(op, x.dtype(), t.dtype())?;
+        require_contiguous(op, "out", t)?;
     }
+    Ok(GroupNormCall {
+        x,
+        w,
+        b,
+        n,
+        c,
+        hw,
+        group,
+        eps,
+        out,
+        mean,
+        rstd,
+    })
+}
+
+/// `native_group_norm`: `mean` and `rstd` have shape (N, group); statistics accumulate in
+/// `f64`.
+fn native_group_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::native_group_norm.out";
+    let GroupNormCall {
+        x,
+        w,
+        b,
+        n,
+        c,
+        hw,
+        group,
+        eps,
+        mut out,
+        mean: mut mean_t,
+        rstd: mut rstd_t,
+    } = group_norm_call(ctx)?;
     let cg = c / group;
     let len = cg * hw;
     dispatch_float!(x.dtype(), OP, "input", |T| {
