@@ -357,6 +357,52 @@ impl<'a> KernelContext<'a> {
         }
     }
 
+    /// Resizes item `j` of the tensor list in argument `i` (an out list, such as
+    /// `split_with_sizes_copy.out`'s, whose shapes follow a dynamic input) and returns it.
+    pub fn resize_list_item(
+        &mut self,
+        i: usize,
+        j: usize,
+        sizes: &[usize],
+    ) -> Result<TensorRef<'a>> {
+        let idx = match self.value(i)? {
+            EValue::TensorList(l) => l.get(j).copied(),
+            v => return Err(self.arg_err(i, type_error(Tag::TensorList, v.tag()))),
+        };
+        let Some(x) = idx else {
+            return Err(self.arg_err(i, Error::invalid_argument(format!("no list item {j}"))));
+        };
+        let (op, host_access) = (self.op, self.host_access);
+        let t = match self.values.get_mut(x as usize) {
+            Some(EValue::Tensor(t)) => t,
+            Some(v) => {
+                return Err(Error::invalid_argument(format!(
+                    "{op}: argument {i}: list item {j}: {}",
+                    type_error(Tag::Tensor, v.tag()).message()
+                )));
+            }
+            None => {
+                return Err(Error::invalid_program(format!(
+                    "{op}: value {x} out of range"
+                )));
+            }
+        };
+        t.resize(sizes).map_err(|e| {
+            Error::new(
+                e.code(),
+                format!("{op}: out list {i} item {j}: {}", e.message()),
+            )
+        })?;
+        // SAFETY: as in `resize_out`.
+        Ok(unsafe {
+            if host_access {
+                TensorRef::new_host_accessible(*t)
+            } else {
+                TensorRef::new(*t)
+            }
+        })
+    }
+
     /// Resizes the `out` tensor in argument `i` (ExecuTorch's `resize_tensor`) and returns it.
     pub fn resize_out(&mut self, i: usize, sizes: &[usize]) -> Result<TensorRef<'a>> {
         let op = self.op;

@@ -495,6 +495,7 @@ kernels! {
     atan2_out => |c: &mut KernelContext<'_>| tt(c, Op::ATAN2, Kind::FloatResult, false);
     pow_tt_out => |c: &mut KernelContext<'_>| pow(c, false);
     pow_ts_out => |c: &mut KernelContext<'_>| pow(c, true);
+    pow_st_out => pow_scalar_base;
     eq_t => |c: &mut KernelContext<'_>| tt(c, Op::EQ, Kind::Cmp, false);
     ne_t => |c: &mut KernelContext<'_>| tt(c, Op::NE, Kind::Cmp, false);
     lt_t => |c: &mut KernelContext<'_>| tt(c, Op::LT, Kind::Cmp, false);
@@ -525,6 +526,28 @@ fn rsub(ctx: &mut KernelContext<'_>, a: &TensorRef<'_>, s: Scalar, alpha: Scalar
         Operand::T(a),
         3,
         Some(alpha),
+        Kind::Arith,
+    )
+}
+
+/// `pow.Scalar_out(self: Scalar, exponent: Tensor, *, out)`.
+fn pow_scalar_base(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let name = ctx.op_name();
+    let s = ctx.scalar(0)?;
+    let a = ctx.tensor(1)?;
+    let common = promote_scalar(a.dtype(), s);
+    if common == ScalarType::Bool {
+        return Err(Error::invalid_argument(format!(
+            "{name}: bool tensors are not supported"
+        )));
+    }
+    binary_map(
+        ctx,
+        Op::POW,
+        Operand::S(s),
+        Operand::T(&a),
+        2,
+        None,
         Kind::Arith,
     )
 }

@@ -129,6 +129,7 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
         ("aten::atan2.out", e::atan2_out, ALL),
         ("aten::pow.Tensor_Tensor_out", e::pow_tt_out, ALL),
         ("aten::pow.Tensor_Scalar_out", e::pow_ts_out, ALL),
+        ("aten::pow.Scalar_out", e::pow_st_out, ALL),
         ("aten::eq.Tensor_out", e::eq_t, ALL),
         ("aten::ne.Tensor_out", e::ne_t, ALL),
         ("aten::lt.Tensor_out", e::lt_t, ALL),

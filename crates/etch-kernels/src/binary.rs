@@ -705,6 +705,22 @@ binop!(
     /// `a * a` (ignores `b`).
     Square, |s, a, b| a.mul(a));
 
+binop!(
+    /// `b ** a`: `pow` with the scalar as the base.
+    RPow, |s, a, b| b.pow(a), check = no_bool, min_task = MATH_TASK);
+
+/// `pow(self, exponent)` with a scalar base: args [self, exponent, out].
+fn pow_scalar_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const NAME: &str = "aten::pow.Scalar_out";
+    let s = ctx.scalar(0)?;
+    let a = ctx.tensor(1)?;
+    let common = promote_scalar(a.dtype(), s);
+    no_bool(NAME, common)?;
+    let mut out = ctx.resize_out(2, a.sizes())?;
+    check_cast(NAME, common, out.dtype())?;
+    apply_scalar(NAME, RPow, &a, s, &mut out, common)
+}
+
 macro_rules! cmp_kernels {
     ($($tf:ident, $tn:literal, $sf:ident, $sn:literal, $op:ident);* $(;)?) => {$(
         fn $tf(ctx: &mut KernelContext<'_>) -> Result<()> {
@@ -754,6 +770,7 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
         ("aten::fmod.Scalar_out", fmod_scalar_out),
         ("aten::pow.Tensor_Tensor_out", pow_tensor_tensor_out),
         ("aten::pow.Tensor_Scalar_out", pow_tensor_scalar_out),
+        ("aten::pow.Scalar_out", pow_scalar_out),
         ("aten::maximum.out", maximum_out),
         ("aten::atan2.out", atan2_out),
         ("aten::minimum.out", minimum_out),

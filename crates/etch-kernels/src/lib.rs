@@ -10,6 +10,7 @@
 pub mod binary;
 pub mod conv;
 pub mod device_copy;
+pub mod etch_ops;
 pub mod gemm;
 pub mod index;
 pub mod linalg;
@@ -17,6 +18,7 @@ pub mod llama;
 pub mod norm;
 pub mod prim;
 pub mod reduce;
+pub mod sample;
 pub mod scratch;
 pub mod shape;
 pub mod threads;
@@ -39,6 +41,7 @@ pub fn register_portable(reg: &mut KernelRegistry) -> Result<()> {
     index::register(reg)?;
     prim::register(reg)?;
     llama::register(reg)?;
+    etch_ops::register(reg)?;
     device_copy::register(reg)?;
     Ok(())
 }

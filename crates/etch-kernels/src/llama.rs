@@ -50,7 +50,7 @@ fn non_negative(op: &str, what: &str, v: i64) -> Result<usize> {
 }
 
 /// Checks `value` against `cache` for a copy into rows `start..start + value.size(1)`.
-fn check_update(
+pub(crate) fn check_update(
     op: &str,
     value: &TensorRef<'_>,
     cache: &TensorRef<'_>,
@@ -78,7 +78,11 @@ fn check_update(
 
 /// Copies `value` into `cache` at sequence position `start` (both checked by
 /// [`check_update`]).
-fn copy_into_cache(value: &TensorRef<'_>, cache: &mut TensorRef<'_>, start: usize) -> Result<()> {
+pub(crate) fn copy_into_cache(
+    value: &TensorRef<'_>,
+    cache: &mut TensorRef<'_>,
+    start: usize,
+) -> Result<()> {
     let es = value.dtype().element_size();
     let (b, s) = (value.sizes()[0], value.sizes()[1]);
     let row = value.sizes()[2] * value.sizes()[3] * es;
@@ -148,7 +152,7 @@ fn update_cache_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 }
 
 /// What one attention call reads: shapes and options, checked.
-struct Attn {
+pub(crate) struct Attn {
     batch: usize,
     seq: usize,
     heads: usize,
@@ -165,7 +169,7 @@ struct Attn {
 
 /// Checks a custom_sdpa call: `q` against the caches, the mask and the options.
 #[allow(clippy::too_many_arguments)]
-fn check_attn(
+pub(crate) fn check_attn(
     op: &str,
     q: &TensorRef<'_>,
     k: &TensorRef<'_>,
@@ -257,7 +261,7 @@ fn dot<T: FElem>(a: &[T], b: &[T]) -> T::F {
 }
 
 /// Attention of `q` over the caches into `out` (resized to `q`'s shape).
-fn attend(
+pub(crate) fn attend(
     op: &str,
     a: &Attn,
     q: &TensorRef<'_>,

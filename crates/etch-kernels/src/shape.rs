@@ -740,15 +740,18 @@ fn split_into<M: Mover>(
     let sstrides = Shape::from_slice(a.strides())?;
     for j in 0..n {
         let len = chunk(j);
-        let mut out = ctx.tensor_list_item(list_i, j)?;
         let mut want = Shape::from_slice(a.sizes())?;
         want[dim] = len;
-        if out.sizes() != &want[..] {
-            return Err(Error::invalid_argument(format!(
-                "{op}: output {j} has shape {:?}, expected {want:?}",
-                out.sizes()
-            )));
-        }
+        // Dynamic shapes: outputs take the split's shape within their capacity.
+        let mut out = ctx.resize_list_item(list_i, j, &want).map_err(|e| {
+            Error::new(
+                e.code(),
+                format!(
+                    "{op}: output {j} cannot take shape {want:?}: {}",
+                    e.message()
+                ),
+            )
+        })?;
         same_dtype(op, a.dtype(), out.dtype())?;
         let sv = Strided {
             offset: at * sstrides[dim],
@@ -830,13 +833,15 @@ fn unbind_copy_out<M: Mover>(ctx: &mut KernelContext<'_>) -> Result<()> {
     let step = strides[dim];
     strides.remove(dim);
     for j in 0..n {
-        let mut out = ctx.tensor_list_item(2, j)?;
-        if out.sizes() != &sizes[..] {
-            return Err(Error::invalid_argument(format!(
-                "{OP}: output {j} has shape {:?}, expected {sizes:?}",
-                out.sizes()
-            )));
-        }
+        let mut out = ctx.resize_list_item(2, j, &sizes).map_err(|e| {
+            Error::new(
+                e.code(),
+                format!(
+                    "{OP}: output {j} cannot take shape {sizes:?}: {}",
+                    e.message()
+                ),
+            )
+        })?;
         same_dtype(OP, a.dtype(), out.dtype())?;
         let dv = Strided::of(&out)?;
         M::copy_strided(

@@ -1,0 +1,266 @@
+"""The `etch::` custom operators: their schemas (`torch.library`), reference
+implementations in PyTorch (the oracle for etch's CPU and CUDA kernels), fake
+implementations for export, and `.out` variants for ExecuTorch's out-variant pass.
+
+Import this module before exporting a model that calls `torch.ops.etch.*`. The exact math
+of each operator is documented in docs/OPS.md; the reference implementations below are
+that math written in PyTorch, in float32 whatever the input dtype (outputs are cast back
+to the input dtype).
+
+Operators:
+    etch::gated_delta_net  a Gated DeltaNet token mixer over T tokens: causal depthwise
+                           conv (with its state), SiLU, q/k L2 norm, gates, and the delta
+                           rule (with its recurrent state); both states updated in place
+    etch::moe              a top-k mixture-of-experts block with stacked experts and a
+                           sigmoid-gated shared expert
+    etch::attention        causal GQA attention that first writes k and v into the caches
+                           at the given position
+    etch::sample           a next-token sampler (greedy, temperature, top-k, top-p) driven
+                           by a uniform number from the host
+"""
+import torch
+import torch.nn.functional as F
+
+_lib = torch.library.Library("etch", "DEF")
+
+_GDN_ARGS = (
+    "Tensor mixed_qkv, Tensor a, Tensor b, Tensor conv_weight, Tensor A_log, Tensor dt_bias, "
+    "Tensor(a!) conv_state, Tensor(b!) recurrent_state, Tensor input_pos, int num_k_heads, "
+    "int head_k_dim"
+)
+_MOE_ARGS = (
+    "Tensor x, Tensor router_weight, Tensor experts_gate_up, Tensor experts_down, "
+    "Tensor shared_gate, Tensor shared_up, Tensor shared_down, Tensor shared_expert_gate, int top_k"
+)
+_ATTN_ARGS = (
+    "Tensor q, Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor input_pos, float scale"
+)
+_SAMPLE_ARGS = "Tensor logits, Tensor sampling"
+
+_lib.define(f"gated_delta_net({_GDN_ARGS}) -> Tensor")
+_lib.define(f"gated_delta_net.out({_GDN_ARGS}, *, Tensor(c!) out) -> Tensor(c!)")
+_lib.define(f"moe({_MOE_ARGS}) -> Tensor")
+_lib.define(f"moe.out({_MOE_ARGS}, *, Tensor(a!) out) -> Tensor(a!)")
+_lib.define(f"attention({_ATTN_ARGS}) -> Tensor")
+_lib.define(f"attention.out({_ATTN_ARGS}, *, Tensor(c!) out) -> Tensor(c!)")
+_lib.define(f"sample({_SAMPLE_ARGS}) -> Tensor")
+_lib.define(f"sample.out({_SAMPLE_ARGS}, *, Tensor(a!) out) -> Tensor(a!)")
+
+
+# ----------------------------------------------------------------------------------------
+# etch::gated_delta_net
+
+
+def _l2norm(x, eps=1e-6):
+    return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)
+
+
+def gated_delta_net_ref(mixed_qkv, a, b, conv_weight, A_log, dt_bias, conv_state,
+                        recurrent_state, input_pos, num_k_heads, head_k_dim):
+    """mixed_qkv [B,T,C] (C = 2*Hk*Dk + Hv*Dv), a/b [B,T,Hv], conv_weight [C,1,K],
+    A_log/dt_bias [Hv], conv_state [B,C,K-1] (the previous K-1 inputs, oldest first),
+    recurrent_state [B,Hv,Dk,Dv] (float32), input_pos [1] int64 (states read as zero when
+    input_pos[0] == 0). Returns o [B,T,Hv,Dv] in mixed_qkv's dtype; updates both states."""
+    dtype = mixed_qkv.dtype
+    B, T, C = mixed_qkv.shape
+    Hv = a.shape[-1]
+    K = conv_weight.shape[-1]
+    Dk = head_k_dim
+    Hk = num_k_heads
+    Dv = (C - 2 * Hk * Dk) // Hv
+    fresh = bool(input_pos.reshape(-1)[0].item() == 0)
+    prev = torch.zeros_like(conv_state, dtype=torch.float32) if fresh else conv_state.float()
+    state = torch.zeros_like(recurrent_state, dtype=torch.float32) if fresh else recurrent_state.float()
+    x = torch.cat([prev, mixed_qkv.float().transpose(1, 2)], dim=-1)  # [B,C,K-1+T]
+    w = conv_weight.float().reshape(C, K)
+    y = torch.zeros(B, C, T, dtype=torch.float32)
+    for j in range(K):
+        y = y + w[:, j : j + 1] * x[:, :, j : j + T]
+    y = F.silu(y).to(dtype).float().transpose(1, 2)  # [B,T,C], rounded like the reference
+    q = y[..., : Hk * Dk].reshape(B, T, Hk, Dk)
+    k = y[..., Hk * Dk : 2 * Hk * Dk].reshape(B, T, Hk, Dk)
+    v = y[..., 2 * Hk * Dk :].reshape(B, T, Hv, Dv)
+    rep = Hv // Hk
+    q = _l2norm(q.repeat_interleave(rep, dim=2)) * (Dk ** -0.5)
+    k = _l2norm(k.repeat_interleave(rep, dim=2))
+    beta = torch.sigmoid(b.float())
+    g = -A_log.float().exp() * F.softplus(a.float() + dt_bias.float())
+    out = torch.empty(B, T, Hv, Dv, dtype=torch.float32)
+    for t in range(T):
+        state = state * g[:, t].exp()[..., None, None]
+        kv = (state * k[:, t, :, :, None]).sum(dim=-2)
+        delta = (v[:, t] - kv) * beta[:, t, :, None]
+        state = state + k[:, t, :, :, None] * delta[:, :, None, :]
+        out[:, t] = (state * q[:, t, :, :, None]).sum(dim=-2)
+    conv_state.copy_(x[:, :, -(K - 1):].to(conv_state.dtype))
+    recurrent_state.copy_(state.to(recurrent_state.dtype))
+    return out.to(dtype)
+
+
+def _gdn_out_shape(mixed_qkv, a, num_k_heads, head_k_dim):
+    B, T, C = mixed_qkv.shape
+    Hv = a.shape[-1]
+    return (B, T, Hv, (C - 2 * num_k_heads * head_k_dim) // Hv)
+
+
+_lib.impl("gated_delta_net", gated_delta_net_ref, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("etch::gated_delta_net")
+def _gdn_fake(mixed_qkv, a, b, conv_weight, A_log, dt_bias, conv_state, recurrent_state,
+              input_pos, num_k_heads, head_k_dim):
+    return mixed_qkv.new_empty(_gdn_out_shape(mixed_qkv, a, num_k_heads, head_k_dim))
+
+
+def _gdn_out(mixed_qkv, a, b, conv_weight, A_log, dt_bias, conv_state, recurrent_state,
+             input_pos, num_k_heads, head_k_dim, *, out):
+    out.copy_(gated_delta_net_ref(mixed_qkv, a, b, conv_weight, A_log, dt_bias, conv_state,
+                                  recurrent_state, input_pos, num_k_heads, head_k_dim))
+    return out
+
+
+_lib.impl("gated_delta_net.out", _gdn_out, "CompositeExplicitAutograd")
+
+
+# ----------------------------------------------------------------------------------------
+# etch::moe
+
+
+def moe_ref(x, router_weight, experts_gate_up, experts_down, shared_gate, shared_up,
+            shared_down, shared_expert_gate, top_k):
+    """x [..., H]; router_weight [E,H]; experts_gate_up [E,2I,H] (gate rows, then up rows);
+    experts_down [E,H,I]; shared_gate/shared_up [Is,H]; shared_down [H,Is];
+    shared_expert_gate [1,H]. Returns [..., H] in x's dtype."""
+    dtype = x.dtype
+    shape = x.shape
+    h = x.reshape(-1, shape[-1])
+    logits = F.linear(h, router_weight)
+    p = torch.softmax(logits.float(), dim=-1)
+    w, idx = torch.topk(p, top_k, dim=-1)
+    w = (w / w.sum(dim=-1, keepdim=True)).to(dtype)
+    inter = experts_down.shape[-1]
+    out = torch.zeros_like(h)
+    for m in range(h.shape[0]):
+        for j in range(top_k):
+            e = int(idx[m, j])
+            gu = F.linear(h[m], experts_gate_up[e])
+            act = F.silu(gu[:inter]) * gu[inter:]
+            out[m] = out[m] + F.linear(act, experts_down[e]) * w[m, j]
+    shared = F.linear(F.silu(F.linear(h, shared_gate)) * F.linear(h, shared_up), shared_down)
+    shared = torch.sigmoid(F.linear(h, shared_expert_gate)) * shared
+    return (out + shared).reshape(shape).to(dtype)
+
+
+_lib.impl("moe", moe_ref, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("etch::moe")
+def _moe_fake(x, router_weight, experts_gate_up, experts_down, shared_gate, shared_up,
+              shared_down, shared_expert_gate, top_k):
+    return torch.empty_like(x)
+
+
+def _moe_out(x, router_weight, experts_gate_up, experts_down, shared_gate, shared_up,
+             shared_down, shared_expert_gate, top_k, *, out):
+    out.copy_(moe_ref(x, router_weight, experts_gate_up, experts_down, shared_gate, shared_up,
+                      shared_down, shared_expert_gate, top_k))
+    return out
+
+
+_lib.impl("moe.out", _moe_out, "CompositeExplicitAutograd")
+
+
+# ----------------------------------------------------------------------------------------
+# etch::attention
+
+
+def attention_ref(q, k, v, k_cache, v_cache, input_pos, scale):
+    """q [B,T,Hq,D]; k/v [B,T,Hkv,D]; k_cache/v_cache [B,S,Hkv,D]; input_pos [1] int64.
+    Writes k and v at rows pos..pos+T of the caches, then returns
+    softmax(q K^T * scale, causal over cache rows <= pos+t) V as [B,T,Hq,D]."""
+    dtype = q.dtype
+    B, T, Hq, D = q.shape
+    Hkv = k.shape[2]
+    pos = int(input_pos.reshape(-1)[0].item())
+    k_cache[:, pos : pos + T] = k.to(k_cache.dtype)
+    v_cache[:, pos : pos + T] = v.to(v_cache.dtype)
+    L = pos + T
+    keys = k_cache[:, :L].float().repeat_interleave(Hq // Hkv, dim=2)  # [B,L,Hq,D]
+    vals = v_cache[:, :L].float().repeat_interleave(Hq // Hkv, dim=2)
+    s = torch.einsum("bthd,blhd->bhtl", q.float(), keys) * scale
+    mask = torch.arange(L)[None, :] > (pos + torch.arange(T))[:, None]
+    s = s.masked_fill(mask, float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    return torch.einsum("bhtl,blhd->bthd", p, vals).to(dtype)
+
+
+_lib.impl("attention", attention_ref, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("etch::attention")
+def _attention_fake(q, k, v, k_cache, v_cache, input_pos, scale):
+    return torch.empty_like(q)
+
+
+def _attention_out(q, k, v, k_cache, v_cache, input_pos, scale, *, out):
+    out.copy_(attention_ref(q, k, v, k_cache, v_cache, input_pos, scale))
+    return out
+
+
+_lib.impl("attention.out", _attention_out, "CompositeExplicitAutograd")
+
+
+# ----------------------------------------------------------------------------------------
+# etch::sample
+
+
+def sample_row(logits, temperature, top_k, top_p, u):
+    """One row of etch::sample (docs/OPS.md): returns an index into `logits`."""
+    logits = logits.float()
+    if temperature <= 0 or top_k == 1:
+        return int(torch.argmax(torch.nan_to_num(logits, nan=float("-inf"))))
+    p = torch.softmax(logits / temperature, dim=-1)
+    # Stable descending order: ties keep the lower index first.
+    order = sorted(range(p.numel()), key=lambda i: (-float(p[i]), i))
+    if top_k > 0:
+        order = order[:top_k]
+    if top_p < 1:
+        acc, keep = 0.0, []
+        for i in order:
+            keep.append(i)
+            acc += float(p[i])
+            if acc >= top_p:
+                break
+        order = keep
+    total = sum(float(p[i]) for i in order)
+    acc = 0.0
+    for i in order:
+        acc += float(p[i])
+        if acc > u * total:
+            return i
+    return order[-1]
+
+
+def sample_ref(logits, sampling):
+    """logits [B,V] float; sampling float32 [4] = (temperature, top_k, top_p, u).
+    Returns int64 [B,1]."""
+    t, k, p, u = (float(x) for x in sampling.reshape(-1)[:4])
+    rows = logits.reshape(-1, logits.shape[-1])
+    ids = [sample_row(r, t, int(k), p, u) for r in rows]
+    return torch.tensor(ids, dtype=torch.int64).reshape(-1, 1)
+
+
+_lib.impl("sample", sample_ref, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("etch::sample")
+def _sample_fake(logits, sampling):
+    return logits.new_empty((logits.reshape(-1, logits.shape[-1]).shape[0], 1), dtype=torch.int64)
+
+
+def _sample_out(logits, sampling, *, out):
+    out.copy_(sample_ref(logits, sampling))
+    return out
+
+
+_lib.impl("sample.out", _sample_out, "CompositeExplicitAutograd")
