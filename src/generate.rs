@@ -91,7 +91,7 @@ fn step(m: &mut Module, tokens: &[i64], pos: i64) -> Result<i64> {
 pub(crate) fn cmd_generate(args: &[String]) -> Result<()> {
     let mut flags = RUN_FLAGS.to_vec();
     flags.extend(["prompt-ids", "max-new-tokens"]);
-    let o = Opts::parse(args, &flags, &["json", "no-cuda-graphs"])?;
+    let o = Opts::parse(args, &flags, &["json", "no-cuda-graphs", "convert-dtype"])?;
     let prompt = parse_ids(o.one("prompt-ids").ok_or_else(|| {
         Error::invalid_argument("--prompt-ids is required (e.g. --prompt-ids 1,2,3)")
     })?)?;

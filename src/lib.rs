@@ -32,7 +32,10 @@ pub use etch_core::{
     Error, ErrorCode, KernelContext, KernelFn, KernelRegistry, Result, ScalarType, Tag, Tensor,
     TensorImpl, TensorRef, Value, bf16, f16,
 };
-pub use etch_format::{NamedDataMap, Program, ProgramParts, PtdFile, WriteOptions};
+pub use etch_format::{
+    NamedDataMap, Program, ProgramParts, PtdFile, Safetensors, TensorLayout, WeightOptions,
+    WriteOptions,
+};
 /// The per-operator profiler (`etch bench --profile`).
 pub use etch_runtime::profile;
 pub use etch_runtime::{

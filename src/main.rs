@@ -13,14 +13,14 @@ etch: run ExecuTorch programs (.pte)
 USAGE:
     etch inspect MODEL.pte [--json]
     etch run MODEL.pte [--method NAME] [--input FILE.npy]... [--data FILE.ptd]... [--weights PATH]... [--no-cuda-graphs]
-                       [--output-dir DIR] [--iterations N] [--simulate-device cuda]
+                       [--convert-dtype] [--output-dir DIR] [--iterations N] [--simulate-device cuda]
     etch bench MODEL.pte [--iterations N] [--json] [--profile] [run's --method/--input/--data/...]
     etch lower IN.pte -o OUT.pte [--device cuda:0] [--ops cuda|portable|FILE] [--per-op]
                        [--skip-h2d-inputs[=M1,M2]] [--skip-d2h-outputs[=M1,M2]]
                        [--replan-only [--no-alloc-graph-input] [--no-alloc-graph-output]]
                        [--alignment N] [--json]
     etch generate MODEL.pte --prompt-ids 1,2,3 [--max-new-tokens N] [--json]
-                       [run's --data/--weights/--simulate-device/--no-cuda-graphs]
+                       [run's --data/--weights/--convert-dtype/--simulate-device/--no-cuda-graphs]
     etch ops
     etch devices
     etch help
@@ -32,7 +32,11 @@ run:
                         (default: deterministic random inputs of the declared shapes)
     --data FILE.ptd     external constants (programs exported with external_constants)
     --weights PATH      external constants from a safetensors checkpoint (a .safetensors
-                        file or a folder of shards), found by their state_dict names
+                        file or a folder of shards), found by their state_dict names;
+                        Hugging Face checkpoints are read as saved (per-expert weights,
+                        model.language_model. prefixes, tied embeddings, index.json)
+    --convert-dtype     convert float32/bfloat16/float16 checkpoint tensors to the dtypes
+                        the program declares (default: a dtype mismatch is an error)
     --output-dir DIR    write output_0.npy, output_1.npy, ... (bfloat16 as float32)
     --iterations N      run N times on one loaded method (state carries over); default 1
     --simulate-device cuda
@@ -815,7 +819,11 @@ fn proc_status_bytes(field: &str) -> Option<u64> {
 }
 
 fn cmd_bench(args: &[String]) -> Result<()> {
-    let o = Opts::parse(args, &RUN_FLAGS, &["json", "no-cuda-graphs", "profile"])?;
+    let o = Opts::parse(
+        args,
+        &RUN_FLAGS,
+        &["json", "no-cuda-graphs", "profile", "convert-dtype"],
+    )?;
     if o.has("profile") {
         // Profiled kernel calls must run: no graph replay.
         etch::set_cuda_graphs(false);
@@ -951,7 +959,7 @@ const RUN_FLAGS: [&str; 6] = [
 ];
 
 /// Opens the model with run's device and data options (`--simulate-device`, `--data`,
-/// `--weights`, `--no-cuda-graphs`).
+/// `--weights`, `--convert-dtype`, `--no-cuda-graphs`).
 fn open_module(o: &Opts) -> Result<(Module, Option<std::sync::Arc<etch::SimulatedAllocator>>)> {
     let path = o.model()?;
     if o.has("no-cuda-graphs") {
@@ -975,8 +983,9 @@ fn open_module(o: &Opts) -> Result<(Module, Option<std::sync::Arc<etch::Simulate
     for d in o.all("data") {
         module = module.with_data_file(d)?;
     }
+    let convert_dtype = o.has("convert-dtype");
     for w in o.all("weights") {
-        module = module.with_weights(w)?;
+        module = module.with_weights_opts(w, etch::WeightOptions { convert_dtype })?;
     }
     Ok((module, simulated))
 }
@@ -1043,7 +1052,7 @@ fn iterations(o: &Opts, default: usize) -> Result<usize> {
 fn cmd_run(args: &[String]) -> Result<()> {
     let mut flags = RUN_FLAGS.to_vec();
     flags.push("output-dir");
-    let o = Opts::parse(args, &flags, &["no-cuda-graphs"])?;
+    let o = Opts::parse(args, &flags, &["no-cuda-graphs", "convert-dtype"])?;
     let iterations = iterations(&o, 1)?;
     let Prepared {
         mut module,

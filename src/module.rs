@@ -2,7 +2,7 @@
 
 use crate::{
     BackendRegistry, DeviceRegistry, Error, KernelRegistry, LoadConfig, Method, MethodMeta,
-    NamedDataMap, Program, PtdFile, Result, Value,
+    NamedDataMap, Program, PtdFile, Result, Value, WeightOptions,
 };
 use std::collections::HashMap;
 use std::path::Path;
@@ -17,6 +17,26 @@ impl NamedDataMap for DataFiles {
     }
     fn keys(&self) -> Vec<&str> {
         self.0.iter().flat_map(|f| f.keys()).collect()
+    }
+    /// The first source that has the tensor; a source's `NotFound` (which names what it
+    /// tried) is reported only when no source has it.
+    fn get_tensor(
+        &self,
+        key: &str,
+        expected: &etch_format::TensorLayout,
+    ) -> Result<Option<etch_format::NamedBlob<'_>>> {
+        let mut missing = None;
+        for f in &self.0 {
+            match f.get_tensor(key, expected) {
+                Ok(Some(b)) => return Ok(Some(b)),
+                Ok(None) => {}
+                Err(e) if e.code() == crate::ErrorCode::NotFound => {
+                    missing.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        missing.map_or(Ok(None), Err)
     }
 }
 
@@ -105,10 +125,26 @@ impl Module {
     /// shards such as a Hugging Face checkpoint) as external data: a program exported with
     /// external constants finds each weight by its fully qualified name, the `state_dict`
     /// key. The files are memory-mapped; dtype and shape are checked against the program.
-    pub fn with_weights(mut self, path: impl AsRef<Path>) -> Result<Module> {
+    /// Hugging Face checkpoints are read as they are: multimodal `model.language_model.`
+    /// prefixes, per-expert weights stacked on first use, tied embeddings, sharded folders
+    /// with or without `model.safetensors.index.json` (see [`crate::Safetensors`]).
+    /// A dtype mismatch is an error; [`Module::with_weights_opts`] can convert instead.
+    pub fn with_weights(self, path: impl AsRef<Path>) -> Result<Module> {
+        self.with_weights_opts(path, WeightOptions::default())
+    }
+
+    /// [`Module::with_weights`] with options, e.g. converting float32/bfloat16/float16
+    /// weights to the dtypes the program declares:
+    /// `module.with_weights_opts(dir, WeightOptions { convert_dtype: true })`.
+    pub fn with_weights_opts(
+        mut self,
+        path: impl AsRef<Path>,
+        options: WeightOptions,
+    ) -> Result<Module> {
         let path = path.as_ref();
         self.data_files.push(Arc::new(
-            etch_format::Safetensors::open(path).map_err(|e| e.context(path.display()))?,
+            etch_format::Safetensors::open_with(path, options)
+                .map_err(|e| e.context(path.display()))?,
         ));
         self.refresh_named_data();
         Ok(self)

@@ -35,7 +35,7 @@ pub mod schema {
 pub use data::DataSource;
 pub use program::{ExtendedHeader, Program, TensorLayout};
 pub use ptd::{NamedBlob, NamedDataMap, PtdFile};
-pub use safetensors::Safetensors;
+pub use safetensors::{Safetensors, WeightOptions};
 pub use write::{ProgramParts, WriteOptions};
 
 use etch_core::Error;

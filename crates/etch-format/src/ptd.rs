@@ -27,6 +27,18 @@ pub trait NamedDataMap: Send + Sync {
     fn get(&self, key: &str) -> Option<NamedBlob<'_>>;
     /// All keys.
     fn keys(&self) -> Vec<&str>;
+    /// The bytes of the tensor `key` that the program declares with layout `expected`.
+    ///
+    /// The runtime looks external constants up through this method. A map may use the
+    /// expected layout to build the tensor (a checkpoint stacks per-expert weights or
+    /// converts dtypes, see [`crate::Safetensors`]) and to report a mismatch in its own
+    /// terms. `Ok(None)`, or an error with code `NotFound`, means this map does not have
+    /// the tensor (a chain of maps then asks the next one); any other error means it has
+    /// something under that name that cannot be used. The default is [`NamedDataMap::get`].
+    fn get_tensor(&self, key: &str, expected: &TensorLayout) -> Result<Option<NamedBlob<'_>>> {
+        let _ = expected;
+        Ok(self.get(key))
+    }
 }
 
 /// A loaded, verified `.ptd` file.

@@ -116,6 +116,17 @@ impl NamedDataMap for ProgramNamedData<'_> {
     fn keys(&self) -> Vec<&str> {
         self.external.map(|m| m.keys()).unwrap_or_default()
     }
+    fn get_tensor(
+        &self,
+        key: &str,
+        expected: &etch_format::TensorLayout,
+    ) -> Result<Option<etch_format::NamedBlob<'_>>> {
+        if let Ok(Some(data)) = self.program.named_data(key) {
+            return Ok(Some(etch_format::NamedBlob { data, layout: None }));
+        }
+        self.external
+            .map_or(Ok(None), |m| m.get_tensor(key, expected))
+    }
 }
 
 /// A loaded method, ready to execute.
@@ -627,7 +638,12 @@ impl Method {
                 let (ptr, cap) = match &d.placement {
                     DataPlacement::Constant(idx) => upload(program.constant(*idx, d.nbytes)?)?,
                     DataPlacement::External(key) => {
-                        let blob = named.get(key).ok_or_else(|| {
+                        let expected = etch_format::TensorLayout {
+                            dtype: d.dtype,
+                            sizes: d.sizes.iter().map(|&s| s as i64).collect(),
+                            dim_order: d.dim_order.clone(),
+                        };
+                        let blob = named.get_tensor(key, &expected)?.ok_or_else(|| {
                             Error::not_found(format!(
                                 "external constant '{key}' not found; pass the .ptd file or safetensors checkpoint that holds it (`--data model.ptd`, `--weights DIR`)"
                             ))
