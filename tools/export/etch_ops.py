@@ -17,6 +17,8 @@ Operators:
                            at the given position
     etch::sample           a next-token sampler (greedy, temperature, top-k, top-p) driven
                            by a uniform number from the host
+    etch::rms_norm         RMSNorm over the last dim, weight as (unit_offset + w)
+    etch::rms_norm_gated   RMSNormGated: w * norm(x) times silu(z)
 """
 import torch
 import torch.nn.functional as F
@@ -36,6 +38,8 @@ _ATTN_ARGS = (
     "Tensor q, Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor input_pos, float scale"
 )
 _SAMPLE_ARGS = "Tensor logits, Tensor sampling"
+_NORM_ARGS = "Tensor x, Tensor weight, float eps, bool unit_offset"
+_GNORM_ARGS = "Tensor x, Tensor z, Tensor weight, float eps"
 
 _lib.define(f"gated_delta_net({_GDN_ARGS}) -> Tensor")
 _lib.define(f"gated_delta_net.out({_GDN_ARGS}, *, Tensor(c!) out) -> Tensor(c!)")
@@ -45,6 +49,10 @@ _lib.define(f"attention({_ATTN_ARGS}) -> Tensor")
 _lib.define(f"attention.out({_ATTN_ARGS}, *, Tensor(c!) out) -> Tensor(c!)")
 _lib.define(f"sample({_SAMPLE_ARGS}) -> Tensor")
 _lib.define(f"sample.out({_SAMPLE_ARGS}, *, Tensor(a!) out) -> Tensor(a!)")
+_lib.define(f"rms_norm({_NORM_ARGS}) -> Tensor")
+_lib.define(f"rms_norm.out({_NORM_ARGS}, *, Tensor(a!) out) -> Tensor(a!)")
+_lib.define(f"rms_norm_gated({_GNORM_ARGS}) -> Tensor")
+_lib.define(f"rms_norm_gated.out({_GNORM_ARGS}, *, Tensor(a!) out) -> Tensor(a!)")
 
 
 # ----------------------------------------------------------------------------------------
@@ -264,3 +272,53 @@ def _sample_out(logits, sampling, *, out):
 
 
 _lib.impl("sample.out", _sample_out, "CompositeExplicitAutograd")
+
+
+# ----------------------------------------------------------------------------------------
+# etch::rms_norm, etch::rms_norm_gated
+
+
+def rms_norm_ref(x, weight, eps, unit_offset):
+    """x [..., N], weight [N]: x * rsqrt(mean(x^2) + eps) * (unit_offset + w) in float32,
+    rounded once to x's dtype (Qwen3_5MoeRMSNorm with unit_offset=True)."""
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return (h * ((1.0 if unit_offset else 0.0) + weight.float())).to(x.dtype)
+
+
+def rms_norm_gated_ref(x, z, weight, eps):
+    """x, z [..., N], weight [N] (Qwen3_5MoeRMSNormGated): the norm in float32, rounded to
+    x's dtype and multiplied by w (in x's dtype), then times silu(z) in float32, rounded."""
+    dtype = x.dtype
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    h = weight * h.to(dtype)
+    return (h * F.silu(z.float())).to(dtype)
+
+
+_lib.impl("rms_norm", rms_norm_ref, "CompositeExplicitAutograd")
+_lib.impl("rms_norm_gated", rms_norm_gated_ref, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("etch::rms_norm")
+def _rms_norm_fake(x, weight, eps, unit_offset):
+    return torch.empty_like(x)
+
+
+@torch.library.register_fake("etch::rms_norm_gated")
+def _rms_norm_gated_fake(x, z, weight, eps):
+    return torch.empty_like(x)
+
+
+def _rms_norm_out(x, weight, eps, unit_offset, *, out):
+    out.copy_(rms_norm_ref(x, weight, eps, unit_offset))
+    return out
+
+
+def _rms_norm_gated_out(x, z, weight, eps, *, out):
+    out.copy_(rms_norm_gated_ref(x, z, weight, eps))
+    return out
+
+
+_lib.impl("rms_norm.out", _rms_norm_out, "CompositeExplicitAutograd")
+_lib.impl("rms_norm_gated.out", _rms_norm_gated_out, "CompositeExplicitAutograd")

@@ -31,7 +31,6 @@ import time
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import etch_ops  # noqa: E402,F401  (registers torch.ops.etch.*)
@@ -94,9 +93,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.zeros(dim))
 
     def forward(self, x):
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (h * (1.0 + self.weight.float())).type_as(x)
+        return torch.ops.etch.rms_norm(x, self.weight, self.eps, True)
 
 
 class GatedNorm(nn.Module):
@@ -108,11 +105,7 @@ class GatedNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, o, z):
-        dtype = o.dtype
-        h = o.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        h = self.weight * h.to(dtype)
-        return (h * F.silu(z.float())).to(dtype)
+        return torch.ops.etch.rms_norm_gated(o, z, self.weight, self.eps)
 
 
 def linear(dim_in, dim_out):

@@ -9,6 +9,8 @@
 //!   sigmoid-gated shared expert.
 //! - [`attention`]: `etch::attention.out`, causal GQA attention after writing `k` and `v`
 //!   into the caches at the position held in a tensor.
+//! - [`norm`]: `etch::rms_norm.out` and `etch::rms_norm_gated.out`, Qwen 3.5's RMSNorms
+//!   as one kernel each.
 //! - [`sample`]: `etch::sample.out`, next-token sampling (greedy, temperature, top-k,
 //!   top-p) with a uniform number from the host.
 //!
@@ -18,6 +20,7 @@
 pub mod attention;
 pub mod gdn;
 pub mod moe;
+pub mod norm;
 pub mod sample;
 
 use etch_core::{Error, KernelRegistry, Result, ScalarType, TensorRef};
@@ -28,6 +31,8 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     reg.register("etch::moe.out", moe::moe_out)?;
     reg.register("etch::attention.out", attention::attention_out)?;
     reg.register("etch::sample.out", sample::sample_out)?;
+    reg.register("etch::rms_norm.out", norm::rms_norm_out)?;
+    reg.register("etch::rms_norm_gated.out", norm::rms_norm_gated_out)?;
     Ok(())
 }
 

@@ -1,0 +1,137 @@
+//! `etch::rms_norm.out(x, weight, eps, unit_offset, *, out)` and
+//! `etch::rms_norm_gated.out(x, z, weight, eps, *, out)`: Qwen 3.5's two RMSNorms over the
+//! last dim, each one kernel instead of the ~9 casts, powers, means and products PyTorch
+//! exports (docs/OPS.md).
+//!
+//! - `rms_norm`: `rnd(x * rsqrt(mean(x^2) + eps) * (unit_offset + w))`, in f32;
+//! - `rms_norm_gated`: `rnd(rnd(w * rnd(x * rsqrt(mean(x^2) + eps))) * silu(z))`.
+
+use super::{check_io_dtype, dispatch_io, expect_dtype, expect_shape, silu};
+use crate::threads::{self, SharedMut};
+use crate::util::FElem;
+use etch_core::{Error, KernelContext, Result, TensorRef};
+
+/// A decoded `etch::rms_norm` or `etch::rms_norm_gated` call.
+pub struct RmsNormCall<'a> {
+    /// `x [..., N]`.
+    pub x: TensorRef<'a>,
+    /// The gate `z`, shaped like `x` (`rms_norm_gated` only).
+    pub z: Option<TensorRef<'a>>,
+    /// `weight [N]`.
+    pub w: TensorRef<'a>,
+    /// `out`, shaped like `x`.
+    pub out: TensorRef<'a>,
+    /// Epsilon, and the constant added to the weight (1 for Qwen's `(1 + w)` norm).
+    pub eps: f64,
+    /// See `eps`.
+    pub offset: f32,
+    /// Rows and row length.
+    pub rows: usize,
+    /// See `rows`.
+    pub n: usize,
+}
+
+/// Decodes `etch::rms_norm.out` (args [x, weight, eps, unit_offset, out, (ret)]) or, with
+/// `gated`, `etch::rms_norm_gated.out` (args [x, z, weight, eps, out, (ret)]).
+pub fn rms_norm_call<'a>(ctx: &mut KernelContext<'a>, gated: bool) -> Result<RmsNormCall<'a>> {
+    let op = ctx.op_name();
+    let x = ctx.tensor(0)?;
+    let (z, w, eps, offset, out_i) = if gated {
+        (Some(ctx.tensor(1)?), ctx.tensor(2)?, ctx.double(3)?, 0.0, 4)
+    } else {
+        let unit = ctx.bool(3)?;
+        (
+            None,
+            ctx.tensor(1)?,
+            ctx.double(2)?,
+            if unit { 1.0 } else { 0.0 },
+            4,
+        )
+    };
+    check_io_dtype(op, "x", x.dtype())?;
+    expect_dtype(op, "x", &x, x.dtype())?;
+    let n = x.sizes().last().copied().unwrap_or(0);
+    if x.dim() == 0 || n == 0 {
+        return Err(Error::invalid_argument(format!(
+            "{op}: x must be [..., N] with N > 0, got {:?}",
+            x.sizes()
+        )));
+    }
+    expect_dtype(op, "weight", &w, x.dtype())?;
+    expect_shape(op, "weight", &w, &[n])?;
+    if let Some(z) = &z {
+        expect_dtype(op, "z", z, x.dtype())?;
+        expect_shape(op, "z", z, x.sizes())?;
+    }
+    if !(eps >= 0.0) || !eps.is_finite() {
+        return Err(Error::invalid_argument(format!(
+            "{op}: eps {eps} must be finite and >= 0"
+        )));
+    }
+    let out = ctx.resize_out(out_i, x.sizes())?;
+    expect_dtype(op, "out", &out, x.dtype())?;
+    let rows = x.numel() / n;
+    Ok(RmsNormCall {
+        x,
+        z,
+        w,
+        out,
+        eps,
+        offset,
+        rows,
+        n,
+    })
+}
+
+/// Elements below which a norm stays on the calling thread.
+const TASK: usize = 1 << 13;
+
+/// `etch::rms_norm.out` on the CPU.
+pub fn rms_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let mut c = rms_norm_call(ctx, false)?;
+    dispatch_io!(c.x.dtype(), ctx.op_name(), "x", |T| run::<T>(&mut c))
+}
+
+/// `etch::rms_norm_gated.out` on the CPU.
+pub fn rms_norm_gated_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let mut c = rms_norm_call(ctx, true)?;
+    dispatch_io!(c.x.dtype(), ctx.op_name(), "x", |T| run::<T>(&mut c))
+}
+
+fn run<T: FElem<F = f32>>(c: &mut RmsNormCall<'_>) -> Result<()> {
+    let (rows, n) = (c.rows, c.n);
+    let x = c.x.data::<T>()?;
+    let w = c.w.data::<T>()?;
+    let z = match &c.z {
+        Some(z) => Some(z.data::<T>()?),
+        None => None,
+    };
+    let (eps, offset) = (c.eps as f32, c.offset);
+    let o = SharedMut::new(c.out.data_mut::<T>()?);
+    let tasks = threads::tasks_for(rows * n, TASK).clamp(1, rows.max(1));
+    threads::run(tasks, &|t| {
+        for r in threads::part(rows, tasks, t) {
+            let xr = &x[r * n..(r + 1) * n];
+            let ss: f32 = xr.iter().map(|v| v.to_f() * v.to_f()).sum();
+            let inv = 1.0 / (ss / n as f32 + eps).sqrt();
+            // SAFETY: row `r` is this task's alone.
+            let orow = unsafe { o.slice(r * n, n) };
+            match z {
+                None => {
+                    for ((y, v), wj) in orow.iter_mut().zip(xr).zip(w) {
+                        *y = T::from_f(v.to_f() * inv * (offset + wj.to_f()));
+                    }
+                }
+                Some(z) => {
+                    let zr = &z[r * n..(r + 1) * n];
+                    for (((y, v), wj), zj) in orow.iter_mut().zip(xr).zip(w).zip(zr) {
+                        let h = T::from_f(v.to_f() * inv).to_f();
+                        let h = T::from_f(wj.to_f() * h).to_f();
+                        *y = T::from_f(h * silu(zj.to_f()));
+                    }
+                }
+            }
+        }
+    });
+    Ok(())
+}
