@@ -101,6 +101,8 @@ const ALL: &[ScalarType] = &[F32, F16, BF16, F64, Long, Int, Short, Char, Byte, 
 const NUMERIC: &[ScalarType] = &[F32, F16, BF16, F64, Long, Int, Short, Char, Byte];
 /// Floating-point dtypes (and integer index tensors where an op takes them).
 const FLOATS: &[ScalarType] = &[F32, F16, BF16, F64];
+/// The `etch::` ops' IO dtypes.
+const ETCH_IO: &[ScalarType] = &[F32, F16, BF16];
 /// Max pooling: floating-point values and int64 indices.
 const MAXPOOL: &[ScalarType] = &[F32, F16, BF16, F64, Long];
 
@@ -215,6 +217,12 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
         ("aten::_softmax.out", norm::softmax_out, FLOATS),
         ("aten::_log_softmax.out", norm::log_softmax_out, FLOATS),
         ("aten::native_layer_norm.out", norm::layer_norm_out, FLOATS),
+        ("etch::rms_norm.out", norm::etch_rms_norm_out, ETCH_IO),
+        (
+            "etch::rms_norm_gated.out",
+            norm::etch_rms_norm_gated_out,
+            ETCH_IO,
+        ),
         ("aten::embedding.out", index::embedding_out, ALL),
         ("aten::index_select.out", index::index_select_out, ALL),
         ("aten::gather.out", index::gather_out, ALL),

@@ -1,7 +1,8 @@
 //! Normalisations (norm.cu), with the CPU kernels' argument rules: `_softmax`,
 //! `_log_softmax` and `native_layer_norm` (one warp per row); batch norm with running
 //! statistics (elementwise per channel), batch norm with the input's own statistics and
-//! `native_group_norm` (one block per channel or group row, statistics in f64).
+//! `native_group_norm` (one block per channel or group row, statistics in f64); and
+//! `etch::rms_norm` / `etch::rms_norm_gated` (one block per row).
 
 use crate::Family;
 use crate::context::{Launch, rows_config, with_device};
@@ -9,6 +10,7 @@ use crate::elementwise::Domain;
 use crate::util::{MAX_DIMS, arg, check_rank, dt_code, ptr, same_device};
 use cudarc::driver::LaunchConfig;
 use etch_core::{Error, KernelContext, Result, TensorRef};
+use etch_kernels::etch_ops::norm::rms_norm_call;
 use etch_kernels::norm::{GroupNormCall, group_norm_call, layer_norm_call};
 use etch_kernels::util::{same_dtype, wrap};
 
@@ -425,4 +427,69 @@ pub(crate) fn group_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         "moments_norm_f32"
     };
     launch_bn(ctx, &out, name, rows_config(rows, 256), a)
+}
+
+/// `struct RmsArgs` in norm.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RmsArgs {
+    x: u64,
+    z: u64,
+    w: u64,
+    out: u64,
+    dt: i32,
+    pad: i32,
+    rows: i64,
+    n: i64,
+    eps: f32,
+    offset: f32,
+}
+// SAFETY: plain `#[repr(C)]` data laid out as the CUDA struct.
+unsafe impl cudarc::driver::DeviceRepr for RmsArgs {}
+
+/// `etch::rms_norm.out` and `etch::rms_norm_gated.out` (arguments decoded by
+/// `etch_kernels::etch_ops::norm::rms_norm_call`): one block of 256 threads per row.
+fn etch_rms_norm(ctx: &mut KernelContext<'_>, gated: bool) -> Result<()> {
+    let op = ctx.op_name();
+    let c = rms_norm_call(ctx, gated)?;
+    same_device(op, &[&c.x, &c.w, &c.out])?;
+    if let Some(z) = &c.z {
+        same_device(op, &[&c.x, z])?;
+    }
+    if c.rows == 0 {
+        return Ok(());
+    }
+    let mut a = RmsArgs {
+        x: ptr(&c.x),
+        z: c.z.as_ref().map_or(0, ptr),
+        w: ptr(&c.w),
+        out: ptr(&c.out),
+        dt: dt_code(op, c.x.dtype())?,
+        pad: 0,
+        rows: c.rows as i64,
+        n: c.n as i64,
+        eps: c.eps as f32,
+        offset: c.offset,
+    };
+    let cfg = LaunchConfig {
+        grid_dim: (c.rows.clamp(1, 1 << 16) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    with_device(ctx, c.out.device(), |mut l: Launch<'_>| {
+        let f = l.function(Family::Norm, "etch_rms_norm")?;
+        let mut args = [arg(&mut a)];
+        // SAFETY: pointers are live, contiguous device memory of the checked shapes.
+        unsafe { l.launch_with(f, cfg, &mut args) }
+    })
+}
+
+/// `etch::rms_norm.out`.
+pub(crate) fn etch_rms_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    etch_rms_norm(ctx, false)
+}
+
+/// `etch::rms_norm_gated.out`.
+pub(crate) fn etch_rms_norm_gated_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    etch_rms_norm(ctx, true)
 }

@@ -198,3 +198,57 @@ template <typename C> __device__ void batch_norm_stats(const BnArgs& a) {
 }
 extern "C" __global__ void batch_norm_f32(BnArgs a) { batch_norm_stats<float>(a); }
 extern "C" __global__ void batch_norm_f64(BnArgs a) { batch_norm_stats<double>(a); }
+
+// ---- etch::rms_norm / etch::rms_norm_gated (Qwen 3.5) ----
+// One block per row (grid-stride over rows); the sum of squares in f32 over the block.
+// Plain: out = rnd(x * inv * (offset + w)). Gated (z != null):
+// out = rnd(rnd(w * rnd(x * inv)) * silu(z)), rnd = rounding to the IO dtype.
+struct RmsArgs {
+    const void* x;
+    const void* z;  // null: plain norm
+    const void* w;
+    void* out;
+    int dt;
+    int pad;
+    i64 rows, n;
+    float eps, offset;
+};
+
+__device__ __forceinline__ float rnd_dt(float v, int dt) {
+    if (dt == DT_BF16) return bf2f(f2bf(v));
+    if (dt == DT_F16) return h2f(f2h(v));
+    return v;
+}
+
+extern "C" __global__ void etch_rms_norm(RmsArgs a) {
+    __shared__ float sh[32];
+    for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
+        const i64 base = r * a.n;
+        float ss = 0.0f;
+        for (i64 i = threadIdx.x; i < a.n; i += blockDim.x) {
+            float v = ld<float>(a.x, a.dt, base + i);
+            ss += v * v;
+        }
+        ss = wsum(ss);
+        int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+        __syncthreads();
+        if (lane == 0) sh[wid] = ss;
+        __syncthreads();
+        float tot = 0.0f;
+        for (int k = 0; k < (int)(blockDim.x >> 5); ++k) tot += sh[k];
+        const float inv = 1.0f / sqrtf(tot / (float)a.n + a.eps);
+        for (i64 i = threadIdx.x; i < a.n; i += blockDim.x) {
+            float h = ld<float>(a.x, a.dt, base + i) * inv;
+            float w = ld<float>(a.w, a.dt, i);
+            float y;
+            if (a.z) {
+                h = rnd_dt(w * rnd_dt(h, a.dt), a.dt);
+                float z = ld<float>(a.z, a.dt, base + i);
+                y = h * (z / (1.0f + expf(-z)));
+            } else {
+                y = h * (a.offset + w);
+            }
+            st(a.out, a.dt, base + i, y);
+        }
+    }
+}
