@@ -17,6 +17,7 @@ pub mod llama;
 pub mod norm;
 pub mod prim;
 pub mod reduce;
+pub mod sample;
 pub mod scratch;
 pub mod shape;
 pub mod threads;
@@ -25,6 +26,8 @@ pub mod upsample;
 pub mod util;
 
 use etch_core::{KernelRegistry, Result};
+
+pub use sample::{SplitMix64, sample_row};
 
 /// Registers every portable CPU kernel into `reg`.
 pub fn register_portable(reg: &mut KernelRegistry) -> Result<()> {
