@@ -52,6 +52,10 @@ pub use etch_compiler as compiler;
 /// only large work, along independent outputs, so results do not depend on it.
 pub use etch_kernels::threads::{num_threads, set_num_threads};
 
+/// Token sampling shared by `etch generate` and on-device sampling kernels, and the host's
+/// seeded generator ([`etch_kernels::sample`]).
+pub use etch_kernels::sample::{SplitMix64, sample_row};
+
 static CUDA_GRAPHS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(2);
 
 /// Whether modules created from now on record CUDA delegates as CUDA graphs and replay

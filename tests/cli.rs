@@ -319,7 +319,7 @@ fn lower_rejects_bad_arguments_with_messages() {
     let dir = tmpdir("lower-bad");
     let out = dir.join("x.pte");
     for (args, needle) in [
-        (vec![], "no output file"),
+        (vec![], "--output <OUT.pte>"),
         (
             vec!["-o", out.to_str().unwrap(), "--device", "cpu"],
             "--replan-only",
@@ -358,4 +358,98 @@ fn lower_rejects_bad_arguments_with_messages() {
         );
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+#[test]
+fn usage_errors_are_reported_by_the_parser() {
+    // Usage errors: exit code 2, a message naming the option, then the usage line.
+    let model = fixtures_dir().join("mlp/model.pte");
+    let m = model.to_str().unwrap();
+    for (args, needle) in [
+        (vec!["generate", m], "--prompt <TEXT>|--prompt-ids"),
+        (
+            vec!["generate", m, "--prompt", "a", "--prompt-ids", "1"],
+            "cannot be used with",
+        ),
+        (
+            vec!["generate", m, "--prompt-ids", "1,x"],
+            "'x' is not an integer",
+        ),
+        (
+            vec!["generate", m, "--prompt-ids", ","],
+            "no token ids given",
+        ),
+        (
+            vec!["generate", m, "--prompt-ids", "1", "--top-p", "1.5"],
+            "expected a number in (0, 1]",
+        ),
+        (
+            vec!["generate", m, "--prompt-ids", "1", "--temperature", "-1"],
+            "expected a number >= 0",
+        ),
+        (
+            vec!["generate", m, "--prompt-ids", "1", "--chat"],
+            "cannot be used with '--chat'",
+        ),
+        (
+            vec![
+                "generate",
+                m,
+                "--prompt-ids",
+                "1",
+                "--max-new-tokens",
+                "many",
+            ],
+            "--max-new-tokens <N>",
+        ),
+        (
+            vec!["run", m, "--iterations", "0"],
+            "expected a positive integer",
+        ),
+        (vec!["run", m, "--bogus"], "unexpected argument '--bogus'"),
+        (vec!["run", m, "--simulate-device", "tpu"], "takes 'cuda'"),
+        (vec!["inspect"], "<MODEL.pte>"),
+        (vec!["frobnicate"], "unrecognized subcommand 'frobnicate'"),
+    ] {
+        let o = etch().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.starts_with("error:") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("--help"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn help_describes_every_subcommand() {
+    let o = etch().arg("--help").output().unwrap();
+    assert!(o.status.success());
+    let top = String::from_utf8_lossy(&o.stdout);
+    for cmd in [
+        "inspect", "run", "bench", "lower", "generate", "ops", "devices",
+    ] {
+        assert!(top.contains(cmd), "{top}");
+        let o = etch().args(["help", cmd]).output().unwrap();
+        assert!(o.status.success(), "{cmd}");
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains(&format!("Usage: etch {cmd}")), "{text}");
+    }
+    let o = etch().args(["generate", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    for needle in [
+        "prefill(tokens i64[1,T], input_pos i64[1], sampling f32[4])",
+        "--top-p <P>",
+        "--seed <S>",
+        "--chat",
+        "--tokenizer <PATH>",
+        "--simulate-device <cuda>",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    // No command: the help, as a usage error.
+    let o = etch().output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Usage: etch <COMMAND>"));
 }

@@ -18,7 +18,7 @@ pub mod planner;
 mod rewrite;
 mod views;
 
-pub use lower::{LowerOptions, LowerSummary, MethodSelection, SupportedOps, lower};
+pub use lower::{LowerOptions, LowerSummary, MethodLowering, MethodSelection, SupportedOps, lower};
 pub use planner::{DEFAULT_ALIGNMENT, MethodPlanStats, PlanOptions};
 
 use etch_core::Result;

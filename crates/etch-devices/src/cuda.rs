@@ -60,6 +60,8 @@ pub struct CudaStats {
     pub live_allocations: u64,
     /// Bytes alive now (as requested).
     pub live_bytes: u64,
+    /// The most bytes alive at once (as requested).
+    pub peak_bytes: u64,
 }
 
 /// The CUDA device allocator (registers as [`DeviceType::Cuda`]).
@@ -451,6 +453,7 @@ impl DeviceAllocator for CudaAllocator {
                     l.1.allocations += 1;
                     l.1.live_allocations += 1;
                     l.1.live_bytes += nbytes as u64;
+                    l.1.peak_bytes = l.1.peak_bytes.max(l.1.live_bytes);
                 }
                 Ok(p as usize as *mut u8)
             }

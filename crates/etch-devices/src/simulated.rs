@@ -20,6 +20,8 @@ pub struct SimStats {
     pub live_allocations: u64,
     /// Bytes still allocated.
     pub live_bytes: u64,
+    /// The most bytes allocated at once.
+    pub peak_bytes: u64,
     /// Host → device copies.
     pub h2d_copies: u64,
     /// Device → host copies.
@@ -210,6 +212,7 @@ impl DeviceAllocator for SimulatedAllocator {
         s.stats.allocations += 1;
         s.stats.live_allocations += 1;
         s.stats.live_bytes += nbytes as u64;
+        s.stats.peak_bytes = s.stats.peak_bytes.max(s.stats.live_bytes);
         Ok(addr as *mut u8)
     }
 

@@ -28,6 +28,8 @@ pub mod util;
 
 use etch_core::{KernelRegistry, Result};
 
+pub use sample::{SplitMix64, sample_row};
+
 /// Registers every portable CPU kernel into `reg`.
 pub fn register_portable(reg: &mut KernelRegistry) -> Result<()> {
     binary::register(reg)?;

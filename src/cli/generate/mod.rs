@@ -1,0 +1,394 @@
+//! `etch generate`: token generation with an LLM program, streamed as text (with a
+//! tokenizer) or ids, with seeded sampling and timing and memory figures.
+
+mod program;
+mod text;
+
+use super::progress::Progress;
+use super::{ModelOpts, Opened, mib, peak_device_bytes, proc_status_bytes};
+use etch::{Error, Result, SplitMix64};
+use program::{Convention, LlmProgram, Sampling};
+use serde_json::json;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+use text::{Checkpoint, Text, TextStream};
+
+/// `etch help generate`: the conventions, the stops and what goes where.
+pub const LONG_ABOUT: &str = "\
+Generate text with an LLM program.
+
+Program conventions, found from method names and input counts:
+  prefill(tokens i64[1,T], input_pos i64[1], sampling f32[4]) and
+  decode(tokens i64[1,1], input_pos i64[1], sampling f32[4]), sharing their KV cache
+      (etch's convention; chosen when both methods exist);
+  forward(tokens i64[1,T], input_pos i64[1]) with the KV cache inside
+      (ExecuTorch's LLM runner, export_llm).
+sampling = [temperature, top_k, top_p, u], with u a uniform draw from the --seed stream, one
+per generated token. A method returning an int64 tensor returns the sampled token; one
+returning floats returns logits ([1,V] or [1,T,V]), which etch samples the same way.
+Metadata methods are read when present: get_max_seq_len, get_max_context_len,
+get_vocab_size, get_bos_id, get_eos_ids (or get_eos_id), use_kv_cache,
+enable_dynamic_shape, get_n_layers. A dynamic prompt length is prefilled in one call (in
+chunks of the bound when longer), a static one in chunks of its length.
+
+Generation stops at an end-of-sequence id (the program's get_eos_ids, else eos_token_id of
+generation_config.json or config.json beside the tokenizer or the weights), after
+--max-new-tokens, or at the program's context length. Text streams to stdout as it is
+generated (token ids without a tokenizer); timings and peak memory go to stderr, or with
+--json everything goes into one JSON object on stdout.";
+
+/// The options of `etch generate`.
+#[derive(clap::Args, Debug)]
+#[command(group(
+    clap::ArgGroup::new("prompt_source").required(true).args(["prompt", "prompt_ids"])
+))]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    pub model: ModelOpts,
+    /// A Hugging Face tokenizer.json [default: tokenizer.json in the --weights folder, if
+    /// there]
+    #[arg(long, value_name = "PATH")]
+    pub tokenizer: Option<PathBuf>,
+    /// The prompt as text (needs a tokenizer)
+    #[arg(long, value_name = "TEXT")]
+    pub prompt: Option<String>,
+    /// The prompt as token ids, comma-separated
+    #[arg(long, value_name = "1,2,3", value_parser = parse_ids)]
+    pub prompt_ids: Option<TokenIds>,
+    /// Stop after N generated tokens
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub max_new_tokens: usize,
+    /// Sampling temperature; 0 is greedy (argmax)
+    #[arg(
+        long,
+        value_name = "T",
+        default_value_t = 0.0,
+        value_parser = temperature,
+        allow_negative_numbers = true
+    )]
+    pub temperature: f32,
+    /// Sample among the K most probable tokens only (0: all)
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub top_k: usize,
+    /// Sample among the fewest most probable tokens whose probabilities add up to P (1: all)
+    #[arg(long, value_name = "P", default_value_t = 1.0, value_parser = top_p)]
+    pub top_p: f32,
+    /// Seed of the sampling draws (splitmix64; one uniform draw per generated token, greedy
+    /// or not, so a seed gives the same stream every run)
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Wrap --prompt in the checkpoint's chat template (chat_template.jinja, or
+    /// tokenizer_config.json's chat_template) as one user message, with the generation
+    /// prompt
+    #[arg(long, conflicts_with = "prompt_ids")]
+    pub chat: bool,
+    /// Print one JSON object (prompt and generated ids, text, timings, memory) instead of
+    /// streaming
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Token ids given on the command line.
+#[derive(Debug, Clone)]
+pub struct TokenIds(Vec<i64>);
+
+fn parse_ids(s: &str) -> std::result::Result<TokenIds, String> {
+    let ids = s
+        .split(',')
+        .filter(|x| !x.trim().is_empty())
+        .map(|x| {
+            x.trim()
+                .parse::<i64>()
+                .map_err(|_| format!("'{}' is not an integer", x.trim()))
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    if ids.is_empty() {
+        return Err("no token ids given".into());
+    }
+    Ok(TokenIds(ids))
+}
+
+fn temperature(s: &str) -> std::result::Result<f32, String> {
+    s.parse::<f32>()
+        .ok()
+        .filter(|t| t.is_finite() && *t >= 0.0)
+        .ok_or_else(|| format!("expected a number >= 0, got '{s}'"))
+}
+
+fn top_p(s: &str) -> std::result::Result<f32, String> {
+    s.parse::<f32>()
+        .ok()
+        .filter(|p| *p > 0.0 && *p <= 1.0)
+        .ok_or_else(|| format!("expected a number in (0, 1], got '{s}'"))
+}
+
+/// Why generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Eos,
+    MaxNewTokens,
+    Context,
+}
+
+impl Stop {
+    fn name(self) -> &'static str {
+        match self {
+            Stop::Eos => "eos",
+            Stop::MaxNewTokens => "max-new-tokens",
+            Stop::Context => "context",
+        }
+    }
+}
+
+/// The program, its tokenizer and the checkpoint files, loaded.
+struct Loaded {
+    program: LlmProgram,
+    simulated: Option<std::sync::Arc<etch::SimulatedAllocator>>,
+    text: Option<Text>,
+    checkpoint: Checkpoint,
+    load_s: f64,
+}
+
+/// Opens the program, finds its convention, loads its methods and the tokenizer.
+fn load(a: &GenerateArgs) -> Result<Loaded> {
+    let t0 = Instant::now();
+    let progress = Progress::new(4, !a.json);
+    let Opened {
+        mut module,
+        simulated,
+    } = a.model.open(&progress)?;
+    let convention = program::detect(&module)?;
+    if convention == Convention::PrefillDecode {
+        // prefill and decode share their state (the KV cache): programs exported with
+        // share_mutable_buffers plan it in the same place of each method's arenas.
+        module = module.with_shared_arenas(true);
+    }
+    progress.step("reading metadata");
+    let mut program = LlmProgram::new(module, convention)?;
+    progress.inc();
+    for name in program.methods() {
+        progress.step(format!("loading {name}"));
+        program.module.load_method(&name)?;
+    }
+    progress.inc();
+    let tokenizer = a
+        .tokenizer
+        .clone()
+        .or_else(|| Checkpoint::default_tokenizer(&a.model.weights));
+    let text = match &tokenizer {
+        Some(p) => {
+            progress.step(format!("reading {}", p.display()));
+            Some(Text::load(p)?)
+        }
+        None => None,
+    };
+    progress.inc();
+    progress.finish();
+    Ok(Loaded {
+        program,
+        simulated,
+        text,
+        checkpoint: Checkpoint::new(tokenizer.as_deref(), &a.model.weights),
+        load_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The prompt's token ids, and its text when given as text (after the chat template).
+fn prompt_ids(a: &GenerateArgs, l: &Loaded) -> Result<(Vec<i64>, Option<String>)> {
+    if let Some(ids) = &a.prompt_ids {
+        return Ok((ids.0.clone(), None));
+    }
+    let prompt = a.prompt.as_deref().unwrap_or_default();
+    let text = l.text.as_ref().ok_or_else(|| {
+        Error::invalid_argument(
+            "--prompt needs a tokenizer: pass --tokenizer tokenizer.json (or --weights with a \
+             checkpoint folder that has one), or give --prompt-ids",
+        )
+    })?;
+    if !a.chat {
+        return Ok((text.encode(prompt, true)?, Some(prompt.to_string())));
+    }
+    let (template, source) = l.checkpoint.chat_template()?;
+    let rendered = text::render_chat(&template, &source, prompt, &l.checkpoint.special_tokens()?)?;
+    // The template writes the special tokens itself, as apply_chat_template does.
+    Ok((text.encode(&rendered, false)?, Some(rendered)))
+}
+
+/// What a generation produced.
+struct Generated {
+    ids: Vec<i64>,
+    stop: Stop,
+    ttft_s: f64,
+    prefill_s: f64,
+    decode_s: f64,
+}
+
+/// Prefill, then decode one token per call until an EOS id, `max_new` tokens or the
+/// context limit. `emit` sees each token as it is generated.
+fn generate(
+    p: &mut LlmProgram,
+    prompt: &[i64],
+    eos: &[i64],
+    a: &GenerateArgs,
+    mut emit: impl FnMut(i64) -> Result<()>,
+) -> Result<Generated> {
+    let context = p.context_len();
+    if prompt.len() > context {
+        return Err(Error::invalid_argument(format!(
+            "the prompt ({} tokens) is longer than the program's context ({context})",
+            prompt.len()
+        )));
+    }
+    let s = Sampling {
+        temperature: a.temperature,
+        top_k: a.top_k,
+        top_p: a.top_p,
+    };
+    let mut rng = SplitMix64::new(a.seed);
+    let t1 = Instant::now();
+    let mut next = p.prefill(prompt, &s, rng.next_f32())?;
+    let prefill_s = t1.elapsed().as_secs_f64();
+    let mut pos = prompt.len();
+    let mut ids = Vec::with_capacity(a.max_new_tokens);
+    let mut stop = Stop::MaxNewTokens;
+    let t2 = Instant::now();
+    while ids.len() < a.max_new_tokens {
+        ids.push(next);
+        emit(next)?;
+        if eos.contains(&next) {
+            stop = Stop::Eos;
+            break;
+        }
+        if ids.len() == a.max_new_tokens {
+            break;
+        }
+        if pos >= context {
+            stop = Stop::Context;
+            break;
+        }
+        next = p.decode(next, pos, &s, rng.next_f32())?;
+        pos += 1;
+    }
+    Ok(Generated {
+        ids,
+        stop,
+        ttft_s: prefill_s,
+        prefill_s,
+        decode_s: t2.elapsed().as_secs_f64(),
+    })
+}
+
+/// Writes text to stdout now.
+fn print_now(s: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(s.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(|e| Error::access_failed(format!("cannot write to stdout: {e}")))
+}
+
+/// `etch generate MODEL.pte (--prompt TEXT | --prompt-ids 1,2,3) [...]`.
+pub fn cmd_generate(a: &GenerateArgs) -> Result<()> {
+    let mut l = load(a)?;
+    let t_prompt = Instant::now();
+    let (prompt, prompt_text) = prompt_ids(a, &l)?;
+    l.program.check_ids(&prompt, "the prompt")?;
+    let encode_s = t_prompt.elapsed().as_secs_f64();
+    let mut eos = l.program.meta.eos_ids.clone();
+    if eos.is_empty() {
+        eos = l.checkpoint.eos_ids()?;
+    }
+    let mut stream = l.text.as_ref().map(TextStream::new);
+    let streaming = !a.json;
+    let mut g = generate(&mut l.program, &prompt, &eos, a, |id| {
+        if !streaming {
+            return Ok(());
+        }
+        match &mut stream {
+            Some(s) => print_now(&s.push(Text::ids(&[id])?[0])?),
+            None => print_now(&format!("{id} ")),
+        }
+    })?;
+    g.ttft_s += encode_s;
+    let text = match &l.text {
+        Some(t) => t.decode(&Text::ids(&g.ids)?)?,
+        None => String::new(),
+    };
+    if streaming {
+        if let Some(s) = &mut stream {
+            print_now(&s.finish()?)?;
+        }
+        print_now("\n")?;
+    }
+    report(a, &l, &prompt, prompt_text, &g, &text, &eos)
+}
+
+/// The closing figures: one JSON object on stdout with --json, else a line on stderr.
+fn report(
+    a: &GenerateArgs,
+    l: &Loaded,
+    prompt: &[i64],
+    prompt_text: Option<String>,
+    g: &Generated,
+    text: &str,
+    eos: &[i64],
+) -> Result<()> {
+    let prefill_tok_s = prompt.len() as f64 / g.prefill_s.max(1e-9);
+    // The first token comes from prefill; decode made the rest.
+    let decoded = g.ids.len().saturating_sub(1);
+    let decode_tok_s = if decoded == 0 {
+        0.0
+    } else {
+        decoded as f64 / g.decode_s.max(1e-9)
+    };
+    let peak_host = proc_status_bytes("VmHWM");
+    let peak_device = peak_device_bytes(l.simulated.as_deref(), &l.program.module);
+    let p = &l.program;
+    let context = p.context_len();
+    if a.json {
+        let j = json!({
+            "prompt_ids": prompt,
+            "generated_ids": g.ids,
+            "text": text,
+            "prompt_text": prompt_text,
+            "stop": g.stop.name(),
+            "load_s": l.load_s,
+            "ttft_s": g.ttft_s,
+            "prefill_tok_s": prefill_tok_s,
+            "decode_tok_s": decode_tok_s,
+            "convention": p.convention.name(),
+            "sampled_on": p.device_sampled.map(|d| if d { "device" } else { "host" }),
+            "seed": a.seed,
+            "eos_ids": eos,
+            "context_len": (context != usize::MAX).then_some(context),
+            "metadata": {
+                "max_seq_len": p.meta.max_seq_len,
+                "max_context_len": p.meta.max_context_len,
+                "vocab_size": p.meta.vocab_size,
+                "bos_id": p.meta.bos_id,
+                "n_layers": p.meta.n_layers,
+            },
+            "peak_host_bytes": peak_host,
+            "peak_device_bytes": peak_device.as_ref().map(|d| d.1),
+        });
+        println!("{j}");
+        return Ok(());
+    }
+    if g.stop == Stop::Context {
+        eprintln!("stopped at the program's context length ({context} tokens)");
+    }
+    let mut line = format!(
+        "load {:.3} s | time to first token {:.3} s | prefill {} tokens, {prefill_tok_s:.1} tok/s | decode {decoded} tokens, {decode_tok_s:.1} tok/s",
+        l.load_s,
+        g.ttft_s,
+        prompt.len(),
+    );
+    if let Some(b) = peak_host {
+        line.push_str(&format!(" | peak host RSS {}", mib(b)));
+    }
+    if let Some((dev, b)) = peak_device {
+        line.push_str(&format!(" | peak device memory {} ({dev})", mib(b)));
+    }
+    eprintln!("{line}");
+    Ok(())
+}
