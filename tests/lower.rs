@@ -615,3 +615,44 @@ fn require_no_cuda() {
     );
     eprintln!("skipped: no CUDA device");
 }
+
+/// Shared mutable buffers (`share_mutable_buffers`: a buffer holding only state, planned
+/// last) keep their own buffer after lowering: regression for device activations that were
+/// renumbered into the state buffer and overwrote the KV cache.
+#[test]
+fn shared_state_buffers_stay_apart_from_device_activations() {
+    let dir = common::fixtures_dir().join("prefill_decode");
+    let run = |model: &std::path::Path, sim: bool| -> String {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_etch"));
+        c.arg("run").arg(model).args(["--method", "decode"]);
+        if sim {
+            c.args(["--simulate-device", "cuda"]);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    for name in ["sampled.pte", "logits.pte"] {
+        let want = run(&dir.join(name), false);
+        for per_op in [false, true] {
+            let out = std::env::temp_dir().join(format!(
+                "etch-shared-state-{}-{per_op}-{name}",
+                std::process::id()
+            ));
+            let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_etch"));
+            c.arg("lower").arg(dir.join(name)).arg("-o").arg(&out);
+            c.args(["--ops", "portable"]);
+            if per_op {
+                c.arg("--per-op");
+            }
+            let o = c.output().unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            assert_eq!(run(&out, true), want, "{name}, per-op {per_op}");
+            std::fs::remove_file(out).ok();
+        }
+    }
+}

@@ -573,6 +573,16 @@ pub(crate) fn plan_method(
         sizes.push(size);
         devs.push(dev);
     }
+    // Renumber the fixed (state-only) buffers first: their old ids may equal the new ids
+    // just given to the planned buckets.
+    for ev in values.iter_mut() {
+        if let Some(pte::KernelTypes::Tensor(t)) = &mut ev.val
+            && let Some(al) = t.allocation_info.as_mut()
+            && let Some(&new) = fixed_map.get(&al.memory_id)
+        {
+            al.memory_id = new;
+        }
+    }
     for (v, mem_id, off) in assign {
         if let Some(pte::KernelTypes::Tensor(t)) = &mut values[v].val {
             t.allocation_info = Some(Box::new(pte::AllocationDetails {
@@ -580,14 +590,6 @@ pub(crate) fn plan_method(
                 memory_offset_low: off as u32,
                 memory_offset_high: (off >> 32) as u32,
             }));
-        }
-    }
-    for ev in values.iter_mut() {
-        if let Some(pte::KernelTypes::Tensor(t)) = &mut ev.val
-            && let Some(al) = t.allocation_info.as_mut()
-            && let Some(&new) = fixed_map.get(&al.memory_id)
-        {
-            al.memory_id = new;
         }
     }
     if sizes.len() < 2 {
