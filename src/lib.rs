@@ -40,7 +40,7 @@ pub use etch_format::{
 pub use etch_runtime::profile;
 pub use etch_runtime::{
     Backend, BackendInitContext, BackendRegistry, CompileSpec, Delegate, DelegateInfo, IoInfo,
-    LoadConfig, Method, MethodMeta, TensorInfo,
+    LoadConfig, Method, MethodMeta, NamedTensor, TensorInfo,
 };
 
 pub use etch_backends::ExecutorBackend;

@@ -80,9 +80,19 @@ fn method_json(module: &Module, name: &str) -> Result<Json> {
         .iter()
         .map(|(d, n)| (d.to_string(), json!(n)))
         .collect();
+    let named = |v: &[etch::NamedTensor]| -> Vec<Json> {
+        v.iter()
+            .map(|t| {
+                json!({"name": t.name, "dtype": t.dtype.to_string(), "sizes": t.sizes,
+                       "nbytes": t.nbytes, "device": t.device.to_string()})
+            })
+            .collect()
+    };
     Ok(json!({
         "name": name,
         "tensor_devices": tensor_devices,
+        "external_constants": named(meta.external_constants()),
+        "state": named(meta.named_state()),
         "inputs": io_json(meta.inputs()),
         "outputs": io_json(meta.outputs()),
         "operators": meta.operators(),
@@ -122,6 +132,35 @@ fn io_line(kind: &str, i: usize, v: &Json) -> String {
     )
 }
 
+/// One line for a list of named tensors: count, bytes per device, the first names.
+fn print_named(what: &str, list: &Json) {
+    let Some(v) = list.as_array().filter(|v| !v.is_empty()) else {
+        return;
+    };
+    let mut per_dev: std::collections::BTreeMap<&str, u64> = Default::default();
+    for t in v {
+        *per_dev
+            .entry(t["device"].as_str().unwrap_or(""))
+            .or_default() += t["nbytes"].as_u64().unwrap_or(0);
+    }
+    let bytes: Vec<String> = per_dev
+        .iter()
+        .map(|(d, b)| format!("{b} bytes on {d}"))
+        .collect();
+    let names: Vec<&str> = v
+        .iter()
+        .take(3)
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    println!(
+        "  {what}: {} tensors, {} ({}{})",
+        v.len(),
+        bytes.join(", "),
+        names.join(", "),
+        if v.len() > 3 { ", ..." } else { "" }
+    );
+}
+
 /// The text report of one method (from its JSON report).
 fn print_method(m: &Json) {
     println!("\nmethod {}", m["name"].as_str().unwrap_or(""));
@@ -147,6 +186,12 @@ fn print_method(m: &Json) {
     if let Some(td) = m["tensor_devices"].as_object() {
         let parts: Vec<String> = td.iter().map(|(d, n)| format!("{n} on {d}")).collect();
         println!("  tensors: {}", parts.join(", "));
+    }
+    for (key, what) in [
+        ("external_constants", "external constants"),
+        ("state", "state"),
+    ] {
+        print_named(what, &m[key]);
     }
     for b in m["planned_buffers"].as_array().into_iter().flatten() {
         println!(

@@ -33,6 +33,21 @@ pub struct IoInfo {
     pub tensor: Option<TensorInfo>,
 }
 
+/// A named tensor: an external constant or a piece of named state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedTensor {
+    /// Fully qualified name (the key in `.ptd` files and checkpoints).
+    pub name: String,
+    /// Element type.
+    pub dtype: ScalarType,
+    /// Sizes.
+    pub sizes: Vec<usize>,
+    /// Bytes.
+    pub nbytes: usize,
+    /// The device it lives on.
+    pub device: Device,
+}
+
 /// A delegate as the program declares it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DelegateInfo {
@@ -57,6 +72,8 @@ pub struct MethodMeta {
     operator_counts: Vec<usize>,
     delegates: Vec<DelegateInfo>,
     tensor_devices: Vec<(Device, usize)>,
+    external_constants: Vec<NamedTensor>,
+    named_state: Vec<NamedTensor>,
 }
 
 fn io_info(values: &flatbuffers_values::Values<'_>, idx: i64) -> Result<IoInfo> {
@@ -102,6 +119,85 @@ pub(crate) mod flatbuffers_values {
                 .map_err(fb_err("value"))
         }
     }
+}
+
+/// The external constants and the named planned tensors among `values`.
+fn named_tensors(
+    values: &flatbuffers_values::Values<'_>,
+) -> Result<(Vec<NamedTensor>, Vec<NamedTensor>)> {
+    let (mut ext, mut state) = (Vec::new(), Vec::new());
+    for i in 0..values.len() {
+        let Some(pte::KernelTypesRef::Tensor(t)) = values.get(i)?.val().map_err(fb_err("value"))?
+        else {
+            continue;
+        };
+        let d = decode_tensor(&t)?;
+        let Some(name) = d.name.clone() else {
+            continue;
+        };
+        let nt = NamedTensor {
+            name,
+            dtype: d.dtype,
+            sizes: d.sizes.clone(),
+            nbytes: d.nbytes,
+            device: d.device,
+        };
+        match d.placement {
+            DataPlacement::External(_) => ext.push(nt),
+            DataPlacement::Planned { .. } => state.push(nt),
+            _ => {}
+        }
+    }
+    Ok((ext, state))
+}
+
+/// Adds the external constants of the method's `ExecutorBackend` delegates (nested
+/// programs); a constant a delegate uses is reported on the delegate's target device.
+fn nested_constants(
+    program: &Program,
+    plan: &pte::ExecutionPlanRef<'_>,
+    out: &mut Vec<NamedTensor>,
+) -> Result<()> {
+    let Some(ds) = plan.delegates().map_err(fb_err("delegates"))? else {
+        return Ok(());
+    };
+    for d in ds.iter() {
+        let d = d.map_err(fb_err("delegate"))?;
+        if d.id().map_err(fb_err("delegate id"))? != Some("ExecutorBackend") {
+            continue;
+        }
+        let Some(r) = d.processed().map_err(fb_err("delegate data"))? else {
+            continue;
+        };
+        let mut target = None;
+        let specs = d.compile_specs().map_err(fb_err("compile specs"))?;
+        for c in specs.into_iter().flat_map(|v| v.iter()) {
+            let c = c.map_err(fb_err("compile spec"))?;
+            if c.key().map_err(fb_err("compile spec key"))? == Some("target_device") {
+                let v = c
+                    .value()
+                    .map_err(fb_err("compile spec value"))?
+                    .unwrap_or(&[]);
+                target = std::str::from_utf8(v)
+                    .ok()
+                    .and_then(|s| s.parse::<Device>().ok());
+            }
+        }
+        let Ok(nested) = Program::from_bytes(program.delegate_data(&r)?) else {
+            continue;
+        };
+        for m in nested.method_names().to_vec() {
+            let meta = MethodMeta::new(&nested, &m)?;
+            for mut c in meta.external_constants {
+                c.device = target.unwrap_or(c.device);
+                match out.iter_mut().find(|o| o.name == c.name) {
+                    Some(o) => *o = c,
+                    None => out.push(c),
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 impl MethodMeta {
@@ -266,8 +362,12 @@ impl MethodMeta {
             }
         }
         tensor_devices.sort();
+        let (mut external_constants, named_state) = named_tensors(&values)?;
+        nested_constants(program, plan, &mut external_constants)?;
         Ok(MethodMeta {
             tensor_devices,
+            external_constants,
+            named_state,
             name,
             inputs,
             outputs,
@@ -280,6 +380,16 @@ impl MethodMeta {
         })
     }
 
+    /// The external constants the method needs (looked up by name in `.ptd` files or
+    /// checkpoints), including those of nested `ExecutorBackend` programs, in value order.
+    pub fn external_constants(&self) -> &[NamedTensor] {
+        &self.external_constants
+    }
+    /// Planned tensors with a name: the mutable buffers (KV caches, recurrent states) of
+    /// programs exported with `emit_mutable_buffer_names`, with the device they live on.
+    pub fn named_state(&self) -> &[NamedTensor] {
+        &self.named_state
+    }
     /// The method's name.
     pub fn name(&self) -> &str {
         &self.name

@@ -42,6 +42,9 @@ pub struct TensorDecl {
     pub placement: DataPlacement,
     /// Bytes at the upper-bound shape.
     pub nbytes: usize,
+    /// Fully qualified name (external constants, and mutable buffers of programs exported
+    /// with `emit_mutable_buffer_names`).
+    pub name: Option<String>,
 }
 
 /// Decodes a serialized tensor, validating every field.
@@ -117,7 +120,7 @@ pub fn decode_tensor(t: &pte::TensorRef<'_>) -> Result<TensorDecl> {
                 initial: (data_idx > 0).then_some((mutable_list, data_idx)),
             }
         }
-        None if external => DataPlacement::External(fqn.ok_or_else(|| {
+        None if external => DataPlacement::External(fqn.clone().ok_or_else(|| {
             Error::invalid_program("external tensor without a fully qualified name")
         })?),
         None if data_idx > 0 => DataPlacement::Constant(data_idx),
@@ -131,6 +134,7 @@ pub fn decode_tensor(t: &pte::TensorRef<'_>) -> Result<TensorDecl> {
         device,
         placement,
         nbytes,
+        name: fqn,
     })
 }
 

@@ -63,7 +63,7 @@ pub fn rms_norm_call<'a>(ctx: &mut KernelContext<'a>, gated: bool) -> Result<Rms
         expect_dtype(op, "z", z, x.dtype())?;
         expect_shape(op, "z", z, x.sizes())?;
     }
-    if !(eps >= 0.0) || !eps.is_finite() {
+    if eps.is_nan() || eps < 0.0 || !eps.is_finite() {
         return Err(Error::invalid_argument(format!(
             "{op}: eps {eps} must be finite and >= 0"
         )));
