@@ -137,10 +137,10 @@ fn seeded_sampling_is_reproducible() {
     assert_ne!(a, ids(&etch_generate(&model, &[3, 1, 4], 16, &other)));
 }
 
-/// `etch lower` with `ops` into a temporary file; returns its path.
-fn lower(ops: &str, extra: &[&str]) -> PathBuf {
+/// `etch lower` with `ops` into a temporary file named with `tag`; returns its path.
+fn lower(ops: &str, extra: &[&str], tag: &str) -> PathBuf {
     let out = std::env::temp_dir().join(format!(
-        "etch-qwen35-{}-{ops}{}.pte",
+        "etch-qwen35-{}-{ops}{}{tag}.pte",
         std::process::id(),
         extra.join("")
     ));
@@ -166,12 +166,60 @@ fn lower(ops: &str, extra: &[&str]) -> PathBuf {
 /// same ids on the simulated device.
 #[test]
 fn lowered_program_generates_the_same_ids_on_the_simulated_device() {
-    for (ops, extra) in [("portable", &[][..]), ("portable", &["--per-op"][..])] {
-        let model = lower(ops, extra);
+    for (ops, extra) in [
+        ("portable", &[][..]),
+        ("portable", &["--per-op"][..]),
+        ("cuda", &[][..]),
+    ] {
+        let model = lower(ops, extra, "sim");
         for (prompt, want) in cases() {
             let j = etch_generate(&model, &prompt, want.len(), &["--simulate-device", "cuda"]);
             assert_eq!(ids(&j), want, "--ops {ops} {extra:?}, prompt {prompt:?}");
         }
         std::fs::remove_file(model).ok();
     }
+}
+
+/// With `--ops cuda` every instruction is delegated (the six `etch::` ops have CUDA kernels)
+/// and the state lives on the device.
+#[test]
+fn lowering_with_the_cuda_op_set_delegates_everything() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_etch"))
+        .arg("lower")
+        .arg(dir().join("model.pte"))
+        .args(["-o", "/dev/null", "--ops", "cuda", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: Json = serde_json::from_slice(&out.stdout).unwrap();
+    for m in j["methods"].as_array().unwrap() {
+        if m["method"] == "prefill" || m["method"] == "decode" {
+            assert_eq!(m["delegates"], 1, "{m}");
+            assert_eq!(m["host_instructions"], 0, "{m}");
+            assert_eq!(m["device_state"], 10, "{m}");
+            assert_eq!(m["host_state"], 0, "{m}");
+        }
+    }
+}
+
+/// On a real GPU (the GPU suite sets ETCH_REQUIRE_CUDA=1), the lowered program generates
+/// transformers' ids with the CUDA kernels, with and without CUDA graphs.
+#[test]
+fn lowered_program_generates_the_same_ids_on_a_real_gpu() {
+    if etch::devices_status().cuda.is_none() {
+        assert!(
+            std::env::var("ETCH_REQUIRE_CUDA").as_deref() != Ok("1"),
+            "ETCH_REQUIRE_CUDA=1 but no CUDA device is usable"
+        );
+        eprintln!("skipped: no CUDA device");
+        return;
+    }
+    let model = lower("cuda", &[], "real");
+    for graphs in [&[][..], &["--no-cuda-graphs"][..]] {
+        for (prompt, want) in cases() {
+            let j = etch_generate(&model, &prompt, want.len(), graphs);
+            assert_eq!(ids(&j), want, "{graphs:?} prompt {prompt:?}");
+        }
+    }
+    std::fs::remove_file(model).ok();
 }

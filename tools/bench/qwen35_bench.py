@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Qwen 3.5 MoE on a GPU machine: a random checkpoint, and transformers' speed on it.
+
+    python3 tools/bench/qwen35_bench.py make-ckpt --config config.json --out CKPT [--seed 0]
+        A random bf16 checkpoint of the config, written by save_pretrained (per-expert
+        keys, like the published ones), made on the GPU; plus tokenizer-free metadata.
+    python3 tools/bench/qwen35_bench.py hf --ckpt CKPT --prompt-len 128 --new 32 \
+        [--experts grouped_mm|batched_mm|eager] [--json OUT]
+        transformers' Qwen3_5MoeForCausalLM on the same weights: prefill tok/s and greedy
+        decode tok/s (CUDA-synchronised wall time), and the generated ids.
+
+Only what the lent GPU machines have is used (torch, transformers, safetensors).
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+
+
+def make_ckpt(a):
+    from transformers import Qwen3_5MoeConfig, Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+
+    with open(a.config) as f:
+        d = json.load(f)
+    text = d.get("text_config", d)
+    cfg = Qwen3_5MoeTextConfig(**{k: v for k, v in text.items() if k != "model_type"})
+    cfg.architectures = ["Qwen3_5MoeForCausalLM"]
+    torch.manual_seed(a.seed)
+    t0 = time.time()
+    with torch.device(a.device):
+        m = Qwen3_5MoeForCausalLM(cfg).to(torch.bfloat16)
+    if a.device.startswith("cuda"):
+        torch.cuda.synchronize()
+    print(f"built {sum(p.numel() for p in m.parameters()) / 1e9:.2f} B params on the GPU "
+          f"in {time.time() - t0:.1f} s", flush=True)
+    t0 = time.time()
+    m.save_pretrained(a.out, max_shard_size="5GB")
+    size = sum(os.path.getsize(os.path.join(a.out, f)) for f in os.listdir(a.out))
+    print(f"saved {size / 1e9:.1f} GB to {a.out} in {time.time() - t0:.1f} s", flush=True)
+
+
+def hf(a):
+    from transformers import Qwen3_5MoeForCausalLM
+
+    t0 = time.time()
+    m = Qwen3_5MoeForCausalLM.from_pretrained(
+        a.ckpt, dtype=torch.bfloat16, device_map="cuda", experts_implementation=a.experts
+    ).eval()
+    torch.cuda.synchronize()
+    load_s = time.time() - t0
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, m.config.vocab_size, (1, a.prompt_len), generator=g).cuda()
+    with torch.no_grad():
+        m.generate(prompt[:, :8], max_new_tokens=4, do_sample=False)  # warm-up
+        torch.cuda.synchronize()
+        t0 = time.time()
+        m(prompt, use_cache=True)
+        torch.cuda.synchronize()
+        prefill_s = time.time() - t0
+        t0 = time.time()
+        out = m.generate(prompt, max_new_tokens=a.new, min_new_tokens=a.new, do_sample=False)
+        torch.cuda.synchronize()
+        total_s = time.time() - t0
+    ids = out[0, a.prompt_len:].tolist()
+    decode_s = max(total_s - prefill_s, 1e-9)
+    r = {
+        "experts": a.experts,
+        "load_s": load_s,
+        "prompt_len": a.prompt_len,
+        "prompt_ids": prompt[0].tolist(),
+        "generated_ids": ids,
+        "prefill_tok_s": a.prompt_len / prefill_s,
+        "decode_tok_s": (len(ids) - 1) / decode_s,
+        "peak_gpu_bytes": torch.cuda.max_memory_allocated(),
+    }
+    print(json.dumps({k: v for k, v in r.items() if k != "prompt_ids"}), flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(r, f)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("make-ckpt")
+    p.add_argument("--config", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cuda")
+    p = sub.add_parser("hf")
+    p.add_argument("--ckpt", required=True)
+    p.add_argument("--prompt-len", type=int, default=128)
+    p.add_argument("--new", type=int, default=32)
+    p.add_argument("--experts", default="grouped_mm")
+    p.add_argument("--json")
+    a = ap.parse_args()
+    {"make-ckpt": make_ckpt, "hf": hf}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
