@@ -64,6 +64,7 @@ pub struct Module {
     max_planned_bytes: Option<u64>,
     share_arenas: bool,
     shared_arenas: Option<Arc<etch_runtime::SharedArenas>>,
+    device_constants: Arc<etch_runtime::DeviceConstants>,
     data_files: Vec<Arc<dyn NamedDataMap>>,
     named_data: Option<Arc<dyn NamedDataMap>>,
     methods: HashMap<String, Method>,
@@ -104,6 +105,7 @@ impl Module {
             max_planned_bytes: None,
             share_arenas: false,
             shared_arenas: None,
+            device_constants: Default::default(),
             data_files: Vec::new(),
             named_data: None,
             methods: HashMap::new(),
@@ -159,6 +161,7 @@ impl Module {
 
     fn refresh_named_data(&mut self) {
         self.methods.clear();
+        self.device_constants = Default::default();
         self.named_data = Some(Arc::new(DataFiles(self.data_files.clone())));
     }
 
@@ -166,6 +169,7 @@ impl Module {
     pub fn with_kernels(mut self, kernels: Arc<KernelRegistry>) -> Module {
         self.kernels = kernels;
         self.methods.clear();
+        self.device_constants = Default::default();
         self
     }
 
@@ -173,6 +177,7 @@ impl Module {
     pub fn with_backends(mut self, backends: Arc<BackendRegistry>) -> Module {
         self.backends = backends;
         self.methods.clear();
+        self.device_constants = Default::default();
         self
     }
 
@@ -181,6 +186,7 @@ impl Module {
         self.devices = Some(devices);
         self.shared_arenas = None;
         self.methods.clear();
+        self.device_constants = Default::default();
         self
     }
 
@@ -188,6 +194,7 @@ impl Module {
     pub fn with_max_planned_bytes(mut self, limit: Option<u64>) -> Module {
         self.max_planned_bytes = limit;
         self.methods.clear();
+        self.device_constants = Default::default();
         self
     }
 
@@ -199,6 +206,7 @@ impl Module {
         self.share_arenas = share;
         self.shared_arenas = None;
         self.methods.clear();
+        self.device_constants = Default::default();
         self
     }
 
@@ -279,6 +287,8 @@ impl Module {
             max_planned_bytes: self.max_planned_bytes,
             shared_arenas: self.shared_arenas.clone(),
             nesting_depth: 0,
+            // Weights used by several methods (prefill and decode) go to a device once.
+            device_constants: Some(Arc::clone(&self.device_constants)),
             // Transposes and casts of weights run once at load (ETCH_FOLD_CONSTANTS=0: not).
             fold_constants: std::env::var("ETCH_FOLD_CONSTANTS").map_or(true, |v| v != "0"),
             device_context: None,

@@ -175,6 +175,16 @@ fn lowered_program_generates_the_same_ids_on_the_simulated_device() {
         for (prompt, want) in cases() {
             let j = etch_generate(&model, &prompt, want.len(), &["--simulate-device", "cuda"]);
             assert_eq!(ids(&j), want, "--ops {ops} {extra:?}, prompt {prompt:?}");
+            // Lowered whole, prefill and decode share one device copy of the weights
+            // (495,384 bytes) and of the state (58,080 bytes): the peak stays well below
+            // two copies of the weights.
+            let peak = j["peak_device_bytes"].as_u64().unwrap();
+            if extra.is_empty() {
+                assert!(
+                    peak < 495_384 + 58_080 + 200_000,
+                    "peak device bytes {peak}"
+                );
+            }
         }
         std::fs::remove_file(model).ok();
     }
@@ -190,7 +200,11 @@ fn lowering_with_the_cuda_op_set_delegates_everything() {
         .args(["-o", "/dev/null", "--ops", "cuda", "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let j: Json = serde_json::from_slice(&out.stdout).unwrap();
     for m in j["methods"].as_array().unwrap() {
         if m["method"] == "prefill" || m["method"] == "decode" {

@@ -161,6 +161,7 @@ impl Backend for ExecutorBackend {
             nesting_depth: config.nesting_depth + 1,
             fold_constants: config.fold_constants,
             device_context: device_context.clone(),
+            device_constants: config.device_constants.clone(),
         };
         let method = Method::load(&program, &name, &nested)?;
         let outs = Vec::with_capacity(method.num_outputs());

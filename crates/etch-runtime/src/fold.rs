@@ -8,6 +8,7 @@
 use crate::memory::Buffer;
 use etch_core::{DeviceRegistry, EValue, KernelContext, KernelFn, Result};
 use std::collections::HashSet;
+use std::sync::Arc;
 
 /// Operators worth folding: pure copies that reshape, transpose or convert a tensor.
 const FOLDABLE: &[&str] = &[
@@ -43,7 +44,7 @@ pub(crate) struct FoldInput<'a> {
     pub op_names: &'a [String],
     pub devices: &'a DeviceRegistry,
     pub host_access: bool,
-    pub owned: &'a mut Vec<Buffer>,
+    pub owned: &'a mut Vec<Arc<Buffer>>,
     pub device_context: Option<&'a (dyn std::any::Any + Send + Sync)>,
 }
 
@@ -100,7 +101,7 @@ pub(crate) fn fold(f: &mut FoldInput<'_>, instrs: &[Option<KernelRef<'_>>]) -> R
         };
         let buf = Buffer::allocate(t.capacity().max(1), t.device(), f.devices)?;
         t.set_data(buf.base(), t.capacity());
-        f.owned.push(buf);
+        f.owned.push(Arc::new(buf));
         // SAFETY: every tensor points at memory the method owns (the buffer just made, its
         // arenas, uploaded constants) or at the program's bytes, all alive for the call.
         let mut ctx = unsafe { KernelContext::new(f.values, k.args, &f.op_names[k.op]) }

@@ -17,6 +17,6 @@ pub mod profile;
 pub use backend::{Backend, BackendInitContext, BackendRegistry, CompileSpec, Delegate};
 pub use memory::SharedArenas;
 pub use meta::{DelegateInfo, IoInfo, MethodMeta, NamedTensor, TensorInfo};
-pub use method::{LoadConfig, Method, evalue_to_value, tensor_to_owned};
+pub use method::{DeviceConstants, LoadConfig, Method, evalue_to_value, tensor_to_owned};
 
 pub use etch_format::{NamedDataMap, Program, PtdFile};

@@ -7,7 +7,7 @@ use crate::meta::MethodMeta;
 use crate::parse::{DataPlacement, TensorDecl, decode_tensor, value_index};
 use etch_core::{
     Device, DeviceRegistry, EValue, Error, IntList, KernelContext, KernelFn, KernelRegistry,
-    Result, Tag, Tensor, TensorImpl, TensorRef, Value,
+    Result, ScalarType, Tag, Tensor, TensorImpl, TensorRef, Value,
 };
 use etch_format::schema::pte;
 use etch_format::{NamedDataMap, Program, fb_err};
@@ -43,6 +43,52 @@ pub struct LoadConfig {
     /// nested programs add one and bound it, so a self-referencing file cannot recurse
     /// forever).
     pub nesting_depth: u32,
+    /// Device copies of external constants shared with the other methods (and their
+    /// delegates) of a module; `None`: the method uploads its own.
+    pub device_constants: Option<Arc<DeviceConstants>>,
+}
+
+/// Device copies of external (named) constants, shared by every method of a module and
+/// their nested delegates: a weight that `prefill` and `decode` both use is uploaded once
+/// per device (upstream's `weight_sharing_across_methods`). Keyed by name, device, dtype
+/// and shape; the copies are freed when the last method using them is dropped.
+#[derive(Default)]
+pub struct DeviceConstants(
+    std::sync::Mutex<
+        std::collections::HashMap<(String, Device, ScalarType, Vec<usize>), Arc<Buffer>>,
+    >,
+);
+
+impl std::fmt::Debug for DeviceConstants {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.lock().map(|m| m.len()).unwrap_or(0);
+        f.debug_struct("DeviceConstants")
+            .field("tensors", &n)
+            .finish()
+    }
+}
+
+impl DeviceConstants {
+    /// The shared copy of `key` on `device`, uploading `bytes` the first time.
+    fn get_or_upload(
+        &self,
+        key: (String, Device, ScalarType, Vec<usize>),
+        bytes: &[u8],
+        devices: &DeviceRegistry,
+    ) -> Result<Arc<Buffer>> {
+        let mut map = self
+            .0
+            .lock()
+            .map_err(|_| Error::internal("device constant cache poisoned"))?;
+        if let Some(b) = map.get(&key) {
+            return Ok(Arc::clone(b));
+        }
+        let buf = Buffer::allocate(bytes.len(), key.1, devices)?;
+        buf.write(0, bytes)?;
+        let buf = Arc::new(buf);
+        map.insert(key, Arc::clone(&buf));
+        Ok(buf)
+    }
 }
 
 impl LoadConfig {
@@ -59,6 +105,7 @@ impl LoadConfig {
             max_planned_bytes: None,
             shared_arenas: None,
             nesting_depth: 0,
+            device_constants: None,
         }
     }
 }
@@ -158,7 +205,7 @@ pub struct Method {
     arenas: Vec<Arc<Buffer>>,
     /// Staging buffers for unplanned method inputs and outputs, and device copies of
     /// constants (host constants stay views into the program).
-    _owned: Vec<Buffer>,
+    _owned: Vec<Arc<Buffer>>,
     devices: Arc<DeviceRegistry>,
     /// The device a nested (delegate) method runs on, if not the host.
     target: Option<Device>,
@@ -472,7 +519,7 @@ impl Method {
         let host_access = arenas
             .iter()
             .map(|a| a.as_ref())
-            .chain(owned.iter())
+            .chain(owned.iter().map(|b| b.as_ref()))
             .all(|b| b.allocator().is_none_or(|a| a.host_accessible()));
         let straight = chains
             .iter()
@@ -542,7 +589,7 @@ impl Method {
         program: &Program,
         named: &ProgramNamedData<'_>,
         arenas: &[Arc<Buffer>],
-        owned: &mut Vec<Buffer>,
+        owned: &mut Vec<Arc<Buffer>>,
         config: &LoadConfig,
         v: &pte::EValueRef<'_>,
         is_io: bool,
@@ -632,7 +679,7 @@ impl Method {
                     let buf = Buffer::allocate(bytes.len(), d.device, &config.devices)?;
                     buf.write(0, bytes)?;
                     let p = buf.base();
-                    owned.push(buf);
+                    owned.push(Arc::new(buf));
                     Ok((p, bytes.len()))
                 };
                 let (ptr, cap) = match &d.placement {
@@ -658,7 +705,20 @@ impl Method {
                                 d.nbytes
                             )));
                         }
-                        upload(&blob.data[..d.nbytes])?
+                        match &config.device_constants {
+                            Some(cache) if !d.device.is_cpu() => {
+                                let k = (key.clone(), d.device, d.dtype, d.sizes.clone());
+                                let buf = cache.get_or_upload(
+                                    k,
+                                    &blob.data[..d.nbytes],
+                                    &config.devices,
+                                )?;
+                                let p = buf.base();
+                                owned.push(buf);
+                                (p, d.nbytes)
+                            }
+                            _ => upload(&blob.data[..d.nbytes])?,
+                        }
                     }
                     DataPlacement::Planned {
                         memory_id,
@@ -688,7 +748,7 @@ impl Method {
                         }
                         let buf = Buffer::allocate(d.nbytes, d.device, &config.devices)?;
                         let p = buf.base();
-                        owned.push(buf);
+                        owned.push(Arc::new(buf));
                         (p, d.nbytes)
                     }
                     DataPlacement::Unbound => (std::ptr::null_mut(), 0),
@@ -1053,7 +1113,7 @@ impl Method {
         if *host_access {
             // CPU kernels wrote host-accessible device memory (the simulated device): those
             // are legitimate device-side writes.
-            for b in arenas.iter().map(|a| a.as_ref()).chain(_owned.iter()) {
+            for b in arenas.iter().chain(_owned.iter()).map(|a| a.as_ref()) {
                 if let Some(a) = b.allocator().cloned() {
                     a.mark_written(b.base(), b.len());
                 }
