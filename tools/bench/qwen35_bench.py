@@ -29,8 +29,11 @@ def make_ckpt(a):
     cfg.architectures = ["Qwen3_5MoeForCausalLM"]
     torch.manual_seed(a.seed)
     t0 = time.time()
+    # Built in bf16 directly: 35B float32 parameters would not fit one GPU.
+    torch.set_default_dtype(torch.bfloat16)
     with torch.device(a.device):
-        m = Qwen3_5MoeForCausalLM(cfg).to(torch.bfloat16)
+        m = Qwen3_5MoeForCausalLM(cfg)
+    torch.set_default_dtype(torch.float32)
     if a.device.startswith("cuda"):
         torch.cuda.synchronize()
     print(f"built {sum(p.numel() for p in m.parameters()) / 1e9:.2f} B params on the GPU "
