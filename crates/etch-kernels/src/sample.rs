@@ -30,7 +30,7 @@ pub fn sample_row(logits: &[f32], temperature: f32, top_k: usize, top_p: f32, u:
         })
         .collect();
     let sum: f32 = idx.iter().map(|x| x.0).sum();
-    if !(sum > 0.0) || !sum.is_finite() {
+    if sum <= 0.0 || !sum.is_finite() {
         return argmax(logits);
     }
     idx.iter_mut().for_each(|x| x.0 /= sum);
