@@ -183,13 +183,16 @@ _lib.impl("moe.out", _moe_out, "CompositeExplicitAutograd")
 
 
 def attention_ref(q, k, v, k_cache, v_cache, input_pos, scale):
-    """q [B,T,Hq,D]; k/v [B,T,Hkv,D]; k_cache/v_cache [B,S,Hkv,D]; input_pos [1] int64.
-    Writes k and v at rows pos..pos+T of the caches, then returns
+    """q [B,T,Hq,D]; k/v [B,T,Hkv,D]; k_cache/v_cache [B,S,Hkv,D]; input_pos [1] int64
+    (0 <= pos, pos + T <= S, else an error). Writes k and v at rows pos..pos+T of the
+    caches, then returns
     softmax(q K^T * scale, causal over cache rows <= pos+t) V as [B,T,Hq,D]."""
     dtype = q.dtype
     B, T, Hq, D = q.shape
     Hkv = k.shape[2]
     pos = int(input_pos.reshape(-1)[0].item())
+    if pos < 0 or pos + T > k_cache.shape[1]:
+        raise ValueError(f"position {pos} + {T} tokens does not fit the cache's {k_cache.shape[1]} rows")
     k_cache[:, pos : pos + T] = k.to(k_cache.dtype)
     v_cache[:, pos : pos + T] = v.to(v_cache.dtype)
     L = pos + T
@@ -225,7 +228,7 @@ _lib.impl("attention.out", _attention_out, "CompositeExplicitAutograd")
 def sample_row(logits, temperature, top_k, top_p, u):
     """One row of etch::sample (docs/OPS.md): returns an index into `logits`."""
     logits = logits.float()
-    if temperature <= 0 or top_k == 1:
+    if not temperature > 0 or top_k == 1:  # temperature <= 0 or NaN: greedy
         return int(torch.argmax(torch.nan_to_num(logits, nan=float("-inf"))))
     p = torch.softmax(logits / temperature, dim=-1)
     # Stable descending order: ties keep the lower index first.

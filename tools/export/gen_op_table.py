@@ -18,6 +18,8 @@ import numpy as np
 import torch
 import executorch.exir.passes.dim_order_ops_registry  # noqa: F401  registers dim_order_ops::*
 
+import op_table_etch  # the etch:: ops (registers torch.ops.etch.*)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "crates", "etch-kernels", "tests", "op_table.json")
 
@@ -766,6 +768,7 @@ def main():
     conv_ops()
     prim_ops()
     inplace_ops()
+    cases.extend(op_table_etch.cases(tensor_json, out_json, TOL))
     # The replay takes the tolerance of the first floating-point output when none is given.
     by_name = {NAMES[d]: tol for d, tol in TOL.items()}
     for c in cases:

@@ -2,7 +2,9 @@
 //!
 //! One module per op family, each with its CUDA source in `src/cuda/` (compiled per device
 //! with NVRTC on first use, PTX cached on disk): elementwise maps, shape kernels, reductions,
-//! normalisations, indexing, convolution and pooling, sorting; matrix products on cuBLAS.
+//! normalisations, indexing, convolution and pooling, sorting, and etch's own `etch::` ops
+//! (Gated DeltaNet, mixture of experts, attention over a KV cache, sampling); matrix
+//! products on cuBLAS.
 //! Every kernel runs on the stream of the `CudaAllocator` that owns the memory, so it is
 //! ordered with the copies around it. Argument decoding and output shapes are shared with
 //! the CPU kernels (`etch_kernels`) wherever the CPU code is written over data primitives.
@@ -11,6 +13,7 @@
 mod context;
 mod conv;
 mod elementwise;
+mod etch_ops;
 mod gemm;
 mod graph;
 mod index;
@@ -47,6 +50,14 @@ pub enum Family {
     Linalg,
     /// Convolution helpers, pooling and upsampling (`cuda/conv.cu`).
     Conv,
+    /// `etch::gated_delta_net` (`cuda/gdn.cu`).
+    Gdn,
+    /// `etch::moe` (`cuda/moe.cu`).
+    Moe,
+    /// `etch::attention` (`cuda/attention.cu`).
+    Attention,
+    /// `etch::sample` (`cuda/sample.cu`).
+    Sample,
 }
 
 impl Family {
@@ -59,6 +70,10 @@ impl Family {
         Family::Sort,
         Family::Linalg,
         Family::Conv,
+        Family::Gdn,
+        Family::Moe,
+        Family::Attention,
+        Family::Sample,
     ];
 
     /// The family's name (its `.cu` file stem).
@@ -71,6 +86,10 @@ impl Family {
             Family::Sort => "sort",
             Family::Linalg => "linalg",
             Family::Conv => "conv",
+            Family::Gdn => "gdn",
+            Family::Moe => "moe",
+            Family::Attention => "attention",
+            Family::Sample => "sample",
         }
     }
 
@@ -83,6 +102,14 @@ impl Family {
             Family::Sort => include_str!("cuda/sort.cu"),
             Family::Linalg => include_str!("cuda/linalg.cu"),
             Family::Conv => include_str!("cuda/conv.cu"),
+            // The etch:: ops share their IO helpers (io.cuh).
+            Family::Gdn => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/gdn.cu")),
+            Family::Moe => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/moe.cu")),
+            Family::Attention => concat!(
+                include_str!("cuda/io.cuh"),
+                include_str!("cuda/attention.cu")
+            ),
+            Family::Sample => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/sample.cu")),
         }
     }
 }
@@ -105,6 +132,8 @@ const FLOATS: &[ScalarType] = &[F32, F16, BF16, F64];
 const ETCH_IO: &[ScalarType] = &[F32, F16, BF16];
 /// Max pooling: floating-point values and int64 indices.
 const MAXPOOL: &[ScalarType] = &[F32, F16, BF16, F64, Long];
+/// The `etch::` ops: f32/f16/bf16 IO, float32 states, int64 positions and tokens.
+const ETCH: &[ScalarType] = &[F32, F16, BF16, Long];
 
 /// The kernel table: name, function, dtypes its tensors may have.
 fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
@@ -266,6 +295,18 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
             pool::upsample_bilinear2d_out,
             FLOATS,
         ),
+        (
+            "etch::gated_delta_net.out",
+            etch_ops::gdn::gated_delta_net_out,
+            ETCH,
+        ),
+        ("etch::moe.out", etch_ops::moe::moe_out, ETCH),
+        (
+            "etch::attention.out",
+            etch_ops::attention::attention_out,
+            ETCH,
+        ),
+        ("etch::sample.out", etch_ops::sample::sample_out, ETCH),
     ];
     for (name, f) in etch_kernels::shape::kernels::<CudaMover>() {
         t.push((name, f, ALL));

@@ -9,6 +9,9 @@ use etch_core::{
 use etch_devices::cuda::cuda_for_tests;
 use std::sync::{Arc, OnceLock};
 
+mod common;
+use common::{Rng, ix};
+
 fn registry() -> Option<&'static Arc<DeviceRegistry>> {
     static R: OnceLock<Option<Arc<DeviceRegistry>>> = OnceLock::new();
     let r = R
@@ -24,24 +27,6 @@ fn registry() -> Option<&'static Arc<DeviceRegistry>> {
         eprintln!("skipped: no CUDA device");
     }
     r
-}
-
-/// The device under test: `ETCH_CUDA_DEVICE` (default 0).
-fn ix() -> i8 {
-    std::env::var("ETCH_CUDA_DEVICE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
-}
-
-struct Rng(u64);
-impl Rng {
-    fn f(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
-    }
 }
 
 fn host(rng: &mut Rng, dtype: ScalarType, sizes: &[usize]) -> Tensor {

@@ -1,0 +1,129 @@
+// Shared by the etch:: op families (gdn.cu, moe.cu, attention.cu, sample.cu): loads and
+// stores of their IO dtypes (float32, bfloat16, float16: the template parameter DT is the
+// dtype code), rounding to the IO dtype, 16-byte vector loads, warp sums and dot products.
+// Arithmetic is float32 throughout, as in the CPU kernels (etch_kernels::etch_ops).
+
+#define FULL_MASK 0xffffffffu
+
+template <int DT> __device__ __forceinline__ float io_ld(const void* p, i64 i) {
+    if (DT == DT_F32) return ((const float*)p)[i];
+    if (DT == DT_BF16) return bf2f(((const u16*)p)[i]);
+    return h2f(((const u16*)p)[i]);
+}
+
+template <int DT> __device__ __forceinline__ void io_st(void* p, i64 i, float v) {
+    if (DT == DT_F32) ((float*)p)[i] = v;
+    else if (DT == DT_BF16) ((u16*)p)[i] = f2bf(v);
+    else ((u16*)p)[i] = f2h(v);
+}
+
+// v rounded to the IO dtype (and read back as float).
+template <int DT> __device__ __forceinline__ float io_rnd(float v) {
+    if (DT == DT_F32) return v;
+    if (DT == DT_BF16) return bf2f(f2bf(v));
+    return h2f(f2h(v));
+}
+
+// Elements of the IO dtype in 16 bytes.
+template <int DT> struct IoVec {
+    enum { N = DT == DT_F32 ? 4 : 8 };
+};
+
+// The IoVec<DT>::N elements at p (16-byte aligned) into x[0..N) (x holds 8).
+template <int DT> __device__ __forceinline__ void io_ld16(const void* p, float* x) {
+    uint4 u = *(const uint4*)p;
+    unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        if (DT == DT_F32) {
+            x[k] = __uint_as_float(w[k]);
+        } else if (DT == DT_BF16) {
+            x[2 * k] = bf2f((u16)(w[k] & 0xffffu));
+            x[2 * k + 1] = bf2f((u16)(w[k] >> 16));
+        } else {
+            x[2 * k] = h2f((u16)(w[k] & 0xffffu));
+            x[2 * k + 1] = h2f((u16)(w[k] >> 16));
+        }
+    }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+// The best (value, index) pair over the warp under `Better` (a functor ordering pairs
+// totally, so every lane ends with the same pair).
+template <typename Better> __device__ __forceinline__ void warp_best(float& v, int& i) {
+    const Better better;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(FULL_MASK, v, o);
+        const int oi = __shfl_xor_sync(FULL_MASK, i, o);
+        if (better(ov, oi, v, i)) {
+            v = ov;
+            i = oi;
+        }
+    }
+}
+
+__device__ __forceinline__ bool aligned16(const void* p) { return ((u64)p & 15) == 0; }
+
+// <w1, x> and <w2, x> over n elements of IO-dtype rows, by one warp (every lane gets both):
+// 16-byte loads when the three rows are aligned, float accumulation. w2 may be null.
+template <int DT>
+__device__ void warp_dot2(const void* w1, const void* w2, const void* x, i64 n, float& r1,
+                          float& r2) {
+    const int lane = threadIdx.x & 31;
+    const int V = IoVec<DT>::N;
+    float a1 = 0.0f, a2 = 0.0f;
+    i64 done = 0;
+    if (aligned16(w1) && aligned16(x) && (w2 == 0 || aligned16(w2))) {
+        const i64 nv = n / V;
+        for (i64 c = lane; c < nv; c += 32) {
+            float xv[8], wv[8];
+            io_ld16<DT>((const char*)x + c * 16, xv);
+            io_ld16<DT>((const char*)w1 + c * 16, wv);
+#pragma unroll
+            for (int k = 0; k < V; ++k) a1 += wv[k] * xv[k];
+            if (w2) {
+                io_ld16<DT>((const char*)w2 + c * 16, wv);
+#pragma unroll
+                for (int k = 0; k < V; ++k) a2 += wv[k] * xv[k];
+            }
+        }
+        done = nv * V;
+    }
+    for (i64 i = done + lane; i < n; i += 32) {
+        float xv = io_ld<DT>(x, i);
+        a1 += io_ld<DT>(w1, i) * xv;
+        if (w2) a2 += io_ld<DT>(w2, i) * xv;
+    }
+    r1 = warp_sum(a1);
+    r2 = w2 ? warp_sum(a2) : 0.0f;
+}
+
+// <w, x> over n elements of IO-dtype rows, by one warp (every lane gets it).
+template <int DT> __device__ __forceinline__ float warp_dot(const void* w, const void* x, i64 n) {
+    float r1, r2;
+    warp_dot2<DT>(w, 0, x, n, r1, r2);
+    return r1;
+}
+
+// 1 / (1 + e^-x) and x * sigmoid(x), as the CPU kernels compute them.
+__device__ __forceinline__ float e_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float e_silu(float x) { return x * e_sigmoid(x); }
+
+// Kernel entry points for the three IO dtypes: NAME_f32, NAME_bf16, NAME_f16 calling
+// the template NAME<DT>(args), launched with at most THREADS threads a block.
+#define IO_KERNELS(NAME, ARGS, THREADS)                                                   \
+    extern "C" __global__ void __launch_bounds__(THREADS) NAME##_f32(ARGS a) {            \
+        NAME<DT_F32>(a);                                                                  \
+    }                                                                                     \
+    extern "C" __global__ void __launch_bounds__(THREADS) NAME##_bf16(ARGS a) {           \
+        NAME<DT_BF16>(a);                                                                 \
+    }                                                                                     \
+    extern "C" __global__ void __launch_bounds__(THREADS) NAME##_f16(ARGS a) {            \
+        NAME<DT_F16>(a);                                                                  \
+    }

@@ -1,0 +1,156 @@
+//! `etch::moe.out` (moe.cu), decoded by the CPU kernels' `moe_call`: routing on the device
+//! (one block per row: router logits, softmax, top-k, renormalised weights), then GEMV
+//! kernels over the selected experts only (gate and up projections with the SiLU product,
+//! then the down projections summed in ascending expert order with the gated shared
+//! expert). Selections, weights and activations live in the scratch buffer.
+
+use super::{bytes, carve, grid_dim, io_kernel};
+use crate::Family;
+use crate::context::{Launch, with_device};
+use crate::util::{arg, ptr, same_device};
+use cudarc::driver::LaunchConfig;
+use etch_core::{Error, KernelContext, Result};
+use etch_kernels::etch_ops::moe::{MoeCall, moe_call};
+
+/// `struct MoeArgs` in moe.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct MoeArgs {
+    x: u64,
+    router: u64,
+    gate_up: u64,
+    down: u64,
+    sg: u64,
+    su: u64,
+    sd: u64,
+    seg: u64,
+    out: u64,
+    sel: u64,
+    wsel: u64,
+    sgate: u64,
+    act: u64,
+    rows: i64,
+    hidden: i64,
+    experts: i64,
+    inter: i64,
+    sinter: i64,
+    top_k: i64,
+    width: i64,
+}
+// SAFETY: plain `#[repr(C)]` data laid out as the CUDA struct.
+unsafe impl cudarc::driver::DeviceRepr for MoeArgs {}
+
+/// Most experts the routing kernel holds in shared memory (8 bytes each).
+const MAX_EXPERTS: usize = 4096;
+/// Threads (8 warps, one output unit each) of every MoE block.
+const THREADS: u32 = 256;
+
+fn check(op: &str, c: &MoeCall<'_>) -> Result<()> {
+    same_device(
+        op,
+        &[
+            &c.out,
+            &c.x,
+            &c.router,
+            &c.gate_up,
+            &c.down,
+            &c.shared_gate,
+            &c.shared_up,
+            &c.shared_down,
+            &c.shared_expert_gate,
+        ],
+    )?;
+    if c.experts > MAX_EXPERTS {
+        return Err(Error::not_supported(format!(
+            "{op}: {} experts exceed the CUDA kernel's {MAX_EXPERTS}",
+            c.experts
+        )));
+    }
+    Ok(())
+}
+
+/// `etch::moe.out` on CUDA.
+pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let op = ctx.op_name();
+    let c = moe_call(ctx)?;
+    check(op, &c)?;
+    if c.rows == 0 {
+        return Ok(());
+    }
+    let dt = c.x.dtype();
+    let es = dt.element_size();
+    let (rows, k) = (c.rows, c.top_k);
+    // Activation rows padded to 8 elements, so that each starts 16-byte aligned.
+    let width = c.inter.max(c.shared_inter).next_multiple_of(8);
+    let (offs, total) = carve(
+        op,
+        [
+            bytes(op, &[rows, k, 4])?,
+            bytes(op, &[rows, k, 4])?,
+            bytes(op, &[rows, 4])?,
+            bytes(op, &[rows, k + 1, width, es])?,
+        ],
+    )?;
+    let names = |n: [&'static str; 3]| io_kernel(op, dt, n);
+    let route = names(["moe_route_f32", "moe_route_bf16", "moe_route_f16"])?;
+    let up = names(["moe_up_f32", "moe_up_bf16", "moe_up_f16"])?;
+    let down = names(["moe_down_f32", "moe_down_bf16", "moe_down_f16"])?;
+    let warps = (THREADS / 32) as usize;
+    let grid_rows = rows.min(65_535) as u32;
+    let cfg = |grid_dim: (u32, u32, u32), smem: usize| LaunchConfig {
+        grid_dim,
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: smem as u32,
+    };
+    let route_cfg = cfg((rows.min(1 << 30) as u32, 1, 1), 8 * c.experts);
+    let units = c.inter.max(c.shared_inter).div_ceil(warps).max(1);
+    let up_cfg = cfg(
+        (
+            grid_dim(op, "units", units, 1 << 30)?,
+            k as u32 + 1,
+            grid_rows,
+        ),
+        0,
+    );
+    let h_units = grid_dim(op, "hidden units", c.hidden.div_ceil(warps), 1 << 30)?;
+    let down_cfg = cfg((h_units, 1, grid_rows), 0);
+    let mut a = MoeArgs {
+        x: ptr(&c.x),
+        router: ptr(&c.router),
+        gate_up: ptr(&c.gate_up),
+        down: ptr(&c.down),
+        sg: ptr(&c.shared_gate),
+        su: ptr(&c.shared_up),
+        sd: ptr(&c.shared_down),
+        seg: ptr(&c.shared_expert_gate),
+        out: ptr(&c.out),
+        sel: 0,
+        wsel: 0,
+        sgate: 0,
+        act: 0,
+        rows: rows as i64,
+        hidden: c.hidden as i64,
+        experts: c.experts as i64,
+        inter: c.inter as i64,
+        sinter: c.shared_inter as i64,
+        top_k: k as i64,
+        width: width as i64,
+    };
+    with_device(ctx, c.out.device(), |mut l: Launch<'_>| {
+        let base = l.scratch(total)?;
+        [a.sel, a.wsel, a.sgate, a.act] = offs.map(|o| base + o);
+        let fs = [
+            l.function(Family::Moe, route)?,
+            l.function(Family::Moe, up)?,
+            l.function(Family::Moe, down)?,
+        ];
+        let mut args = [arg(&mut a)];
+        for (f, cfg) in fs.into_iter().zip([route_cfg, up_cfg, down_cfg]) {
+            // SAFETY: the weights and x/out are live, contiguous device memory of the shapes
+            // `moe_call` checked; the scratch holds the carved regions; the argument
+            // matches `moe_*(MoeArgs)`; the kernels run in order on one stream.
+            unsafe { l.launch_with(f, cfg, &mut args) }?;
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,287 @@
+//! The `etch::` CUDA kernels against the CPU kernels at the sizes of the Qwen 3.5 MoE model
+//! (the op table holds small, odd sizes): head_dim 128 for the Gated DeltaNet, head_dim 256
+//! with a cache of 4096 positions for attention (decode with split keys, and prefill), a
+//! 64-expert MoE, and sampling over a 248,320-token vocabulary. States updated in place
+//! and outputs must agree. Skipped without a GPU unless `ETCH_REQUIRE_CUDA=1`; run on the
+//! H200 by `scripts/gpu-test.sh`.
+
+use etch_core::{
+    Device, DeviceRegistry, DeviceType, Dynamism, EValue, KernelContext, KernelRegistry,
+    ScalarType, Tensor, TensorImpl, bf16, f16,
+};
+use etch_devices::cuda::{CudaAllocator, cuda_for_tests};
+use std::sync::Arc;
+
+mod common;
+use common::{Rng, ix};
+
+use ScalarType::{BFloat16 as BF16, Float as F32, Half as F16, Long};
+
+fn tensor(v: &[f32], dtype: ScalarType, sizes: &[usize]) -> Tensor {
+    match dtype {
+        F32 => Tensor::from_slice(v, sizes),
+        F16 => Tensor::from_slice(
+            &v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>(),
+            sizes,
+        ),
+        _ => Tensor::from_slice(
+            &v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>(),
+            sizes,
+        ),
+    }
+    .unwrap()
+}
+
+/// Uniform values in [-scale, scale).
+fn rand(rng: &mut Rng, dtype: ScalarType, sizes: &[usize], scale: f32) -> Tensor {
+    let n: usize = sizes.iter().product();
+    let v: Vec<f32> = (0..n).map(|_| 0.5 * rng.f() * scale).collect();
+    tensor(&v, dtype, sizes)
+}
+
+fn pos(p: i64) -> A {
+    A::In(Tensor::from_slice(&[p], &[1]).unwrap())
+}
+
+enum A {
+    In(Tensor),
+    /// Updated in place: compared after the call.
+    State(Tensor),
+    Int(i64),
+    Double(f64),
+    Out(ScalarType, Vec<usize>),
+}
+
+/// Runs `op` with its tensors on `device`; returns the states, then the outputs, on the
+/// host.
+fn run(
+    reg: &KernelRegistry,
+    op: &str,
+    args: &[A],
+    device: Device,
+    devs: &DeviceRegistry,
+) -> Vec<Tensor> {
+    let mut keep = Vec::new();
+    let mut values = Vec::new();
+    let mut states = Vec::new();
+    let mut outs = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        values.push(match a {
+            A::In(t) | A::State(t) => {
+                let t = t.to_device(device, devs).unwrap();
+                let v = t.view();
+                if matches!(a, A::State(_)) {
+                    states.push(keep.len());
+                }
+                keep.push(t);
+                EValue::Tensor(v)
+            }
+            A::Out(dtype, sizes) => {
+                let t = Tensor::empty_on(*dtype, sizes, device, devs).unwrap();
+                let v = t.view();
+                let imp = TensorImpl::new(
+                    *dtype,
+                    sizes,
+                    None,
+                    Dynamism::DynamicBound,
+                    device,
+                    v.data_ptr(),
+                    v.capacity(),
+                )
+                .unwrap();
+                outs.push((i, keep.len()));
+                keep.push(t);
+                EValue::Tensor(imp)
+            }
+            A::Int(x) => EValue::Int(*x),
+            A::Double(x) => EValue::Double(*x),
+        });
+    }
+    let mut idx: Vec<u32> = (0..args.len() as u32).collect();
+    idx.extend(outs.iter().map(|&(o, _)| o as u32));
+    let f = reg.get(op).unwrap_or_else(|| panic!("{op} not registered"));
+    // SAFETY: every tensor points at memory held by `keep` for the call.
+    let mut ctx =
+        unsafe { KernelContext::new(&mut values, &idx, op) }.with_devices(devs, device.is_cpu());
+    f(&mut ctx).unwrap_or_else(|e| panic!("{op} on {device}: {e}"));
+    if !device.is_cpu() {
+        let alloc = devs.get(DeviceType::Cuda).unwrap();
+        let cuda = alloc.as_any().downcast_ref::<CudaAllocator>().unwrap();
+        etch_kernels_cuda::check_device_errors(cuda, device.index).unwrap();
+    }
+    states
+        .into_iter()
+        .chain(outs.into_iter().map(|(_, k)| k))
+        .map(|k| keep[k].to_cpu().unwrap())
+        .collect()
+}
+
+fn check(
+    reg: (&KernelRegistry, &KernelRegistry),
+    devs: &DeviceRegistry,
+    what: &str,
+    op: &str,
+    args: &[A],
+) {
+    let cpu = run(reg.0, op, args, Device::CPU, devs);
+    let gpu = run(reg.1, op, args, Device::cuda(ix()), devs);
+    for (k, (c, g)) in cpu.iter().zip(&gpu).enumerate() {
+        assert_eq!(c.sizes(), g.sizes(), "{what}: result {k} shape");
+        let tol = match c.dtype() {
+            F32 => 1e-4,
+            F16 => 1e-2,
+            Long => 0.0,
+            _ => 3e-2,
+        };
+        let (c, g) = (c.to_f64_vec().unwrap(), g.to_f64_vec().unwrap());
+        // Relative to each element, with a floor relative to the tensor's scale.
+        let floor = 0.05 * c.iter().fold(0f64, |m, x| m.max(x.abs()));
+        for (i, (x, y)) in c.iter().zip(&g).enumerate() {
+            assert!(
+                (x - y).abs() <= tol * (floor + x.abs()),
+                "{what}: result {k} element {i}: cpu {x}, cuda {y}"
+            );
+        }
+    }
+    eprintln!("{what}: ok");
+}
+
+/// A GDN call of the model's shapes: 16 key heads and 32 value heads of 128.
+fn gdn_args(rng: &mut Rng, dt: ScalarType, t: usize, p: i64) -> Vec<A> {
+    let (hk, dk, hv, dv, k) = (16, 128, 32, 128, 4);
+    let c = 2 * hk * dk + hv * dv;
+    vec![
+        A::In(rand(rng, dt, &[1, t, c], 2.0)),
+        A::In(rand(rng, dt, &[1, t, hv], 2.0)),
+        A::In(rand(rng, dt, &[1, t, hv], 2.0)),
+        A::In(rand(rng, dt, &[c, 1, k], 0.5)),
+        A::In(rand(rng, dt, &[hv], 1.0)),
+        A::In(rand(rng, dt, &[hv], 1.0)),
+        A::State(rand(rng, dt, &[1, c, k - 1], 2.0)),
+        A::State(rand(rng, F32, &[1, hv, dk, dv], 0.1)),
+        pos(p),
+        A::Int(hk as i64),
+        A::Int(dk as i64),
+        A::Out(dt, vec![1, t, hv, dv]),
+    ]
+}
+
+/// A MoE call: 64 experts of 128 over a hidden size of 512, top 8, shared expert of 256.
+fn moe_args(rng: &mut Rng, dt: ScalarType, rows: usize) -> Vec<A> {
+    let (h, e, i, is) = (512, 64, 128, 256);
+    let s = |n: usize| 1.7 / (n as f32).sqrt();
+    vec![
+        A::In(rand(rng, dt, &[rows, h], 1.0)),
+        A::In(rand(rng, dt, &[e, h], s(h) * 2.0)),
+        A::In(rand(rng, dt, &[e, 2 * i, h], s(h))),
+        A::In(rand(rng, dt, &[e, h, i], s(i))),
+        A::In(rand(rng, dt, &[is, h], s(h))),
+        A::In(rand(rng, dt, &[is, h], s(h))),
+        A::In(rand(rng, dt, &[h, is], s(is))),
+        A::In(rand(rng, dt, &[1, h], s(h))),
+        A::Int(8),
+        A::Out(dt, vec![rows, h]),
+    ]
+}
+
+/// An attention call over a cache of 4096 positions: 16 query heads, 2 KV heads.
+fn attention_args(rng: &mut Rng, dt: ScalarType, d: usize, t: usize, p: i64) -> Vec<A> {
+    let (hq, hkv, s) = (16, 2, 4096);
+    vec![
+        A::In(rand(rng, dt, &[1, t, hq, d], 1.0)),
+        A::In(rand(rng, dt, &[1, t, hkv, d], 1.0)),
+        A::In(rand(rng, dt, &[1, t, hkv, d], 1.0)),
+        A::State(rand(rng, dt, &[1, s, hkv, d], 1.0)),
+        A::State(rand(rng, dt, &[1, s, hkv, d], 1.0)),
+        pos(p),
+        A::Double(1.0 / (d as f64).sqrt()),
+        A::Out(dt, vec![1, t, hq, d]),
+    ]
+}
+
+/// Logits over the model's vocabulary, peaked as a language model's are: a flat bulk and
+/// ten tokens with probabilities ~ 0.61^j (cumulative 0.40, 0.64, 0.78, 0.87, 0.92, 0.96,
+/// ...), so that each draw below is far from a boundary.
+fn logits(rng: &mut Rng, dt: ScalarType, rows: usize) -> Tensor {
+    let v = 248_320;
+    let mut x: Vec<f32> = (0..rows * v).map(|_| rng.f()).collect();
+    for r in 0..rows {
+        for j in 0..10 {
+            x[r * v + (1000 + 7919 * (j + 3 * r)) % v] = 20.0 - 0.5 * j as f32;
+        }
+    }
+    tensor(&x, dt, &[rows, v])
+}
+
+#[test]
+fn etch_ops_match_the_cpu_at_model_sizes() {
+    let Some(alloc) = cuda_for_tests().unwrap() else {
+        return;
+    };
+    let devs = DeviceRegistry::new();
+    devs.register(Arc::new(alloc)).unwrap();
+    let (cpu, gpu) = (
+        etch_kernels::portable_registry(),
+        etch_kernels_cuda::cuda_registry(),
+    );
+    let regs = (&cpu, &gpu);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for (dt, t, p) in [(BF16, 1, 5), (BF16, 17, 0), (F32, 3, 2)] {
+        let args = gdn_args(&mut rng, dt, t, p);
+        check(
+            regs,
+            &devs,
+            &format!("gdn {dt} T={t} pos={p}"),
+            "etch::gated_delta_net.out",
+            &args,
+        );
+    }
+    for (dt, rows) in [(BF16, 1), (BF16, 5), (F32, 3)] {
+        let args = moe_args(&mut rng, dt, rows);
+        check(
+            regs,
+            &devs,
+            &format!("moe {dt} rows={rows}"),
+            "etch::moe.out",
+            &args,
+        );
+    }
+    for (dt, d, t, p) in [
+        (BF16, 256, 1, 3000),
+        (BF16, 256, 128, 0),
+        (BF16, 256, 64, 100),
+        (F16, 128, 1, 4095),
+    ] {
+        let args = attention_args(&mut rng, dt, d, t, p);
+        check(
+            regs,
+            &devs,
+            &format!("attention {dt} D={d} T={t} pos={p}"),
+            "etch::attention.out",
+            &args,
+        );
+    }
+    let l = logits(&mut rng, BF16, 2);
+    // Greedy; top-k 20 with top-p (shared-memory path); all tokens, top-p 0.9 and all
+    // tokens, top-k 2000 (digit searches).
+    for s in [
+        [0.0f32, 0.0, 1.0, 0.5],
+        [0.7, 20.0, 0.95, 0.37],
+        [1.0, 0.0, 0.9, 0.5],
+        [1.0, 0.0, 1.0, 0.7],
+        [1.0, 2000.0, 0.95, 0.8],
+    ] {
+        let args = [
+            A::In(l.to_cpu().unwrap()),
+            A::In(Tensor::from_slice(&s, &[4]).unwrap()),
+            A::Out(Long, vec![2, 1]),
+        ];
+        check(
+            regs,
+            &devs,
+            &format!("sample {s:?}"),
+            "etch::sample.out",
+            &args,
+        );
+    }
+}
