@@ -25,6 +25,7 @@ cp "$(exe etch-kernels-cuda op_table_cuda)" .gpu/cuda-op-table
 cp "$(exe etch-kernels-cuda etch_ops_vs_cpu)" .gpu/cuda-etch-ops-tests
 cp "$(exe etch device)" .gpu/device-tests
 cp "$(exe etch lower)" .gpu/lower-tests
+cp "$(exe etch qwen3_5_moe)" .gpu/qwen-tests
 # Exported models (tools/export/export_models.py), for `etch lower` on real CUDA; the big
 # conv nets stay behind (the bundle travels with a size limit).
 if [ -f target/models/manifest.json ]; then
@@ -78,6 +79,7 @@ for f in tests/fixtures/device/*/model.pte; do
   echo "-- \$f"; .gpu/etch run "\$f" --iterations 20 || status=1
 done
 echo "== lowered fixtures (simulated and real CUDA)"; .gpu/lower-tests --test-threads=1 --nocapture || status=1
+echo "== Qwen 3.5 MoE fixture: ids equal transformers' on the CPU, simulated and real CUDA"; .gpu/qwen-tests --test-threads=1 --nocapture || status=1
 if [ -f .gpu/models/manifest.json ]; then
   echo "== etch lower --ops cuda on the exported models, run on real CUDA (outputs to \$OUT/lowered)"
   out=\${OUT:-/tmp/etch-gpu-out}

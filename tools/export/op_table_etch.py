@@ -47,6 +47,8 @@ class Case:
                 js.append({"out": self.tensor_json(v.t)["tensor"]})
             elif isinstance(v, torch.Tensor):
                 js.append(self.tensor_json(v))
+            elif isinstance(v, bool):
+                js.append({"bool": v})
             elif isinstance(v, int):
                 js.append({"int": v})
             else:
@@ -236,6 +238,28 @@ def sample(c):
     c.add(op, [logits, torch.tensor([1.0, 0.0, 1.0])], etch_ops.sample_ref, torch.int64, [1, 1])
 
 
+def norms(c):
+    """etch::rms_norm (with and without the unit offset) and etch::rms_norm_gated: odd
+    rows, a row wider than a block (2048), and mismatched shapes."""
+    for dtype in DTYPES:
+        x, w = c.randn([3, 40], dtype), c.randn([40], dtype, 0.5)
+        for unit in (True, False):
+            c.add("etch::rms_norm.out", [x, w, 1e-6, unit], etch_ops.rms_norm_ref, dtype,
+                  [3, 40], tol_for(dtype))
+    for dtype in (torch.float32, torch.bfloat16):
+        x, w = c.randn([1, 1000], dtype), c.randn([1000], dtype, 0.5)
+        c.add("etch::rms_norm.out", [x, w, 1e-6, True], etch_ops.rms_norm_ref, dtype,
+              [1, 1000], tol_for(dtype))
+        x, z, w = c.randn([2, 5, 10], dtype), c.randn([2, 5, 10], dtype), c.randn([10], dtype)
+        c.add("etch::rms_norm_gated.out", [x, z, w, 1e-6], etch_ops.rms_norm_gated_ref, dtype,
+              [2, 5, 10], tol_for(dtype))
+    x = c.randn([3, 8], torch.float32)
+    c.add("etch::rms_norm.out", [x, c.randn([7], torch.float32), 1e-6, True],
+          etch_ops.rms_norm_ref, torch.float32, [3, 8])
+    c.add("etch::rms_norm_gated.out", [x, c.randn([3, 7], torch.float32),
+          c.randn([8], torch.float32), 1e-6], etch_ops.rms_norm_gated_ref, torch.float32, [3, 8])
+
+
 def cases(tensor_json, out_json, tol):
     """Every etch:: case, as table entries."""
     c = Case(tensor_json, out_json, tol)
@@ -243,4 +267,5 @@ def cases(tensor_json, out_json, tol):
     moe(c)
     attention(c)
     sample(c)
+    norms(c)
     return c.cases
