@@ -49,6 +49,8 @@ cat > .gpu/run.sh <<RUN
 # Runs the GPU suite from the repository root; exits non-zero if any part fails.
 set -uo pipefail
 cd "\$(dirname "\$0")/.."
+# Tests that run the CLI find it where cargo built it.
+mkdir -p target/release && cp .gpu/etch target/release/etch
 # Test binaries find fixtures through the path they were built in.
 [ -e "$PWD" ] || { mkdir -p "\$(dirname "$PWD")"; ln -s "\$PWD" "$PWD"; }
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:\${LD_LIBRARY_PATH:-}
