@@ -1,9 +1,11 @@
 // etch::moe (etch_kernels::etch_ops::moe has the math and the CPU kernel), in three
 // kernels on one stream, every intermediate rounded to the IO dtype where the CPU rounds:
-// - moe_route_*: one block per row: router logits and the shared-expert gate (one warp per
-//   dot product), then warp 0 takes the softmax, the top-k (NaN loses, ties to the lower
-//   index) and writes the selected experts in ascending order with their renormalised
-//   weights.
+// - moe_logits_*: grid (groups of 8 experts, 1, rows): one warp per (row, expert) computes
+//   the rounded router logit (and, for "expert" E, the shared-expert gate), so that the
+//   router's E x H weights are read by the whole GPU, not one block.
+// - moe_route_*: one block per row: warp 0 takes the softmax, the top-k (NaN loses, ties to
+//   the lower index) and writes the selected experts in ascending order with their
+//   renormalised weights.
 // - moe_up_*: grid (rows of 8 intermediate units, k+1 slots, rows): one warp per unit i
 //   computes gate_i and up_i of the slot's expert (slot k: the shared expert) against x and
 //   stores round(round(silu(gate)) * up) in the activation scratch.
@@ -29,6 +31,7 @@ struct MoeArgs {
     float* wsel;          // [M, k] their weights (rounded)
     float* sgate;         // [M] sigmoid gate of the shared expert (rounded)
     void* act;            // [M, k+1, width] activations (IO dtype)
+    float* logits;        // [M, E] rounded router logits
     i64 rows, hidden, experts, inter, sinter, top_k, width;
 };
 
@@ -88,25 +91,34 @@ template <int DT> __device__ void moe_topk(const MoeArgs& a, i64 m, float* p, in
     }
 }
 
+template <int DT> __device__ void moe_logits(const MoeArgs& a) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int es = DT == DT_F32 ? 4 : 2;
+    const i64 e = blockIdx.x * (i64)(blockDim.x >> 5) + w;
+    if (e > a.experts) return;
+    const bool gate = e == a.experts;
+    const void* row = gate ? a.seg : (const char*)a.router + e * a.hidden * es;
+    for (i64 m = blockIdx.z; m < a.rows; m += gridDim.z) {
+        const char* x = (const char*)a.x + m * a.hidden * es;
+        const float l = io_rnd<DT>(warp_dot<DT>(row, x, a.hidden));
+        if (lane != 0) continue;
+        if (gate)
+            a.sgate[m] = io_rnd<DT>(e_sigmoid(l));
+        else
+            a.logits[m * a.experts + e] = l;
+    }
+}
+IO_KERNELS(moe_logits, MoeArgs, 256)
+
 // Dynamic shared memory: E floats (logits, then probabilities) and E ints (taken flags).
 template <int DT> __device__ void moe_route(const MoeArgs& a) {
     float* p = moe_smem;
     int* taken = (int*)(moe_smem + a.experts);
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int es = DT == DT_F32 ? 4 : 2;
+    const int w = threadIdx.x >> 5;
     for (i64 m = blockIdx.x; m < a.rows; m += gridDim.x) {
-        const char* x = (const char*)a.x + m * a.hidden * es;
-        for (i64 e = w; e <= a.experts; e += nw) {
-            const bool gate = e == a.experts;
-            const void* row = gate ? a.seg : (const char*)a.router + e * a.hidden * es;
-            const float l = io_rnd<DT>(warp_dot<DT>(row, x, a.hidden));
-            if (lane != 0) continue;
-            if (gate) {
-                a.sgate[m] = io_rnd<DT>(e_sigmoid(l));
-            } else {
-                p[e] = l;
-                taken[e] = 0;
-            }
+        for (i64 e = threadIdx.x; e < a.experts; e += blockDim.x) {
+            p[e] = a.logits[m * a.experts + e];
+            taken[e] = 0;
         }
         __syncthreads();
         if (w == 0) moe_topk<DT>(a, m, p, taken);

@@ -29,6 +29,7 @@ struct MoeArgs {
     wsel: u64,
     sgate: u64,
     act: u64,
+    logits: u64,
     rows: i64,
     hidden: i64,
     experts: i64,
@@ -89,9 +90,11 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             bytes(op, &[rows, k, 4])?,
             bytes(op, &[rows, 4])?,
             bytes(op, &[rows, k + 1, width, es])?,
+            bytes(op, &[rows, c.experts, 4])?,
         ],
     )?;
     let names = |n: [&'static str; 3]| io_kernel(op, dt, n);
+    let logits = names(["moe_logits_f32", "moe_logits_bf16", "moe_logits_f16"])?;
     let route = names(["moe_route_f32", "moe_route_bf16", "moe_route_f16"])?;
     let up = names(["moe_up_f32", "moe_up_bf16", "moe_up_f16"])?;
     let down = names(["moe_down_f32", "moe_down_bf16", "moe_down_f16"])?;
@@ -102,6 +105,8 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: smem as u32,
     };
+    let e_units = grid_dim(op, "experts", (c.experts + 1).div_ceil(warps), 1 << 30)?;
+    let logits_cfg = cfg((e_units, 1, grid_rows), 0);
     let route_cfg = cfg((rows.min(1 << 30) as u32, 1, 1), 8 * c.experts);
     let units = c.inter.max(c.shared_inter).div_ceil(warps).max(1);
     let up_cfg = cfg(
@@ -128,6 +133,7 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         wsel: 0,
         sgate: 0,
         act: 0,
+        logits: 0,
         rows: rows as i64,
         hidden: c.hidden as i64,
         experts: c.experts as i64,
@@ -138,14 +144,18 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     };
     with_device(ctx, c.out.device(), |mut l: Launch<'_>| {
         let base = l.scratch(total)?;
-        [a.sel, a.wsel, a.sgate, a.act] = offs.map(|o| base + o);
+        [a.sel, a.wsel, a.sgate, a.act, a.logits] = offs.map(|o| base + o);
         let fs = [
+            l.function(Family::Moe, logits)?,
             l.function(Family::Moe, route)?,
             l.function(Family::Moe, up)?,
             l.function(Family::Moe, down)?,
         ];
         let mut args = [arg(&mut a)];
-        for (f, cfg) in fs.into_iter().zip([route_cfg, up_cfg, down_cfg]) {
+        for (f, cfg) in fs
+            .into_iter()
+            .zip([logits_cfg, route_cfg, up_cfg, down_cfg])
+        {
             // SAFETY: the weights and x/out are live, contiguous device memory of the shapes
             // `moe_call` checked; the scratch holds the carved regions; the argument
             // matches `moe_*(MoeArgs)`; the kernels run in order on one stream.
