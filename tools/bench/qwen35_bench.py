@@ -84,6 +84,22 @@ def hf(a):
             json.dump(r, f)
 
 
+def logits(a):
+    """Last-position logits of a prompt (tokens .npy) as float32 .npy, in bf16 or f32."""
+    import numpy as np
+    from transformers import Qwen3_5MoeForCausalLM
+
+    dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
+    m = Qwen3_5MoeForCausalLM.from_pretrained(
+        a.ckpt, dtype=dtype, device_map="cuda", experts_implementation=a.experts
+    ).eval()
+    tokens = torch.from_numpy(np.load(a.tokens)).cuda()
+    with torch.no_grad():
+        out = m(tokens).logits[:, -1].float().cpu().numpy()
+    np.save(a.out, out)
+    print(f"{a.dtype} logits: argmax {int(out.argmax())}, max {out.max():.4f}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -98,8 +114,14 @@ def main():
     p.add_argument("--new", type=int, default=32)
     p.add_argument("--experts", default="grouped_mm")
     p.add_argument("--json")
+    p = sub.add_parser("logits")
+    p.add_argument("--ckpt", required=True)
+    p.add_argument("--tokens", required=True)
+    p.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
+    p.add_argument("--experts", default="grouped_mm")
+    p.add_argument("--out", required=True)
     a = ap.parse_args()
-    {"make-ckpt": make_ckpt, "hf": hf}[a.cmd](a)
+    {"make-ckpt": make_ckpt, "hf": hf, "logits": logits}[a.cmd](a)
 
 
 if __name__ == "__main__":
