@@ -372,48 +372,26 @@ impl<'a> KernelContext<'a> {
         let Some(x) = idx else {
             return Err(self.arg_err(i, Error::invalid_argument(format!("no list item {j}"))));
         };
-        let (op, host_access) = (self.op, self.host_access);
-        let t = match self.values.get_mut(x as usize) {
-            Some(EValue::Tensor(t)) => t,
-            Some(v) => {
-                return Err(Error::invalid_argument(format!(
-                    "{op}: argument {i}: list item {j}: {}",
-                    type_error(Tag::Tensor, v.tag()).message()
-                )));
-            }
-            None => {
-                return Err(Error::invalid_program(format!(
-                    "{op}: value {x} out of range"
-                )));
-            }
-        };
-        t.resize(sizes).map_err(|e| {
-            Error::new(
-                e.code(),
-                format!("{op}: out list {i} item {j}: {}", e.message()),
-            )
-        })?;
-        // SAFETY: as in `resize_out`.
-        Ok(unsafe {
-            if host_access {
-                TensorRef::new_host_accessible(*t)
-            } else {
-                TensorRef::new(*t)
-            }
-        })
+        self.resize_value(x as usize, sizes, &format!("out list {i} item {j}"))
     }
 
     /// Resizes the `out` tensor in argument `i` (ExecuTorch's `resize_tensor`) and returns it.
     pub fn resize_out(&mut self, i: usize, sizes: &[usize]) -> Result<TensorRef<'a>> {
-        let op = self.op;
-        let host_access = self.host_access;
-        let v = self.value_mut(i)?;
-        let t = v.as_tensor_mut().map_err(|e| {
-            Error::new(e.code(), format!("{op}: out argument {i}: {}", e.message()))
-        })?;
-        t.resize(sizes).map_err(|e| {
-            Error::new(e.code(), format!("{op}: out argument {i}: {}", e.message()))
-        })?;
+        let idx = self.index(i)?;
+        self.resize_value(idx, sizes, &format!("out argument {i}"))
+    }
+
+    /// Resizes the tensor at value index `idx` (`what` names it in errors).
+    fn resize_value(&mut self, idx: usize, sizes: &[usize], what: &str) -> Result<TensorRef<'a>> {
+        let (op, host_access) = (self.op, self.host_access);
+        let t = self
+            .values
+            .get_mut(idx)
+            .ok_or_else(|| Error::invalid_program(format!("{op}: value {idx} out of range")))?
+            .as_tensor_mut()
+            .map_err(|e| Error::new(e.code(), format!("{op}: {what}: {}", e.message())))?;
+        t.resize(sizes)
+            .map_err(|e| Error::new(e.code(), format!("{op}: {what}: {}", e.message())))?;
         // SAFETY: resizing keeps the bytes within the tensor's capacity; see `new` and
         // `with_devices` for host access.
         Ok(unsafe {

@@ -132,14 +132,14 @@ __device__ __forceinline__ void bn_off(const BnArgs& a, i64 i, i64& oi, i64& oo)
     }
 }
 
-// Sum of v over the block (every thread gets it); `sh` holds 32 doubles.
-__device__ double block_sum(double v, double* sh) {
+// Sum of v over the block (every thread gets it); `sh` holds 32 values.
+template <typename C> __device__ C block_sum(C v, C* sh) {
     v = wsum(v);
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     __syncthreads();
     if (lane == 0) sh[wid] = v;
     __syncthreads();
-    double t = 0.0;
+    C t = (C)0;
     for (int k = 0; k < (int)(blockDim.x >> 5); ++k) t += sh[k];
     return t;
 }
@@ -229,13 +229,7 @@ extern "C" __global__ void etch_rms_norm(RmsArgs a) {
             float v = ld<float>(a.x, a.dt, base + i);
             ss += v * v;
         }
-        ss = wsum(ss);
-        int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-        __syncthreads();
-        if (lane == 0) sh[wid] = ss;
-        __syncthreads();
-        float tot = 0.0f;
-        for (int k = 0; k < (int)(blockDim.x >> 5); ++k) tot += sh[k];
+        const float tot = block_sum(ss, sh);
         const float inv = 1.0f / sqrtf(tot / (float)a.n + a.eps);
         for (i64 i = threadIdx.x; i < a.n; i += blockDim.x) {
             float h = ld<float>(a.x, a.dt, base + i) * inv;
