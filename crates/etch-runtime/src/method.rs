@@ -48,16 +48,15 @@ pub struct LoadConfig {
     pub device_constants: Option<Arc<DeviceConstants>>,
 }
 
+/// A device copy's key: name, device, dtype and sizes.
+type ConstantKey = (String, Device, ScalarType, Vec<usize>);
+
 /// Device copies of external (named) constants, shared by every method of a module and
 /// their nested delegates: a weight that `prefill` and `decode` both use is uploaded once
 /// per device (upstream's `weight_sharing_across_methods`). Keyed by name, device, dtype
 /// and shape; the copies are freed when the last method using them is dropped.
 #[derive(Default)]
-pub struct DeviceConstants(
-    std::sync::Mutex<
-        std::collections::HashMap<(String, Device, ScalarType, Vec<usize>), Arc<Buffer>>,
-    >,
-);
+pub struct DeviceConstants(std::sync::Mutex<std::collections::HashMap<ConstantKey, Arc<Buffer>>>);
 
 impl std::fmt::Debug for DeviceConstants {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -72,7 +71,7 @@ impl DeviceConstants {
     /// The shared copy of `key` on `device`, uploading `bytes` the first time.
     fn get_or_upload(
         &self,
-        key: (String, Device, ScalarType, Vec<usize>),
+        key: ConstantKey,
         bytes: &[u8],
         devices: &DeviceRegistry,
     ) -> Result<Arc<Buffer>> {
