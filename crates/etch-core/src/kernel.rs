@@ -372,26 +372,32 @@ impl<'a> KernelContext<'a> {
         let Some(x) = idx else {
             return Err(self.arg_err(i, Error::invalid_argument(format!("no list item {j}"))));
         };
-        self.resize_value(x as usize, sizes, &format!("out list {i} item {j}"))
+        self.resize_value(x as usize, sizes, || format!("out list {i} item {j}"))
     }
 
     /// Resizes the `out` tensor in argument `i` (ExecuTorch's `resize_tensor`) and returns it.
     pub fn resize_out(&mut self, i: usize, sizes: &[usize]) -> Result<TensorRef<'a>> {
         let idx = self.index(i)?;
-        self.resize_value(idx, sizes, &format!("out argument {i}"))
+        self.resize_value(idx, sizes, || format!("out argument {i}"))
     }
 
-    /// Resizes the tensor at value index `idx` (`what` names it in errors).
-    fn resize_value(&mut self, idx: usize, sizes: &[usize], what: &str) -> Result<TensorRef<'a>> {
+    /// Resizes the tensor at value index `idx` (`what` names it in errors; only formatted
+    /// on an error, so that execution allocates nothing).
+    fn resize_value(
+        &mut self,
+        idx: usize,
+        sizes: &[usize],
+        what: impl Fn() -> String,
+    ) -> Result<TensorRef<'a>> {
         let (op, host_access) = (self.op, self.host_access);
         let t = self
             .values
             .get_mut(idx)
             .ok_or_else(|| Error::invalid_program(format!("{op}: value {idx} out of range")))?
             .as_tensor_mut()
-            .map_err(|e| Error::new(e.code(), format!("{op}: {what}: {}", e.message())))?;
+            .map_err(|e| Error::new(e.code(), format!("{op}: {}: {}", what(), e.message())))?;
         t.resize(sizes)
-            .map_err(|e| Error::new(e.code(), format!("{op}: {what}: {}", e.message())))?;
+            .map_err(|e| Error::new(e.code(), format!("{op}: {}: {}", what(), e.message())))?;
         // SAFETY: resizing keeps the bytes within the tensor's capacity; see `new` and
         // `with_devices` for host access.
         Ok(unsafe {
