@@ -151,13 +151,24 @@ fn named_tensors(
     Ok((ext, state))
 }
 
+/// How deep [`MethodMeta`] looks into nested `ExecutorBackend` programs.
+const MAX_NESTED_META: u32 = 4;
+
 /// Adds the external constants of the method's `ExecutorBackend` delegates (nested
 /// programs); a constant a delegate uses is reported on the delegate's target device.
+///
+/// Informational: nested programs are read at most [`MAX_NESTED_META`] levels deep (a
+/// malformed file can make a delegate's blob contain the file itself), and one that does
+/// not parse is skipped (loading reports it).
 fn nested_constants(
     program: &Program,
     plan: &pte::ExecutionPlanRef<'_>,
     out: &mut Vec<NamedTensor>,
+    depth: u32,
 ) -> Result<()> {
+    if depth >= MAX_NESTED_META {
+        return Ok(());
+    }
     let Some(ds) = plan.delegates().map_err(fb_err("delegates"))? else {
         return Ok(());
     };
@@ -187,7 +198,12 @@ fn nested_constants(
             continue;
         };
         for m in nested.method_names().to_vec() {
-            let meta = MethodMeta::new(&nested, &m)?;
+            let Ok(plan) = nested.plan(&m) else {
+                continue;
+            };
+            let Ok(meta) = MethodMeta::from_plan_at(&nested, &plan, depth + 1) else {
+                continue;
+            };
             for mut c in meta.external_constants {
                 c.device = target.unwrap_or(c.device);
                 match out.iter_mut().find(|o| o.name == c.name) {
@@ -208,6 +224,15 @@ impl MethodMeta {
     }
 
     pub(crate) fn from_plan(program: &Program, plan: &pte::ExecutionPlanRef<'_>) -> Result<Self> {
+        Self::from_plan_at(program, plan, 0)
+    }
+
+    /// `from_plan` for a program nested `depth` delegates deep.
+    fn from_plan_at(
+        program: &Program,
+        plan: &pte::ExecutionPlanRef<'_>,
+        depth: u32,
+    ) -> Result<Self> {
         let name = plan
             .name()
             .map_err(fb_err("method name"))?
@@ -363,7 +388,7 @@ impl MethodMeta {
         }
         tensor_devices.sort();
         let (mut external_constants, named_state) = named_tensors(&values)?;
-        nested_constants(program, plan, &mut external_constants)?;
+        nested_constants(program, plan, &mut external_constants, depth)?;
         Ok(MethodMeta {
             tensor_devices,
             external_constants,
