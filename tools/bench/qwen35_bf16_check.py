@@ -11,7 +11,8 @@ N tokens, on the CPU:
 - per layer, the mean |error| of each bf16 run against float32;
 - the share of (token, layer) routings whose top-8 expert set differs from float32's.
 
-    /work/venv/bin/python tools/bench/qwen35_bf16_check.py [N]
+    /work/venv/bin/python tools/bench/qwen35_bf16_check.py [N] [--experts E] [--layers L]
+        [--vocab V]   (defaults: 64 tokens, 16 experts, 4 layers, 4096 ids)
 """
 import json
 import os
@@ -23,12 +24,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import qwen3_5_moe as q  # noqa: E402
 
 
-def config():
+def config(experts=16, layers=4, vocab=4096):
     from transformers import Qwen3_5MoeTextConfig
 
     c = Qwen3_5MoeTextConfig()  # the 35B-A3B sizes
     d = c.to_dict()
-    d.update(num_hidden_layers=4, layer_types=c.layer_types[:4], num_experts=16, vocab_size=4096,
+    d.update(num_hidden_layers=layers, layer_types=c.layer_types[:layers], num_experts=experts,
+             vocab_size=vocab,
              rope_parameters={"rope_type": "default", "rope_theta": 1e7,
                               "partial_rotary_factor": 0.25})
     cfg = Qwen3_5MoeTextConfig(**{k: v for k, v in d.items() if k != "model_type"})
@@ -39,8 +41,17 @@ def config():
 def main():
     from transformers import Qwen3_5MoeForCausalLM
 
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 64
-    cfg = config()
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("n", nargs="?", type=int, default=64)
+    ap.add_argument("--experts", type=int, default=16)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--vocab", type=int, default=4096)
+    a = ap.parse_args()
+    n = a.n
+    cfg = config(a.experts, a.layers, a.vocab)
+    L = a.layers
     torch.manual_seed(0)
     hf32 = Qwen3_5MoeForCausalLM(cfg).eval()
     sd = {k: v.clone() for k, v in hf32.state_dict().items()}
@@ -65,7 +76,7 @@ def main():
         l16 = hf16(prompt).logits[0, -1].float()
         lo = ours(prompt, torch.tensor([0]))[0].float()
     print(f"{n} tokens; mean |error| against float32 per layer output (all positions):")
-    for i in range(4):
+    for i in range(L):
         t = outs[f"hf32{i}"].float()
         e = {k: (outs[f"{k}{i}"].float() - t).abs().mean().item() for k in ("hf16", "ours")}
         print(f"  layer {i} ({cfg.layer_types[i]}): transformers bf16 {e['hf16']:.5f}, "
@@ -78,7 +89,7 @@ def main():
     flips = {"hf16": 0, "ours": 0}
     total = 0
     with torch.no_grad():
-        for i in range(4):
+        for i in range(L):
             w = hf32.model.layers[i].mlp.gate.weight
             r = top8(ins[f"hf32{i}"], w)
             total += r.shape[0]
