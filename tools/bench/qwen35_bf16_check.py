@@ -29,7 +29,9 @@ def config(experts=16, layers=4, vocab=4096):
 
     c = Qwen3_5MoeTextConfig()  # the 35B-A3B sizes
     d = c.to_dict()
-    d.update(num_hidden_layers=layers, layer_types=c.layer_types[:layers], num_experts=experts,
+    # Fewer than 4 layers: one of them full attention (transformers' cache needs one).
+    types = c.layer_types[:layers] if layers >= 4 else c.layer_types[:layers - 1] + ["full_attention"]
+    d.update(num_hidden_layers=layers, layer_types=types, num_experts=experts,
              vocab_size=vocab,
              rope_parameters={"rope_type": "default", "rope_theta": 1e7,
                               "partial_rotary_factor": 0.25})
@@ -54,11 +56,13 @@ def main():
     L = a.layers
     torch.manual_seed(0)
     hf32 = Qwen3_5MoeForCausalLM(cfg).eval()
-    sd = {k: v.clone() for k, v in hf32.state_dict().items()}
+    sd = hf32.state_dict()
+    # The bf16 models are built in bf16 (no float32 copy: the 256-expert runs fit 24 GB).
+    torch.set_default_dtype(torch.bfloat16)
     hf16 = Qwen3_5MoeForCausalLM(cfg).eval()
-    hf16.load_state_dict(sd)
-    hf16 = hf16.to(torch.bfloat16)
     ours = q.build(cfg.to_dict(), max(n, 16), torch.bfloat16, sample=False, device="cpu")
+    torch.set_default_dtype(torch.float32)
+    hf16.load_state_dict(sd)
     _, unexpected = ours.load_state_dict({k: v.to(torch.bfloat16) for k, v in sd.items()},
                                          strict=False)
     assert not unexpected, unexpected
