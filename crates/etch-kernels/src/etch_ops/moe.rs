@@ -54,7 +54,15 @@ pub struct MoeCall<'a> {
 pub fn moe_call<'a>(ctx: &mut KernelContext<'a>) -> Result<MoeCall<'a>> {
     let op = ctx.op_name();
     let x = ctx.tensor(0)?;
-    let t: Vec<TensorRef<'a>> = (1..8).map(|i| ctx.tensor(i)).collect::<Result<_>>()?;
+    let t: [TensorRef<'a>; 7] = [
+        ctx.tensor(1)?,
+        ctx.tensor(2)?,
+        ctx.tensor(3)?,
+        ctx.tensor(4)?,
+        ctx.tensor(5)?,
+        ctx.tensor(6)?,
+        ctx.tensor(7)?,
+    ];
     let top_k = ctx.int(8)?;
     check_io_dtype(op, "x", x.dtype())?;
     let hidden = x.sizes().last().copied().unwrap_or(0);
@@ -111,17 +119,24 @@ pub fn moe_call<'a>(ctx: &mut KernelContext<'a>) -> Result<MoeCall<'a>> {
     let out = ctx.resize_out(9, x.sizes())?;
     expect_dtype(op, "out", &out, x.dtype())?;
     let rows = x.numel() / hidden;
-    let mut it = t.into_iter();
-    let mut next = || it.next().expect("seven weights");
+    let [
+        router,
+        gate_up,
+        down,
+        shared_gate,
+        shared_up,
+        shared_down,
+        shared_expert_gate,
+    ] = t;
     Ok(MoeCall {
         x,
-        router: next(),
-        gate_up: next(),
-        down: next(),
-        shared_gate: next(),
-        shared_up: next(),
-        shared_down: next(),
-        shared_expert_gate: next(),
+        router,
+        gate_up,
+        down,
+        shared_gate,
+        shared_up,
+        shared_down,
+        shared_expert_gate,
         out,
         rows,
         hidden,
