@@ -19,6 +19,8 @@ Operators:
                            by a uniform number from the host
     etch::rms_norm         RMSNorm over the last dim, weight as (unit_offset + w)
     etch::rms_norm_gated   RMSNormGated: w * norm(x) times silu(z)
+    etch::rope             rotate-half rotary embedding on the first R features of each
+                           head (partial RoPE), in x's dtype as the model computes it
 """
 import torch
 import torch.nn.functional as F
@@ -40,6 +42,7 @@ _ATTN_ARGS = (
 _SAMPLE_ARGS = "Tensor logits, Tensor sampling"
 _NORM_ARGS = "Tensor x, Tensor weight, float eps, bool unit_offset"
 _GNORM_ARGS = "Tensor x, Tensor z, Tensor weight, float eps"
+_ROPE_ARGS = "Tensor x, Tensor cos, Tensor sin"
 
 _lib.define(f"gated_delta_net({_GDN_ARGS}) -> Tensor")
 _lib.define(f"gated_delta_net.out({_GDN_ARGS}, *, Tensor(c!) out) -> Tensor(c!)")
@@ -53,6 +56,8 @@ _lib.define(f"rms_norm({_NORM_ARGS}) -> Tensor")
 _lib.define(f"rms_norm.out({_NORM_ARGS}, *, Tensor(a!) out) -> Tensor(a!)")
 _lib.define(f"rms_norm_gated({_GNORM_ARGS}) -> Tensor")
 _lib.define(f"rms_norm_gated.out({_GNORM_ARGS}, *, Tensor(a!) out) -> Tensor(a!)")
+_lib.define(f"rope({_ROPE_ARGS}) -> Tensor")
+_lib.define(f"rope.out({_ROPE_ARGS}, *, Tensor(a!) out) -> Tensor(a!)")
 
 
 # ----------------------------------------------------------------------------------------
@@ -325,3 +330,37 @@ def _rms_norm_gated_out(x, z, weight, eps, *, out):
 
 _lib.impl("rms_norm.out", _rms_norm_out, "CompositeExplicitAutograd")
 _lib.impl("rms_norm_gated.out", _rms_norm_gated_out, "CompositeExplicitAutograd")
+
+
+# ----------------------------------------------------------------------------------------
+# etch::rope
+
+
+def rope_ref(x, cos, sin):
+    """x [B, T, H, D], cos/sin [T, R] (R even, R <= D): rotate-half RoPE on the first R
+    features, the rest passed through. Computed in x's dtype, operation by operation, as
+    the model's PyTorch code does (each product and the sum rounded to the dtype)."""
+    r = cos.shape[-1]
+    if x.dim() != 4 or cos.dim() != 2 or r % 2 or not 0 < r <= x.shape[-1]:
+        raise ValueError(f"rope: x {list(x.shape)} and cos {list(cos.shape)} do not fit")
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    x_rot, x_pass = x[..., :r], x[..., r:]
+    half = r // 2
+    rot = torch.cat((-x_rot[..., half:], x_rot[..., :half]), dim=-1)
+    return torch.cat([x_rot * c + rot * s, x_pass], dim=-1)
+
+
+_lib.impl("rope", rope_ref, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("etch::rope")
+def _rope_fake(x, cos, sin):
+    return torch.empty_like(x)
+
+
+def _rope_out(x, cos, sin, *, out):
+    out.copy_(rope_ref(x, cos, sin))
+    return out
+
+
+_lib.impl("rope.out", _rope_out, "CompositeExplicitAutograd")

@@ -253,11 +253,37 @@ def norms(c):
         x, z, w = c.randn([2, 5, 10], dtype), c.randn([2, 5, 10], dtype), c.randn([10], dtype)
         c.add("etch::rms_norm_gated.out", [x, z, w, 1e-6], etch_ops.rms_norm_gated_ref, dtype,
               [2, 5, 10], tol_for(dtype))
+    # The CUDA kernels' three paths: a warp per row (rows of at most 128 16-byte vectors),
+    # a block per row (at most 1024), and the general kernel (wider, or not whole vectors).
+    for dtype, shape in ((torch.bfloat16, [1, 2048]), (torch.float32, [1, 4100]),
+                         (torch.float16, [3, 4, 64])):
+        x, w = c.randn(shape, dtype), c.randn(shape[-1:], dtype, 0.5)
+        c.add("etch::rms_norm.out", [x, w, 1e-6, True], etch_ops.rms_norm_ref, dtype,
+              shape, tol_for(dtype))
+    x, z, w = (c.randn([1, 1, 4, 128], torch.bfloat16), c.randn([1, 1, 4, 128], torch.bfloat16),
+               c.randn([128], torch.bfloat16))
+    c.add("etch::rms_norm_gated.out", [x, z, w, 1e-6], etch_ops.rms_norm_gated_ref,
+          torch.bfloat16, [1, 1, 4, 128], tol_for(torch.bfloat16))
     x = c.randn([3, 8], torch.float32)
     c.add("etch::rms_norm.out", [x, c.randn([7], torch.float32), 1e-6, True],
           etch_ops.rms_norm_ref, torch.float32, [3, 8])
     c.add("etch::rms_norm_gated.out", [x, c.randn([3, 7], torch.float32),
           c.randn([8], torch.float32), 1e-6], etch_ops.rms_norm_gated_ref, torch.float32, [3, 8])
+
+
+def rope(c):
+    """etch::rope: partial (R < D) and full rotation, several positions and heads, and
+    bad cos/sin shapes (R odd, R > D, T mismatched)."""
+    for dtype in DTYPES:
+        for shape, r in (([1, 3, 4, 24], 8), ([2, 2, 3, 16], 16), ([1, 1, 2, 256], 64)):
+            x = c.randn(shape, dtype)
+            cos, sin = c.randn([shape[1], r], dtype), c.randn([shape[1], r], dtype)
+            c.add("etch::rope.out", [x, cos, sin], etch_ops.rope_ref, dtype, shape,
+                  tol_for(dtype))
+    x = c.randn([1, 2, 2, 8], torch.float32)
+    for r, t in ((3, 2), (10, 2), (4, 3)):
+        cos = c.randn([t, r], torch.float32)
+        c.add("etch::rope.out", [x, cos, cos], etch_ops.rope_ref, torch.float32, [1, 2, 2, 8])
 
 
 def cases(tensor_json, out_json, tol):
@@ -268,4 +294,5 @@ def cases(tensor_json, out_json, tol):
     attention(c)
     sample(c)
     norms(c)
+    rope(c)
     return c.cases

@@ -144,17 +144,10 @@ class GatedDeltaNet(nn.Module):
         return self.out_proj(self.norm(o, z).reshape(B, T, self.hv * self.dv))
 
 
-def rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
 def apply_rope(x, cos, sin):
-    """Rotate-half RoPE on the first cos.shape[-1] dims of x [B,T,H,D]; cos/sin [T, R]."""
-    r = cos.shape[-1]
-    cos, sin = cos[None, :, None, :], sin[None, :, None, :]
-    x_rot, x_pass = x[..., :r], x[..., r:]
-    return torch.cat([x_rot * cos + rotate_half(x_rot) * sin, x_pass], dim=-1)
+    """Rotate-half RoPE on the first cos.shape[-1] dims of x [B,T,H,D]; cos/sin [T, R]:
+    one etch::rope op (etch_ops.rope_ref is the same math in PyTorch)."""
+    return torch.ops.etch.rope(x, cos, sin)
 
 
 class Attention(nn.Module):

@@ -391,6 +391,9 @@ pub(crate) fn linear_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     } else {
         0.0
     };
+    if m == 1 && k > 0 && use_gemv(&x, &w, &out) {
+        return gemv(ctx, &x, &w, &out, beta != 0.0);
+    }
     let g = Gemm {
         batch: 1,
         m,
@@ -403,4 +406,72 @@ pub(crate) fn linear_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         beta,
     };
     gemm(ctx, &x, &w, &out, g)
+}
+
+/// Whether a one-row linear runs on our GEMV kernel rather than cuBLAS: float32, bfloat16
+/// or float16, one dtype, contiguous, on one device; `ETCH_CUDA_GEMV=0` turns it off (for
+/// comparisons with cuBLAS).
+fn use_gemv(x: &TensorRef<'_>, w: &TensorRef<'_>, out: &TensorRef<'_>) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("ETCH_CUDA_GEMV").map_or(true, |v| v != "0"));
+    let dt = out.dtype();
+    on && matches!(
+        dt,
+        ScalarType::Float | ScalarType::BFloat16 | ScalarType::Half
+    ) && x.dtype() == dt
+        && w.dtype() == dt
+        && [x, w, out].iter().all(|t| t.is_default_dim_order())
+        && same_device("linear", &[x, w, out]).is_ok()
+}
+
+/// `struct GemvArgs` in linalg.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct GemvArgs {
+    x: u64,
+    w: u64,
+    out: u64,
+    n: i64,
+    k: i64,
+    beta: i32,
+    pad: i32,
+}
+// SAFETY: plain `#[repr(C)]` data laid out as the CUDA struct.
+unsafe impl cudarc::driver::DeviceRepr for GemvArgs {}
+
+/// `out[1, n] = x[1, k] @ w[n, k]^T (+ out when beta)` on the GEMV kernel (see [`use_gemv`]).
+fn gemv(
+    ctx: &KernelContext<'_>,
+    x: &TensorRef<'_>,
+    w: &TensorRef<'_>,
+    out: &TensorRef<'_>,
+    beta: bool,
+) -> Result<()> {
+    let op = ctx.op_name();
+    let (n, k) = (w.sizes()[0], w.sizes()[1]);
+    if n == 0 {
+        return Ok(());
+    }
+    let name = crate::etch_ops::io_kernel(op, out.dtype(), ["gemv_f32", "gemv_bf16", "gemv_f16"])?;
+    let mut a = GemvArgs {
+        x: crate::util::ptr(x),
+        w: crate::util::ptr(w),
+        out: crate::util::ptr(out),
+        n: n as i64,
+        k: k as i64,
+        beta: beta as i32,
+        pad: 0,
+    };
+    let cfg = cudarc::driver::LaunchConfig {
+        grid_dim: (n.div_ceil(8).min(1 << 30) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    with_device(ctx, out.device(), |mut l: Launch<'_>| {
+        let f = l.function(crate::Family::Linalg, name)?;
+        let mut args = [crate::util::arg(&mut a)];
+        // SAFETY: x, w and out are live, contiguous device tensors of the checked shapes
+        // (x holds k elements, w n x k, out n); the argument matches `gemv_*(GemvArgs)`.
+        unsafe { l.launch_with(f, cfg, &mut args) }
+    })
 }

@@ -13,7 +13,7 @@
 mod context;
 mod conv;
 mod elementwise;
-mod etch_ops;
+pub(crate) mod etch_ops;
 mod gemm;
 mod graph;
 mod index;
@@ -58,6 +58,8 @@ pub enum Family {
     Attention,
     /// `etch::sample` (`cuda/sample.cu`).
     Sample,
+    /// `etch::rope` (`cuda/rope.cu`).
+    Rope,
 }
 
 impl Family {
@@ -74,6 +76,7 @@ impl Family {
         Family::Moe,
         Family::Attention,
         Family::Sample,
+        Family::Rope,
     ];
 
     /// The family's name (its `.cu` file stem).
@@ -90,6 +93,7 @@ impl Family {
             Family::Moe => "moe",
             Family::Attention => "attention",
             Family::Sample => "sample",
+            Family::Rope => "rope",
         }
     }
 
@@ -97,10 +101,10 @@ impl Family {
         match self {
             Family::Elementwise => include_str!("cuda/elementwise.cu"),
             Family::Reduce => include_str!("cuda/reduce.cu"),
-            Family::Norm => include_str!("cuda/norm.cu"),
+            Family::Norm => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/norm.cu")),
             Family::Index => include_str!("cuda/index.cu"),
             Family::Sort => include_str!("cuda/sort.cu"),
-            Family::Linalg => include_str!("cuda/linalg.cu"),
+            Family::Linalg => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/linalg.cu")),
             Family::Conv => include_str!("cuda/conv.cu"),
             // The etch:: ops share their IO helpers (io.cuh).
             Family::Gdn => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/gdn.cu")),
@@ -110,6 +114,7 @@ impl Family {
                 include_str!("cuda/attention.cu")
             ),
             Family::Sample => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/sample.cu")),
+            Family::Rope => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/rope.cu")),
         }
     }
 }
@@ -307,6 +312,7 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
             ETCH,
         ),
         ("etch::sample.out", etch_ops::sample::sample_out, ETCH),
+        ("etch::rope.out", etch_ops::rope::rope_out, ETCH_IO),
     ];
     for (name, f) in etch_kernels::shape::kernels::<CudaMover>() {
         t.push((name, f, ALL));

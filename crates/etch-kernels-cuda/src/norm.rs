@@ -7,10 +7,11 @@
 use crate::Family;
 use crate::context::{Launch, rows_config, with_device};
 use crate::elementwise::Domain;
+use crate::etch_ops;
 use crate::util::{MAX_DIMS, arg, check_rank, dt_code, ptr, same_device};
 use cudarc::driver::LaunchConfig;
 use etch_core::{Error, KernelContext, Result, TensorRef};
-use etch_kernels::etch_ops::norm::rms_norm_call;
+use etch_kernels::etch_ops::norm::{RmsNormCall, rms_norm_call};
 use etch_kernels::norm::{GroupNormCall, group_norm_call, layer_norm_call};
 use etch_kernels::util::{same_dtype, wrap};
 
@@ -447,8 +448,36 @@ struct RmsArgs {
 // SAFETY: plain `#[repr(C)]` data laid out as the CUDA struct.
 unsafe impl cudarc::driver::DeviceRepr for RmsArgs {}
 
+/// Vectors (16 bytes) each thread of `rms_warp_*`/`rms_block_*` holds (`RMS_CACHE`).
+const RMS_CACHE: usize = 4;
+
+/// The kernel for a norm call and its block count: the row in registers, a warp per row
+/// (`rms_warp_*`, 8 rows a block) or a block per row (`rms_block_*`), when rows are whole
+/// 16-byte vectors that fit; else the general `etch_rms_norm` (a block per row, two reads).
+fn rms_kernel(op: &str, c: &RmsNormCall<'_>) -> Result<(&'static str, u32)> {
+    let dt = c.x.dtype();
+    let es = dt.element_size();
+    let tensors = [Some(&c.x), Some(&c.w), Some(&c.out), c.z.as_ref()];
+    let aligned = tensors
+        .iter()
+        .flatten()
+        .all(|t| (t.data_ptr() as usize).is_multiple_of(16));
+    let vecs = (c.n * es) / 16;
+    let fits = aligned && (c.n * es).is_multiple_of(16) && vecs > 0;
+    let rows = c.rows.clamp(1, 1 << 20);
+    if fits && vecs <= 32 * RMS_CACHE {
+        let names = ["rms_warp_f32", "rms_warp_bf16", "rms_warp_f16"];
+        return Ok((etch_ops::io_kernel(op, dt, names)?, rows.div_ceil(8) as u32));
+    }
+    if fits && vecs <= 256 * RMS_CACHE {
+        let names = ["rms_block_f32", "rms_block_bf16", "rms_block_f16"];
+        return Ok((etch_ops::io_kernel(op, dt, names)?, rows as u32));
+    }
+    Ok(("etch_rms_norm", c.rows.clamp(1, 1 << 16) as u32))
+}
+
 /// `etch::rms_norm.out` and `etch::rms_norm_gated.out` (arguments decoded by
-/// `etch_kernels::etch_ops::norm::rms_norm_call`): one block of 256 threads per row.
+/// `etch_kernels::etch_ops::norm::rms_norm_call`), 256 threads a block (see [`rms_kernel`]).
 fn etch_rms_norm(ctx: &mut KernelContext<'_>, gated: bool) -> Result<()> {
     let op = ctx.op_name();
     let c = rms_norm_call(ctx, gated)?;
@@ -471,13 +500,14 @@ fn etch_rms_norm(ctx: &mut KernelContext<'_>, gated: bool) -> Result<()> {
         eps: c.eps as f32,
         offset: c.offset,
     };
+    let (name, blocks) = rms_kernel(op, &c)?;
     let cfg = LaunchConfig {
-        grid_dim: (c.rows.clamp(1, 1 << 16) as u32, 1, 1),
+        grid_dim: (blocks, 1, 1),
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
     };
     with_device(ctx, c.out.device(), |mut l: Launch<'_>| {
-        let f = l.function(Family::Norm, "etch_rms_norm")?;
+        let f = l.function(Family::Norm, name)?;
         let mut args = [arg(&mut a)];
         // SAFETY: pointers are live, contiguous device memory of the checked shapes.
         unsafe { l.launch_with(f, cfg, &mut args) }

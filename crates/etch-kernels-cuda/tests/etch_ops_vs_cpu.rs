@@ -166,9 +166,9 @@ fn gdn_args(rng: &mut Rng, dt: ScalarType, t: usize, p: i64) -> Vec<A> {
     ]
 }
 
-/// A MoE call: 64 experts of 128 over a hidden size of 512, top 8, shared expert of 256.
-fn moe_args(rng: &mut Rng, dt: ScalarType, rows: usize) -> Vec<A> {
-    let (h, e, i, is) = (512, 64, 128, 256);
+/// A MoE call: `e` experts of 128 over a hidden size of 512, top 8, shared expert of 256.
+fn moe_args(rng: &mut Rng, dt: ScalarType, rows: usize, e: usize) -> Vec<A> {
+    let (h, i, is) = (512, 128, 256);
     let s = |n: usize| 1.7 / (n as f32).sqrt();
     vec![
         A::In(rand(rng, dt, &[rows, h], 1.0)),
@@ -236,12 +236,20 @@ fn etch_ops_match_the_cpu_at_model_sizes() {
             &args,
         );
     }
-    for (dt, rows) in [(BF16, 1), (BF16, 5), (F32, 3)] {
-        let args = moe_args(&mut rng, dt, rows);
+    // 640 experts: routing in its own kernel (moe_logits routes at most 512); 1100 rows:
+    // more unit tiles than moe_down's counters, so moe_combine sums.
+    for (dt, rows, e) in [
+        (BF16, 1, 64),
+        (BF16, 5, 64),
+        (F32, 3, 64),
+        (BF16, 1, 640),
+        (F32, 1100, 64),
+    ] {
+        let args = moe_args(&mut rng, dt, rows, e);
         check(
             regs,
             &devs,
-            &format!("moe {dt} rows={rows}"),
+            &format!("moe {dt} rows={rows} experts={e}"),
             "etch::moe.out",
             &args,
         );

@@ -47,6 +47,18 @@ template <int DT> __device__ __forceinline__ void io_ld16(const void* p, float* 
     }
 }
 
+// Stores x[0..IoVec<DT>::N) rounded to the IO dtype as 16 bytes at p (16-byte aligned).
+template <int DT> __device__ __forceinline__ void io_st16(void* p, const float* x) {
+    unsigned w[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        if (DT == DT_F32) w[k] = __float_as_uint(x[k]);
+        else if (DT == DT_BF16) w[k] = (unsigned)f2bf(x[2 * k]) | ((unsigned)f2bf(x[2 * k + 1]) << 16);
+        else w[k] = (unsigned)f2h(x[2 * k]) | ((unsigned)f2h(x[2 * k + 1]) << 16);
+    }
+    *(uint4*)p = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
@@ -81,6 +93,8 @@ __device__ void warp_dot2(const void* w1, const void* w2, const void* x, i64 n, 
     i64 done = 0;
     if (aligned16(w1) && aligned16(x) && (w2 == 0 || aligned16(w2))) {
         const i64 nv = n / V;
+        // Unrolled so that several 16-byte loads of each row are in flight per lane.
+#pragma unroll 8
         for (i64 c = lane; c < nv; c += 32) {
             float xv[8], wv[8];
             io_ld16<DT>((const char*)x + c * 16, xv);

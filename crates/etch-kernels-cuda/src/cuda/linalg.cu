@@ -28,3 +28,29 @@ extern "C" __global__ void imatmul(IMatArgs p) {
         st_int(p.out, p.dt, idx, (i64)r);
     }
 }
+
+// ---- GEMV: out[j] = <w[j], x> (+ out[j] when beta) for one row x of k floats (f32, bf16,
+// f16), w stored n x k row-major (linear's weight). One warp per output j, 8 a block:
+// each weight row is read once with 16-byte loads, several in flight per lane (io.cuh's
+// warp_dot), float accumulation, one rounding at the store. For batch-1 decoding, where
+// cuBLAS's GEMM tiles leave most of the bandwidth unused.
+struct GemvArgs {
+    const void* x;
+    const void* w;
+    void* out;
+    i64 n, k;
+    int beta, pad;
+};
+
+template <int DT> __device__ void gemv(const GemvArgs& a) {
+    const int lane = threadIdx.x & 31, es = DT == DT_F32 ? 4 : 2;
+    const i64 per = blockDim.x >> 5;
+    for (i64 j = blockIdx.x * per + (threadIdx.x >> 5); j < a.n; j += (i64)gridDim.x * per) {
+        float acc = warp_dot<DT>((const char*)a.w + j * a.k * es, a.x, a.k);
+        if (lane == 0) {
+            if (a.beta) acc += io_ld<DT>(a.out, j);
+            io_st<DT>(a.out, j, acc);
+        }
+    }
+}
+IO_KERNELS(gemv, GemvArgs, 256)

@@ -1,17 +1,25 @@
-// etch::moe (etch_kernels::etch_ops::moe has the math and the CPU kernel), in three
+// etch::moe (etch_kernels::etch_ops::moe has the math and the CPU kernel), in three to five
 // kernels on one stream, every intermediate rounded to the IO dtype where the CPU rounds:
 // - moe_logits_*: grid (groups of 8 experts, 1, rows): one warp per (row, expert) computes
 //   the rounded router logit (and, for "expert" E, the shared-expert gate), so that the
 //   router's E x H weights are read by the whole GPU, not one block.
+// - moe_logits_* also routes when fuse_route (E <= 512 and one row per grid z): the last
+//   block of a row to finish (an atomic counter) routes it from the logits in registers
+//   (moe_topk_reg); else moe_route_* runs:
 // - moe_route_*: one block per row: warp 0 takes the softmax, the top-k (NaN loses, ties to
-//   the lower index) and writes the selected experts in ascending order with their
-//   renormalised weights.
+//   the lower index; each lane scans its share of the experts, a warp argmax per pick) and
+//   writes the selected experts in ascending order (a ballot scan) with their renormalised
+//   weights.
 // - moe_up_*: grid (rows of 8 intermediate units, k+1 slots, rows): one warp per unit i
 //   computes gate_i and up_i of the slot's expert (slot k: the shared expert) against x and
 //   stores round(round(silu(gate)) * up) in the activation scratch.
-// - moe_down_*: grid (rows of 8 hidden units, 1, rows): one warp per hidden unit h sums the
-//   slots' down projections in ascending expert order (each add rounded), then adds the
-//   gated shared expert.
+// - moe_down_*: grid (rows of 8 hidden units, k+1 slots, rows): one warp per (hidden unit,
+//   slot) computes that slot's weighted down projection into a float scratch, so that all
+//   k+1 rows of a unit are read in parallel;
+// - moe_down_* also combines when fuse_combine (the last of the k+1 slot blocks of a unit
+//   tile, by an atomic counter); else moe_combine_*:
+// - moe_combine_*: one thread per hidden unit sums the slots in ascending expert order
+//   (each add rounded), then adds the gated shared expert.
 // Every dot product reads a weight row once with 16-byte loads (GEMV): decode reads just
 // the selected experts. Prefill runs the same GEMVs per (row, expert), so an expert's
 // weights are read once per row that selects it (M rows cost M decode steps of weight
@@ -32,10 +40,34 @@ struct MoeArgs {
     float* sgate;         // [M] sigmoid gate of the shared expert (rounded)
     void* act;            // [M, k+1, width] activations (IO dtype)
     float* logits;        // [M, E] rounded router logits
+    float* ys;            // [M, k+1, H] each slot's weighted, rounded down projection
     i64 rows, hidden, experts, inter, sinter, top_k, width;
+    i64 fuse_route;       // moe_logits routes (see below); else moe_route runs
+    i64 fuse_combine;     // moe_down combines; else moe_combine runs
 };
 
 extern __shared__ float moe_smem[];
+
+// Blocks done per row (moe_logits) and per (row, unit tile) (moe_down): the last block of
+// a group does the group's follow-up work and resets its counter, so every launch starts
+// from zero (module globals start zeroed; one stream runs these kernels in order).
+#define MOE_COUNTERS 65536
+__device__ unsigned moe_logits_done[MOE_COUNTERS];
+__device__ unsigned moe_down_done[MOE_COUNTERS];
+
+// True for the one block of a group (counter *c, `blocks` blocks) that arrives last, after
+// every block's global writes are visible; that block resets the counter.
+__device__ bool moe_last_block(unsigned* c, unsigned blocks) {
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(c, 1u) == blocks - 1;
+        if (last) *c = 0;
+    }
+    __syncthreads();
+    return last;
+}
 
 // True when (v, i) ranks before (bv, bi) in the top-k: not NaN over NaN, larger, or equal
 // at a lower index (an index < 0: no expert).
@@ -51,7 +83,8 @@ struct MoeBefore {
 };
 
 // Softmax over the E logits in p (in place), top-k, renormalised weights: warp 0 only.
-template <int DT> __device__ void moe_topk(const MoeArgs& a, i64 m, float* p, int* taken) {
+template <int DT>
+__device__ void moe_topk(const MoeArgs& a, i64 m, float* p, int* taken, int* list) {
     const int lane = threadIdx.x & 31;
     const int E = (int)a.experts;
     float mx = -1.0f / 0.0f;
@@ -77,17 +110,90 @@ template <int DT> __device__ void moe_topk(const MoeArgs& a, i64 m, float* p, in
         if (lane == 0 && bi >= 0) taken[bi] = 1;
         __syncwarp();
     }
-    if (lane == 0) {
-        float total = 0.0f;
-        for (int e = 0; e < E; ++e)
-            if (taken[e]) total += p[e];
-        i64 n = 0;
-        for (int e = 0; e < E && n < a.top_k; ++e) {
-            if (!taken[e]) continue;
-            a.sel[m * a.top_k + n] = e;
-            a.wsel[m * a.top_k + n] = io_rnd<DT>(p[e] / total);
-            ++n;
+    // The selected experts in ascending order (a ballot scan), then their weights: the
+    // total in ascending expert order, as the CPU kernel sums it.
+    int n = 0;
+    for (int base = 0; base < E; base += 32) {
+        const int e = base + lane;
+        const bool f = e < E && taken[e];
+        const unsigned mask = __ballot_sync(FULL_MASK, f);
+        if (f) list[n + __popc(mask & ((1u << lane) - 1u))] = e;
+        n += __popc(mask);
+    }
+    __syncwarp();
+    float total = 0.0f;
+    if (lane == 0)
+        for (int j = 0; j < n; ++j) total += p[list[j]];
+    total = __shfl_sync(FULL_MASK, total, 0);
+    for (int j = lane; j < n && j < a.top_k; j += 32) {
+        a.sel[m * a.top_k + j] = list[j];
+        a.wsel[m * a.top_k + j] = io_rnd<DT>(p[list[j]] / total);
+    }
+}
+
+// The same routing as moe_topk with the row's logits in registers (E <= 32 * MOE_REG;
+// lane l holds experts l, l + 32, ...): softmax, top-k picks by warp argmax over a taken
+// bitmask, the picks in ascending order by a ballot scan. Shared memory: 2k words.
+#define MOE_REG 16
+template <int DT> __device__ void moe_topk_reg(const MoeArgs& a, i64 m, const float* logits) {
+    const int lane = threadIdx.x & 31, E = (int)a.experts, K = (int)a.top_k;
+    int* list = (int*)moe_smem;
+    float* pv = moe_smem + K;
+    float p[MOE_REG];
+    float mx = -1.0f / 0.0f;
+#pragma unroll
+    for (int j = 0; j < MOE_REG; ++j) {
+        const int e = lane + 32 * j;
+        p[j] = e < E ? __ldcg(logits + e) : 0.0f;
+        if (e < E) mx = fmaxf(mx, p[j]);
+    }
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, o));
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < MOE_REG; ++j)
+        if (lane + 32 * j < E) {
+            p[j] = expf(p[j] - mx);
+            sum += p[j];
         }
+    sum = warp_sum(sum);
+#pragma unroll
+    for (int j = 0; j < MOE_REG; ++j) p[j] /= sum;
+    unsigned taken = 0;
+    for (int r = 0; r < K; ++r) {
+        float bv = 0.0f;
+        int bi = -1;
+#pragma unroll
+        for (int j = 0; j < MOE_REG; ++j) {
+            const int e = lane + 32 * j;
+            if (e < E && !((taken >> j) & 1u) && MoeBefore()(p[j], e, bv, bi)) {
+                bv = p[j];
+                bi = e;
+            }
+        }
+        warp_best<MoeBefore>(bv, bi);
+        if (bi < 0) break;
+        if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
+    }
+    int n = 0;
+#pragma unroll
+    for (int j = 0; j < MOE_REG; ++j) {
+        const bool f = (taken >> j) & 1u;
+        const unsigned mask = __ballot_sync(FULL_MASK, f);
+        if (f) {
+            const int at = n + __popc(mask & ((1u << lane) - 1u));
+            list[at] = lane + 32 * j;
+            pv[at] = p[j];
+        }
+        n += __popc(mask);
+    }
+    __syncwarp();
+    float total = 0.0f;
+    if (lane == 0)
+        for (int j = 0; j < n; ++j) total += pv[j];
+    total = __shfl_sync(FULL_MASK, total, 0);
+    for (int j = lane; j < n; j += 32) {
+        a.sel[m * K + j] = list[j];
+        a.wsel[m * K + j] = io_rnd<DT>(pv[j] / total);
     }
 }
 
@@ -95,10 +201,9 @@ template <int DT> __device__ void moe_logits(const MoeArgs& a) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int es = DT == DT_F32 ? 4 : 2;
     const i64 e = blockIdx.x * (i64)(blockDim.x >> 5) + w;
-    if (e > a.experts) return;
     const bool gate = e == a.experts;
     const void* row = gate ? a.seg : (const char*)a.router + e * a.hidden * es;
-    for (i64 m = blockIdx.z; m < a.rows; m += gridDim.z) {
+    for (i64 m = blockIdx.z; m < a.rows && e <= a.experts; m += gridDim.z) {
         const char* x = (const char*)a.x + m * a.hidden * es;
         const float l = io_rnd<DT>(warp_dot<DT>(row, x, a.hidden));
         if (lane != 0) continue;
@@ -107,13 +212,18 @@ template <int DT> __device__ void moe_logits(const MoeArgs& a) {
         else
             a.logits[m * a.experts + e] = l;
     }
+    // Fused routing (one row per grid z): the row's last block routes it.
+    if (!a.fuse_route || !moe_last_block(&moe_logits_done[blockIdx.z], gridDim.x)) return;
+    if (w == 0) moe_topk_reg<DT>(a, blockIdx.z, a.logits + blockIdx.z * a.experts);
 }
 IO_KERNELS(moe_logits, MoeArgs, 256)
 
-// Dynamic shared memory: E floats (logits, then probabilities) and E ints (taken flags).
+// Dynamic shared memory: E floats (logits, then probabilities), E ints (taken flags) and
+// E ints (the selected experts in order).
 template <int DT> __device__ void moe_route(const MoeArgs& a) {
     float* p = moe_smem;
     int* taken = (int*)(moe_smem + a.experts);
+    int* list = taken + a.experts;
     const int w = threadIdx.x >> 5;
     for (i64 m = blockIdx.x; m < a.rows; m += gridDim.x) {
         for (i64 e = threadIdx.x; e < a.experts; e += blockDim.x) {
@@ -121,7 +231,7 @@ template <int DT> __device__ void moe_route(const MoeArgs& a) {
             taken[e] = 0;
         }
         __syncthreads();
-        if (w == 0) moe_topk<DT>(a, m, p, taken);
+        if (w == 0) moe_topk<DT>(a, m, p, taken, list);
         __syncthreads();
     }
 }
@@ -156,24 +266,51 @@ template <int DT> __device__ void moe_up(const MoeArgs& a) {
 }
 IO_KERNELS(moe_up, MoeArgs, 256)
 
+// One warp per (hidden unit h, slot s): ys[m, s, h] = round(round(<down_e[h], act_s>) * w_s)
+// for the k selected experts, round(sgate * round(<shared_down[h], act_k>)) for slot k.
 template <int DT> __device__ void moe_down(const MoeArgs& a) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int es = DT == DT_F32 ? 4 : 2;
     const i64 h = blockIdx.x * (i64)(blockDim.x >> 5) + w;
-    const i64 k = a.top_k;
-    if (h >= a.hidden) return;
-    for (i64 m = blockIdx.z; m < a.rows; m += gridDim.z) {
-        const char* act = (const char*)a.act + m * (k + 1) * a.width * es;
-        float acc = 0.0f;
-        for (i64 s = 0; s < k; ++s) {
+    const i64 k = a.top_k, s = blockIdx.y;
+    for (i64 m = blockIdx.z; m < a.rows && h < a.hidden; m += gridDim.z) {
+        const char* act = (const char*)a.act + (m * (k + 1) + s) * a.width * es;
+        float v;
+        if (s < k) {
             const i64 e = a.sel[m * k + s];
             const char* row = (const char*)a.down + (e * a.hidden + h) * a.inter * es;
-            const float y = io_rnd<DT>(warp_dot<DT>(row, act + s * a.width * es, a.inter));
-            acc = io_rnd<DT>(acc + io_rnd<DT>(y * a.wsel[m * k + s]));
+            v = io_rnd<DT>(io_rnd<DT>(warp_dot<DT>(row, act, a.inter)) * a.wsel[m * k + s]);
+        } else {
+            const char* row = (const char*)a.sd + h * a.sinter * es;
+            v = io_rnd<DT>(a.sgate[m] * io_rnd<DT>(warp_dot<DT>(row, act, a.sinter)));
         }
-        const char* row = (const char*)a.sd + h * a.sinter * es;
-        const float ys = io_rnd<DT>(warp_dot<DT>(row, act + k * a.width * es, a.sinter));
-        if (lane == 0) io_st<DT>(a.out, m * a.hidden + h, acc + io_rnd<DT>(a.sgate[m] * ys));
+        if (lane == 0) a.ys[(m * (k + 1) + s) * a.hidden + h] = v;
     }
+    // Fused combine (one row per grid z): the last slot block of a unit tile sums it.
+    if (!a.fuse_combine) return;
+    unsigned* c = &moe_down_done[blockIdx.z * gridDim.x + blockIdx.x];
+    if (!moe_last_block(c, gridDim.y)) return;
+    const i64 hu = blockIdx.x * (i64)(blockDim.x >> 5) + threadIdx.x, m = blockIdx.z;
+    if (threadIdx.x >= (blockDim.x >> 5) || hu >= a.hidden) return;
+    const float* y = a.ys + m * (k + 1) * a.hidden + hu;
+    float acc = 0.0f;
+    for (i64 j = 0; j < k; ++j) acc = io_rnd<DT>(acc + __ldcg(y + j * a.hidden));
+    io_st<DT>(a.out, m * a.hidden + hu, acc + __ldcg(y + k * a.hidden));
 }
 IO_KERNELS(moe_down, MoeArgs, 256)
+
+// One thread per (row, hidden unit): the slots summed in ascending expert order (each add
+// rounded), plus the gated shared expert.
+template <int DT> __device__ void moe_combine(const MoeArgs& a) {
+    const i64 k = a.top_k;
+    const i64 total = a.rows * a.hidden;
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < total;
+         i += (i64)gridDim.x * blockDim.x) {
+        const i64 m = i / a.hidden, h = i % a.hidden;
+        const float* y = a.ys + m * (k + 1) * a.hidden + h;
+        float acc = 0.0f;
+        for (i64 s = 0; s < k; ++s) acc = io_rnd<DT>(acc + y[s * a.hidden]);
+        io_st<DT>(a.out, i, acc + y[k * a.hidden]);
+    }
+}
+IO_KERNELS(moe_combine, MoeArgs, 256)

@@ -246,3 +246,58 @@ extern "C" __global__ void etch_rms_norm(RmsArgs a) {
         }
     }
 }
+
+// The same norms with the row held in registers (one read of x): 16-byte vectors, at most
+// RMS_CACHE per thread. WARP: one warp per row (rows of at most 32 * RMS_CACHE vectors),
+// else one block per row (at most blockDim.x * RMS_CACHE vectors). Needs n a multiple of
+// the vector width and 16-byte aligned rows (the launcher checks, else etch_rms_norm).
+#define RMS_CACHE 4
+template <int DT, bool WARP> __device__ void rms_rows(const RmsArgs& a) {
+    __shared__ float sh[32];
+    const int V = IoVec<DT>::N, es = DT == DT_F32 ? 4 : 2;
+    const int g = WARP ? 32 : (int)blockDim.x;
+    const int t = WARP ? (int)(threadIdx.x & 31) : (int)threadIdx.x;
+    const i64 per = WARP ? (i64)(blockDim.x >> 5) : 1;
+    const i64 nv = a.n / V, rb = a.n * es;
+    for (i64 r = blockIdx.x * per + (WARP ? (threadIdx.x >> 5) : 0); r < a.rows;
+         r += (i64)gridDim.x * per) {
+        const char* x = (const char*)a.x + r * rb;
+        float v[RMS_CACHE][8];
+        float ss = 0.0f;
+#pragma unroll
+        for (int c = 0; c < RMS_CACHE; ++c) {
+            const i64 ch = t + (i64)c * g;
+            if (ch < nv) {
+                io_ld16<DT>(x + ch * 16, v[c]);
+#pragma unroll
+                for (int k = 0; k < V; ++k) ss += v[c][k] * v[c][k];
+            }
+        }
+        const float tot = WARP ? warp_sum(ss) : block_sum(ss, sh);
+        const float inv = 1.0f / sqrtf(tot / (float)a.n + a.eps);
+#pragma unroll
+        for (int c = 0; c < RMS_CACHE; ++c) {
+            const i64 ch = t + (i64)c * g;
+            if (ch >= nv) continue;
+            float w[8], y[8];
+            io_ld16<DT>((const char*)a.w + ch * 16, w);
+            if (a.z) {
+                float z[8];
+                io_ld16<DT>((const char*)a.z + r * rb + ch * 16, z);
+#pragma unroll
+                for (int k = 0; k < V; ++k) {
+                    const float h = io_rnd<DT>(w[k] * io_rnd<DT>(v[c][k] * inv));
+                    y[k] = h * (z[k] / (1.0f + expf(-z[k])));
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < V; ++k) y[k] = v[c][k] * inv * (a.offset + w[k]);
+            }
+            io_st16<DT>((char*)a.out + r * rb + ch * 16, y);
+        }
+    }
+}
+template <int DT> __device__ void rms_warp(const RmsArgs& a) { rms_rows<DT, true>(a); }
+template <int DT> __device__ void rms_block(const RmsArgs& a) { rms_rows<DT, false>(a); }
+IO_KERNELS(rms_warp, RmsArgs, 256)
+IO_KERNELS(rms_block, RmsArgs, 256)

@@ -1,5 +1,5 @@
 //! etch's own `etch::` ops on CUDA, one module and one CUDA source each (`gdn.cu`, `moe.cu`,
-//! `attention.cu`, `sample.cu`, sharing `io.cuh`). Arguments are decoded and checked by the
+//! `attention.cu`, `rope.cu`, `sample.cu`, sharing `io.cuh`). Arguments are decoded and checked by the
 //! CPU kernels' `*_call` functions (`etch_kernels::etch_ops`), the math follows the CPU
 //! kernels (float32 accumulation, rounding to the IO dtype at the same points), and values
 //! held in tensors (`input_pos`, the sampling parameters) are read on the device, so no
@@ -9,12 +9,17 @@
 pub(crate) mod attention;
 pub(crate) mod gdn;
 pub(crate) mod moe;
+pub(crate) mod rope;
 pub(crate) mod sample;
 
 use etch_core::{Error, Result, ScalarType};
 
 /// The entry point of `names` (the f32, bf16 and f16 kernels) for IO dtype `dt`.
-fn io_kernel(op: &str, dt: ScalarType, names: [&'static str; 3]) -> Result<&'static str> {
+pub(crate) fn io_kernel(
+    op: &str,
+    dt: ScalarType,
+    names: [&'static str; 3],
+) -> Result<&'static str> {
     match dt {
         ScalarType::Float => Ok(names[0]),
         ScalarType::BFloat16 => Ok(names[1]),

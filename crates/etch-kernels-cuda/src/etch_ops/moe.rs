@@ -30,6 +30,7 @@ struct MoeArgs {
     sgate: u64,
     act: u64,
     logits: u64,
+    ys: u64,
     rows: i64,
     hidden: i64,
     experts: i64,
@@ -37,14 +38,21 @@ struct MoeArgs {
     sinter: i64,
     top_k: i64,
     width: i64,
+    fuse_route: i64,
+    fuse_combine: i64,
 }
 // SAFETY: plain `#[repr(C)]` data laid out as the CUDA struct.
 unsafe impl cudarc::driver::DeviceRepr for MoeArgs {}
 
-/// Most experts the routing kernel holds in shared memory (8 bytes each).
+/// Most experts the routing kernel holds in shared memory (12 bytes each: 48 KiB).
 const MAX_EXPERTS: usize = 4096;
 /// Threads (8 warps, one output unit each) of every MoE block.
 const THREADS: u32 = 256;
+/// Most experts `moe_logits` routes itself (32 lanes x `MOE_REG` registers in moe.cu).
+const MAX_FUSED_EXPERTS: usize = 512;
+/// Counters of each fused kind in moe.cu (`MOE_COUNTERS`), and most rows in one grid z.
+const COUNTERS: usize = 65_536;
+const MAX_GRID_ROWS: usize = 65_535;
 
 fn check(op: &str, c: &MoeCall<'_>) -> Result<()> {
     same_device(
@@ -91,6 +99,7 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             bytes(op, &[rows, 4])?,
             bytes(op, &[rows, k + 1, width, es])?,
             bytes(op, &[rows, c.experts, 4])?,
+            bytes(op, &[rows, k + 1, c.hidden, 4])?,
         ],
     )?;
     let names = |n: [&'static str; 3]| io_kernel(op, dt, n);
@@ -98,27 +107,38 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let route = names(["moe_route_f32", "moe_route_bf16", "moe_route_f16"])?;
     let up = names(["moe_up_f32", "moe_up_bf16", "moe_up_f16"])?;
     let down = names(["moe_down_f32", "moe_down_bf16", "moe_down_f16"])?;
+    let combine = names(["moe_combine_f32", "moe_combine_bf16", "moe_combine_f16"])?;
     let warps = (THREADS / 32) as usize;
-    let grid_rows = rows.min(65_535) as u32;
+    let grid_rows = rows.min(MAX_GRID_ROWS) as u32;
     let cfg = |grid_dim: (u32, u32, u32), smem: usize| LaunchConfig {
         grid_dim,
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: smem as u32,
     };
     let e_units = grid_dim(op, "experts", (c.experts + 1).div_ceil(warps), 1 << 30)?;
-    let logits_cfg = cfg((e_units, 1, grid_rows), 0);
-    let route_cfg = cfg((rows.min(1 << 30) as u32, 1, 1), 8 * c.experts);
     let units = c.inter.max(c.shared_inter).div_ceil(warps).max(1);
-    let up_cfg = cfg(
-        (
-            grid_dim(op, "units", units, 1 << 30)?,
-            k as u32 + 1,
-            grid_rows,
-        ),
-        0,
-    );
+    let units = grid_dim(op, "units", units, 1 << 30)?;
     let h_units = grid_dim(op, "hidden units", c.hidden.div_ceil(warps), 1 << 30)?;
-    let down_cfg = cfg((h_units, 1, grid_rows), 0);
+    let outs = grid_dim(
+        op,
+        "outputs",
+        (rows * c.hidden).div_ceil(THREADS as usize),
+        1 << 20,
+    )?;
+    // The routing and the final sum ride on the last block of the kernel before them when
+    // every row has its own grid z (and its counters).
+    let fuse_route = rows <= MAX_GRID_ROWS && c.experts <= MAX_FUSED_EXPERTS;
+    let fuse_combine = rows <= MAX_GRID_ROWS && rows * h_units as usize <= COUNTERS;
+    let mut launches = vec![(logits, cfg((e_units, 1, grid_rows), 8 * k))];
+    if !fuse_route {
+        let route_cfg = cfg((rows.min(1 << 30) as u32, 1, 1), 12 * c.experts);
+        launches.push((route, route_cfg));
+    }
+    launches.push((up, cfg((units, k as u32 + 1, grid_rows), 0)));
+    launches.push((down, cfg((h_units, k as u32 + 1, grid_rows), 0)));
+    if !fuse_combine {
+        launches.push((combine, cfg((outs, 1, 1), 0)));
+    }
     let mut a = MoeArgs {
         x: ptr(&c.x),
         router: ptr(&c.router),
@@ -134,6 +154,7 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         sgate: 0,
         act: 0,
         logits: 0,
+        ys: 0,
         rows: rows as i64,
         hidden: c.hidden as i64,
         experts: c.experts as i64,
@@ -141,21 +162,15 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         sinter: c.shared_inter as i64,
         top_k: k as i64,
         width: width as i64,
+        fuse_route: fuse_route as i64,
+        fuse_combine: fuse_combine as i64,
     };
     with_device(ctx, c.out.device(), |mut l: Launch<'_>| {
         let base = l.scratch(total)?;
-        [a.sel, a.wsel, a.sgate, a.act, a.logits] = offs.map(|o| base + o);
-        let fs = [
-            l.function(Family::Moe, logits)?,
-            l.function(Family::Moe, route)?,
-            l.function(Family::Moe, up)?,
-            l.function(Family::Moe, down)?,
-        ];
+        [a.sel, a.wsel, a.sgate, a.act, a.logits, a.ys] = offs.map(|o| base + o);
         let mut args = [arg(&mut a)];
-        for (f, cfg) in fs
-            .into_iter()
-            .zip([logits_cfg, route_cfg, up_cfg, down_cfg])
-        {
+        for (name, cfg) in launches {
+            let f = l.function(Family::Moe, name)?;
             // SAFETY: the weights and x/out are live, contiguous device memory of the shapes
             // `moe_call` checked; the scratch holds the carved regions; the argument
             // matches `moe_*(MoeArgs)`; the kernels run in order on one stream.

@@ -11,6 +11,8 @@
 //!   into the caches at the position held in a tensor.
 //! - [`norm`]: `etch::rms_norm.out` and `etch::rms_norm_gated.out`, Qwen 3.5's RMSNorms
 //!   as one kernel each.
+//! - [`rope`]: `etch::rope.out`, rotate-half rotary embedding on the first `R` features
+//!   of each head (partial RoPE).
 //! - [`sample`]: `etch::sample.out`, next-token sampling (greedy, temperature, top-k,
 //!   top-p) with a uniform number from the host.
 //!
@@ -21,6 +23,7 @@ pub mod attention;
 pub mod gdn;
 pub mod moe;
 pub mod norm;
+pub mod rope;
 pub mod sample;
 
 use etch_core::{Error, KernelRegistry, Result, ScalarType, TensorRef};
@@ -33,6 +36,7 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     reg.register("etch::sample.out", sample::sample_out)?;
     reg.register("etch::rms_norm.out", norm::rms_norm_out)?;
     reg.register("etch::rms_norm_gated.out", norm::rms_norm_gated_out)?;
+    reg.register("etch::rope.out", rope::rope_out)?;
     Ok(())
 }
 

@@ -1,0 +1,29 @@
+// etch::rope (etch_kernels::etch_ops::rope has the math and the CPU kernel): one thread per
+// output element of x [B, T, H, D] with cos/sin [T, R]; products and the sum rounded to the
+// IO dtype where the CPU rounds them (no fused multiply-add, so float32 matches too).
+
+struct RopeArgs {
+    const void* x;
+    const void* cos;
+    const void* sin;
+    void* out;
+    i64 total, seq, heads, dim, rot;  // B*T*H*D, T, H, D, R
+};
+
+template <int DT> __device__ void rope(const RopeArgs& a) {
+    const i64 half = a.rot / 2;
+    for (i64 idx = blockIdx.x * (i64)blockDim.x + threadIdx.x; idx < a.total;
+         idx += (i64)gridDim.x * blockDim.x) {
+        const i64 i = idx % a.dim, row = idx / a.dim;
+        const float xi = io_ld<DT>(a.x, idx);
+        if (i >= a.rot) {
+            io_st<DT>(a.out, idx, xi);
+            continue;
+        }
+        const i64 pos = (row / a.heads) % a.seq;
+        const float rot = i < half ? -io_ld<DT>(a.x, idx + half) : io_ld<DT>(a.x, idx - half);
+        const float c = io_ld<DT>(a.cos, pos * a.rot + i), s = io_ld<DT>(a.sin, pos * a.rot + i);
+        io_st<DT>(a.out, idx, __fadd_rn(io_rnd<DT>(__fmul_rn(xi, c)), io_rnd<DT>(__fmul_rn(rot, s))));
+    }
+}
+IO_KERNELS(rope, RopeArgs, 256)
