@@ -116,6 +116,41 @@ fn etch_generate_greedy_ids_equal_transformers() {
     }
 }
 
+/// Teacher forcing: fed transformers' own ids, the program picks transformers' ids at every
+/// position; the picks are the program's (a forced id that differs, the last one here, is
+/// counted as a disagreement and never fed).
+#[test]
+fn teacher_forced_picks_follow_the_forced_ids() {
+    let (prompt, want) = cases().into_iter().next().unwrap();
+    let mut forced = want.clone();
+    let last = forced.len() - 1;
+    forced[last] = (forced[last] + 1) % 100;
+    let list = forced
+        .iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let args = ["--force-ids", list.as_str()];
+    let j = etch_generate(&dir().join("model.pte"), &prompt, 1000, &args);
+    assert_eq!(ids(&j), want);
+    assert_eq!(j["forced_agreement"], want.len() - 1);
+    // --save-logits needs logits, which this program (sampling inside) does not return.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_etch"))
+        .arg("generate")
+        .arg(dir().join("model.pte"))
+        .args([
+            "--weights",
+            dir().join("ckpt").to_str().unwrap(),
+            "--prompt-ids",
+            "1,2",
+        ])
+        .args(["--save-logits", "/dev/null", "--json"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--logits"));
+}
+
 #[test]
 fn seeded_sampling_is_reproducible() {
     let model = dir().join("model.pte");

@@ -83,6 +83,17 @@ pub struct GenerateArgs {
     /// prompt
     #[arg(long, conflicts_with = "prompt_ids")]
     pub chat: bool,
+    /// Teacher forcing: feed these ids (comma-separated) as the generated tokens, one per
+    /// step, whatever the program picks; its picks are still reported (generated_ids) and
+    /// compared with them (forced_agreement in --json). Stops after as many steps. For
+    /// checking a program against a reference's tokens position by position
+    #[arg(long, value_name = "1,2,3", value_parser = parse_ids)]
+    pub force_ids: Option<TokenIds>,
+    /// Write the logits of every step (the prompt's last position, then each decode step)
+    /// as a float32 .npy of shape [steps, vocab]; needs a program that returns logits
+    /// (exported with --logits)
+    #[arg(long, value_name = "FILE.npy")]
+    pub save_logits: Option<PathBuf>,
     /// Print one JSON object (prompt and generated ids, text, timings, memory) instead of
     /// streaming
     #[arg(long)]
@@ -246,28 +257,38 @@ fn generate(
         top_p: a.top_p,
     };
     let mut rng = SplitMix64::new(a.seed);
+    let forced = a.force_ids.as_ref().map(|f| f.0.as_slice());
+    let max_new = forced.map_or(a.max_new_tokens, |f| f.len());
+    if let Some(f) = forced {
+        p.check_ids(f, "--force-ids")?;
+    }
+    if a.save_logits.is_some() {
+        p.logits_log = Some(Vec::new());
+    }
     let t1 = Instant::now();
     let mut next = p.prefill(prompt, &s, rng.next_f32())?;
     let prefill_s = t1.elapsed().as_secs_f64();
     let mut pos = prompt.len();
-    let mut ids = Vec::with_capacity(a.max_new_tokens);
+    let mut ids = Vec::with_capacity(max_new);
     let mut stop = Stop::MaxNewTokens;
     let t2 = Instant::now();
-    while ids.len() < a.max_new_tokens {
+    while ids.len() < max_new {
         ids.push(next);
         emit(next)?;
-        if eos.contains(&next) {
+        // Under teacher forcing the next input is the forced id, EOS or not.
+        let fed = forced.map_or(next, |f| f[ids.len() - 1]);
+        if forced.is_none() && eos.contains(&next) {
             stop = Stop::Eos;
             break;
         }
-        if ids.len() == a.max_new_tokens {
+        if ids.len() == max_new {
             break;
         }
         if pos >= context {
             stop = Stop::Context;
             break;
         }
-        next = p.decode(next, pos, &s, rng.next_f32())?;
+        next = p.decode(fed, pos, &s, rng.next_f32())?;
         pos += 1;
     }
     Ok(Generated {
@@ -310,6 +331,13 @@ pub fn cmd_generate(a: &GenerateArgs) -> Result<()> {
         }
     })?;
     g.ttft_s += encode_s;
+    if let Some(path) = &a.save_logits {
+        save_logits(
+            path,
+            l.program.logits_log.take().unwrap_or_default(),
+            g.ids.len(),
+        )?;
+    }
     let text = match &l.text {
         Some(t) => t.decode(&Text::ids(&g.ids)?)?,
         None => String::new(),
@@ -321,6 +349,18 @@ pub fn cmd_generate(a: &GenerateArgs) -> Result<()> {
         print_now("\n")?;
     }
     report(a, &l, &prompt, prompt_text, &g, &text, &eos)
+}
+
+/// Writes the logged logits of `steps` steps as a float32 `[steps, vocab]` .npy.
+fn save_logits(path: &std::path::Path, log: Vec<f32>, steps: usize) -> Result<()> {
+    if log.is_empty() || steps == 0 || !log.len().is_multiple_of(steps) {
+        return Err(Error::invalid_argument(
+            "--save-logits needs a program that returns logits (export it with --logits); \
+             this one samples on the device",
+        ));
+    }
+    let vocab = log.len() / steps;
+    etch::npy::write(path, &etch::Tensor::from_slice(&log, &[steps, vocab])?)
 }
 
 /// The closing figures: one JSON object on stdout with --json, else a line on stderr.
@@ -346,7 +386,7 @@ fn report(
     let p = &l.program;
     let context = p.context_len();
     if a.json {
-        let j = json!({
+        let mut j = json!({
             "prompt_ids": prompt,
             "generated_ids": g.ids,
             "text": text,
@@ -371,6 +411,11 @@ fn report(
             "peak_host_bytes": peak_host,
             "peak_device_bytes": peak_device.as_ref().map(|d| d.1),
         });
+        if let Some(f) = &a.force_ids {
+            let same = f.0.iter().zip(&g.ids).filter(|(x, y)| x == y).count();
+            j["forced_ids"] = json!(f.0);
+            j["forced_agreement"] = json!(same);
+        }
         println!("{j}");
         return Ok(());
     }

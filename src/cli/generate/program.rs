@@ -91,6 +91,8 @@ pub struct LlmProgram {
     pub meta: Metadata,
     /// Whether the last call's output was sampled on the device.
     pub device_sampled: Option<bool>,
+    /// When set, every call's logits are appended here (`etch generate --save-logits`).
+    pub logits_log: Option<Vec<f32>>,
 }
 
 fn has(m: &Module, name: &str) -> bool {
@@ -241,6 +243,7 @@ impl LlmProgram {
             decode,
             meta,
             device_sampled: None,
+            logits_log: None,
         })
     }
 
@@ -329,6 +332,9 @@ impl LlmProgram {
             }
             Output::Logits(l) => {
                 self.device_sampled = Some(false);
+                if let Some(log) = &mut self.logits_log {
+                    log.extend_from_slice(&l);
+                }
                 etch::sample_row(&l, s.temperature, s.top_k, s.top_p, u) as i64
             }
         };
