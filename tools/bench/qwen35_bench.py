@@ -8,6 +8,11 @@
         [--experts grouped_mm|batched_mm|eager] [--json OUT]
         transformers' Qwen3_5MoeForCausalLM on the same weights: prefill tok/s and greedy
         decode tok/s (CUDA-synchronised wall time), and the generated ids.
+    python3 tools/bench/qwen35_bench.py teacher --ckpt CKPT --ids-json HF.json --out REF.npy
+        transformers' logits for each of its greedy ids in one teacher-forced forward.
+    python3 tools/bench/qwen35_bench.py compare --ref REF.npy --etch ETCH.npy
+        top-1 agreement and |logit| differences of etch's teacher-forced logits
+        (etch generate --force-ids ... --save-logits ETCH.npy on a --logits program).
 
 Only what the lent GPU machines have is used (torch, transformers, safetensors).
 """
@@ -100,6 +105,50 @@ def logits(a):
     print(f"{a.dtype} logits: argmax {int(out.argmax())}, max {out.max():.4f}", flush=True)
 
 
+def teacher(a):
+    """Teacher-forced reference: one forward over the prompt and transformers' greedy ids
+    (from `hf --json`), saving the logits that predict each generated id as float32
+    [new, V] .npy."""
+    import numpy as np
+    from transformers import Qwen3_5MoeForCausalLM
+
+    with open(a.ids_json) as f:
+        r = json.load(f)
+    m = Qwen3_5MoeForCausalLM.from_pretrained(
+        a.ckpt, dtype=torch.bfloat16, device_map="cuda", experts_implementation=a.experts
+    ).eval()
+    p, g = r["prompt_ids"], r["generated_ids"]
+    tokens = torch.tensor([p + g[:-1]]).cuda()
+    with torch.no_grad():
+        out = m(tokens).logits[0, len(p) - 1:].float().cpu().numpy()
+    np.save(a.out, out)
+    same = int((out.argmax(-1) == np.array(g)).sum())
+    print(f"teacher-forced transformers: {out.shape[0]} positions; its one-pass argmax equals "
+          f"its own greedy ids at {same}", flush=True)
+
+
+def compare(a):
+    """Top-1 agreement and logit differences of etch's teacher-forced run (`etch generate
+    --force-ids ... --save-logits`) against `teacher`'s logits."""
+    import numpy as np
+
+    ref, got = np.load(a.ref), np.load(a.etch)
+    n = min(len(ref), len(got))
+    ref, got = ref[:n], got[:n]
+    top_ref, top_got = ref.argmax(-1), got.argmax(-1)
+    agree = int((top_ref == top_got).sum())
+    d = np.abs(ref - got)
+    r = {
+        "positions": n,
+        "top1_agreement": agree,
+        "top1_agreement_pct": 100.0 * agree / max(n, 1),
+        "max_abs_logit_diff": float(d.max()),
+        "mean_abs_logit_diff": float(d.mean()),
+        "logit_abs_max": float(np.abs(ref).max()),
+    }
+    print(json.dumps(r), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -120,8 +169,18 @@ def main():
     p.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
     p.add_argument("--experts", default="grouped_mm")
     p.add_argument("--out", required=True)
+    p = sub.add_parser("teacher")
+    p.add_argument("--ckpt", required=True)
+    p.add_argument("--ids-json", required=True)
+    p.add_argument("--experts", default="grouped_mm")
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("compare")
+    p.add_argument("--ref", required=True)
+    p.add_argument("--etch", required=True)
     a = ap.parse_args()
-    {"make-ckpt": make_ckpt, "hf": hf, "logits": logits}[a.cmd](a)
+    cmds = {"make-ckpt": make_ckpt, "hf": hf, "logits": logits, "teacher": teacher,
+            "compare": compare}
+    cmds[a.cmd](a)
 
 
 if __name__ == "__main__":

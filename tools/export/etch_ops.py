@@ -19,6 +19,7 @@ Operators:
                            by a uniform number from the host
     etch::rms_norm         RMSNorm over the last dim, weight as (unit_offset + w)
     etch::rms_norm_gated   RMSNormGated: w * norm(x) times silu(z)
+    etch::add_rms_norm     a residual add and the RMSNorm of its result, both returned
     etch::rope             rotate-half rotary embedding on the first R features of each
                            head (partial RoPE), in x's dtype as the model computes it
 """
@@ -43,6 +44,7 @@ _SAMPLE_ARGS = "Tensor logits, Tensor sampling"
 _NORM_ARGS = "Tensor x, Tensor weight, float eps, bool unit_offset"
 _GNORM_ARGS = "Tensor x, Tensor z, Tensor weight, float eps"
 _ROPE_ARGS = "Tensor x, Tensor cos, Tensor sin"
+_ADD_NORM_ARGS = "Tensor x, Tensor y, Tensor weight, float eps, bool unit_offset"
 
 _lib.define(f"gated_delta_net({_GDN_ARGS}) -> Tensor")
 _lib.define(f"gated_delta_net.out({_GDN_ARGS}, *, Tensor(c!) out) -> Tensor(c!)")
@@ -56,6 +58,10 @@ _lib.define(f"rms_norm({_NORM_ARGS}) -> Tensor")
 _lib.define(f"rms_norm.out({_NORM_ARGS}, *, Tensor(a!) out) -> Tensor(a!)")
 _lib.define(f"rms_norm_gated({_GNORM_ARGS}) -> Tensor")
 _lib.define(f"rms_norm_gated.out({_GNORM_ARGS}, *, Tensor(a!) out) -> Tensor(a!)")
+_lib.define(f"add_rms_norm({_ADD_NORM_ARGS}) -> (Tensor, Tensor)")
+_lib.define(
+    f"add_rms_norm.out({_ADD_NORM_ARGS}, *, Tensor(a!) sum, Tensor(b!) out) -> (Tensor(a!), Tensor(b!))"
+)
 _lib.define(f"rope({_ROPE_ARGS}) -> Tensor")
 _lib.define(f"rope.out({_ROPE_ARGS}, *, Tensor(a!) out) -> Tensor(a!)")
 
@@ -329,6 +335,33 @@ def _rms_norm_gated_out(x, z, weight, eps, *, out):
 
 
 _lib.impl("rms_norm.out", _rms_norm_out, "CompositeExplicitAutograd")
+
+
+def add_rms_norm_ref(x, y, weight, eps, unit_offset):
+    """The residual add x + y in x's dtype (rounded, as the model adds), and rms_norm_ref
+    of that sum: (sum, normed)."""
+    if x.shape != y.shape or x.dtype != y.dtype:
+        raise ValueError(f"add_rms_norm: x {list(x.shape)} and y {list(y.shape)} differ")
+    s = x + y
+    return s, rms_norm_ref(s, weight, eps, unit_offset)
+
+
+_lib.impl("add_rms_norm", add_rms_norm_ref, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("etch::add_rms_norm")
+def _add_rms_norm_fake(x, y, weight, eps, unit_offset):
+    return torch.empty_like(x), torch.empty_like(x)
+
+
+def _add_rms_norm_out(x, y, weight, eps, unit_offset, *, sum, out):
+    s, n = add_rms_norm_ref(x, y, weight, eps, unit_offset)
+    sum.copy_(s)
+    out.copy_(n)
+    return sum, out
+
+
+_lib.impl("add_rms_norm.out", _add_rms_norm_out, "CompositeExplicitAutograd")
 _lib.impl("rms_norm_gated.out", _rms_norm_gated_out, "CompositeExplicitAutograd")
 
 

@@ -53,15 +53,20 @@ class Case:
                 js.append({"int": v})
             else:
                 js.append({"double": v})
-        js.append(self.out_json(out_dtype, out_shape, 1 << 16))
+        # Several outputs (a tuple-returning op): out_shape is a list of shapes.
+        shapes = out_shape if out_shape and isinstance(out_shape[0], list) else [out_shape]
+        for shape in shapes:
+            js.append(self.out_json(out_dtype, shape, 1 << 16))
         vals = [v.t.clone() if isinstance(v, Inplace) else v for v in args]
         try:
             res = ref(*vals)
         except Exception:  # noqa: BLE001  the reference rejects it: etch must too.
             self.cases.append({"op": op, "args": js, "error": True})
             return
-        js[-1]["out"].pop("capacity")
-        outs = [c for c, v in zip(vals, args) if isinstance(v, Inplace)] + [res]
+        for j in js[len(js) - len(shapes):]:
+            j["out"].pop("capacity")
+        res = list(res) if isinstance(res, tuple) else [res]
+        outs = [c for c, v in zip(vals, args) if isinstance(v, Inplace)] + res
         expected = [self.tensor_json(t, False, True)["tensor"] for t in outs]
         rtol, atol = tol or self.tol.get(outs[0].dtype, (0.0, 0.0))
         self.cases.append({"op": op, "args": js, "expected": expected, "rtol": rtol, "atol": atol})
@@ -264,7 +269,17 @@ def norms(c):
                c.randn([128], torch.bfloat16))
     c.add("etch::rms_norm_gated.out", [x, z, w, 1e-6], etch_ops.rms_norm_gated_ref,
           torch.bfloat16, [1, 1, 4, 128], tol_for(torch.bfloat16))
+    # add_rms_norm: both outputs compared (the table checks every out); rows of each path.
+    for dtype, shape in ((torch.float32, [3, 40]), (torch.bfloat16, [1, 2048]),
+                         (torch.float16, [2, 2, 24]), (torch.bfloat16, [2, 1, 10])):
+        x, y = c.randn(shape, dtype), c.randn(shape, dtype)
+        for unit in (True, False):
+            c.add("etch::add_rms_norm.out", [x, y, c.randn(shape[-1:], dtype, 0.5), 1e-6, unit],
+                  etch_ops.add_rms_norm_ref, dtype, [shape, shape], tol_for(dtype))
     x = c.randn([3, 8], torch.float32)
+    c.add("etch::add_rms_norm.out", [x, c.randn([3, 7], torch.float32),
+                                     c.randn([8], torch.float32), 1e-6, True],
+          etch_ops.add_rms_norm_ref, torch.float32, [[3, 8], [3, 8]])
     c.add("etch::rms_norm.out", [x, c.randn([7], torch.float32), 1e-6, True],
           etch_ops.rms_norm_ref, torch.float32, [3, 8])
     c.add("etch::rms_norm_gated.out", [x, c.randn([3, 7], torch.float32),

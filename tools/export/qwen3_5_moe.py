@@ -233,10 +233,21 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
-    def forward(self, x, input_pos, rope):
+    def forward(self, x, h, input_pos, rope, next_norm):
+        """x: the residual stream; h: input_layernorm(x), made by the previous layer's
+        fused add. Returns (x, next_norm(x)), or (x, None) without a next norm. Each residual
+        add is fused with the RMSNorm that follows it (etch::add_rms_norm)."""
         mixer = self.linear_attn if self.layer_type == "linear_attention" else self.self_attn
-        x = x + mixer(self.input_layernorm(x), input_pos, rope)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        x, h = add_norm(x, mixer(h, input_pos, rope), self.post_attention_layernorm)
+        o = self.mlp(h)
+        if next_norm is None:
+            return x + o, None
+        return add_norm(x, o, next_norm)
+
+
+def add_norm(x, y, norm: RMSNorm):
+    """(x + y, norm(x + y)) in one op."""
+    return torch.ops.etch.add_rms_norm(x, y, norm.weight, norm.eps, True)
 
 
 class TextModel(nn.Module):
@@ -277,8 +288,11 @@ class Qwen35Moe(nn.Module):
         T = tokens.shape[1]
         x = self.model.embed_tokens(tokens)
         rope = self.rope(input_pos, T)
-        for layer in self.model.layers:
-            x = layer(x, input_pos, rope)
+        layers = self.model.layers
+        h = layers[0].input_layernorm(x)
+        for i, layer in enumerate(layers):
+            nxt = layers[i + 1].input_layernorm if i + 1 < len(layers) else None
+            x, h = layer(x, h, input_pos, rope, nxt)
         x = self.model.norm(x[:, -1, :])
         logits = self.lm_head(x)
         if sampling is None:

@@ -253,6 +253,11 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
         ("aten::native_layer_norm.out", norm::layer_norm_out, FLOATS),
         ("etch::rms_norm.out", norm::etch_rms_norm_out, ETCH_IO),
         (
+            "etch::add_rms_norm.out",
+            norm::etch_add_rms_norm_out,
+            ETCH_IO,
+        ),
+        (
             "etch::rms_norm_gated.out",
             norm::etch_rms_norm_gated_out,
             ETCH_IO,

@@ -11,7 +11,7 @@ use crate::etch_ops;
 use crate::util::{MAX_DIMS, arg, check_rank, dt_code, ptr, same_device};
 use cudarc::driver::LaunchConfig;
 use etch_core::{Error, KernelContext, Result, TensorRef};
-use etch_kernels::etch_ops::norm::{RmsNormCall, rms_norm_call};
+use etch_kernels::etch_ops::norm::{RmsKind, RmsNormCall, rms_norm_call};
 use etch_kernels::norm::{GroupNormCall, group_norm_call, layer_norm_call};
 use etch_kernels::util::{same_dtype, wrap};
 
@@ -436,6 +436,8 @@ pub(crate) fn group_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 struct RmsArgs {
     x: u64,
     z: u64,
+    y: u64,
+    sum: u64,
     w: u64,
     out: u64,
     dt: i32,
@@ -457,7 +459,15 @@ const RMS_CACHE: usize = 4;
 fn rms_kernel(op: &str, c: &RmsNormCall<'_>) -> Result<(&'static str, u32)> {
     let dt = c.x.dtype();
     let es = dt.element_size();
-    let tensors = [Some(&c.x), Some(&c.w), Some(&c.out), c.z.as_ref()];
+    let add = c.add.as_ref();
+    let tensors = [
+        Some(&c.x),
+        Some(&c.w),
+        Some(&c.out),
+        c.z.as_ref(),
+        add.map(|a| &a.0),
+        add.map(|a| &a.1),
+    ];
     let aligned = tensors
         .iter()
         .flatten()
@@ -476,14 +486,18 @@ fn rms_kernel(op: &str, c: &RmsNormCall<'_>) -> Result<(&'static str, u32)> {
     Ok(("etch_rms_norm", c.rows.clamp(1, 1 << 16) as u32))
 }
 
-/// `etch::rms_norm.out` and `etch::rms_norm_gated.out` (arguments decoded by
-/// `etch_kernels::etch_ops::norm::rms_norm_call`), 256 threads a block (see [`rms_kernel`]).
-fn etch_rms_norm(ctx: &mut KernelContext<'_>, gated: bool) -> Result<()> {
+/// `etch::rms_norm.out`, `etch::rms_norm_gated.out` and `etch::add_rms_norm.out`
+/// (arguments decoded by `etch_kernels::etch_ops::norm::rms_norm_call`), 256 threads a
+/// block (see [`rms_kernel`]).
+fn etch_rms_norm(ctx: &mut KernelContext<'_>, kind: RmsKind) -> Result<()> {
     let op = ctx.op_name();
-    let c = rms_norm_call(ctx, gated)?;
+    let c = rms_norm_call(ctx, kind)?;
     same_device(op, &[&c.x, &c.w, &c.out])?;
     if let Some(z) = &c.z {
         same_device(op, &[&c.x, z])?;
+    }
+    if let Some((y, sum)) = &c.add {
+        same_device(op, &[&c.x, y, sum])?;
     }
     if c.rows == 0 {
         return Ok(());
@@ -491,6 +505,8 @@ fn etch_rms_norm(ctx: &mut KernelContext<'_>, gated: bool) -> Result<()> {
     let mut a = RmsArgs {
         x: ptr(&c.x),
         z: c.z.as_ref().map_or(0, ptr),
+        y: c.add.as_ref().map_or(0, |a| ptr(&a.0)),
+        sum: c.add.as_ref().map_or(0, |a| ptr(&a.1)),
         w: ptr(&c.w),
         out: ptr(&c.out),
         dt: dt_code(op, c.x.dtype())?,
@@ -516,10 +532,15 @@ fn etch_rms_norm(ctx: &mut KernelContext<'_>, gated: bool) -> Result<()> {
 
 /// `etch::rms_norm.out`.
 pub(crate) fn etch_rms_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    etch_rms_norm(ctx, false)
+    etch_rms_norm(ctx, RmsKind::Plain)
+}
+
+/// `etch::add_rms_norm.out`.
+pub(crate) fn etch_add_rms_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    etch_rms_norm(ctx, RmsKind::Add)
 }
 
 /// `etch::rms_norm_gated.out`.
 pub(crate) fn etch_rms_norm_gated_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    etch_rms_norm(ctx, true)
+    etch_rms_norm(ctx, RmsKind::Gated)
 }

@@ -236,8 +236,8 @@ fn etch_ops_match_the_cpu_at_model_sizes() {
             &args,
         );
     }
-    // 640 experts: routing in its own kernel (moe_logits routes at most 512); 1100 rows:
-    // more unit tiles than moe_down's counters, so moe_combine sums.
+    // 640 experts: more than a block's threads (the routing's rank loop in chunks); 1100
+    // rows: more unit tiles than moe_down's counters, so moe_combine sums.
     for (dt, rows, e) in [
         (BF16, 1, 64),
         (BF16, 5, 64),

@@ -65,6 +65,18 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+// The sum over the block, in a fixed order (every thread gets it); sh: 32 floats.
+__device__ float block_sumf(float v, float* sh) {
+    v = warp_sum(v);
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    float t = 0.0f;
+    for (int k = 0; k < (int)(blockDim.x >> 5); ++k) t += sh[k];
+    return t;
+}
+
 // The best (value, index) pair over the warp under `Better` (a functor ordering pairs
 // totally, so every lane ends with the same pair).
 template <typename Better> __device__ __forceinline__ void warp_best(float& v, int& i) {

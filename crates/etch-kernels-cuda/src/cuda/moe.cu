@@ -3,13 +3,11 @@
 // - moe_logits_*: grid (groups of 8 experts, 1, rows): one warp per (row, expert) computes
 //   the rounded router logit (and, for "expert" E, the shared-expert gate), so that the
 //   router's E x H weights are read by the whole GPU, not one block.
-// - moe_logits_* also routes when fuse_route (E <= 512 and one row per grid z): the last
-//   block of a row to finish (an atomic counter) routes it from the logits in registers
-//   (moe_topk_reg); else moe_route_* runs:
-// - moe_route_*: one block per row: warp 0 takes the softmax, the top-k (NaN loses, ties to
-//   the lower index; each lane scans its share of the experts, a warp argmax per pick) and
-//   writes the selected experts in ascending order (a ballot scan) with their renormalised
-//   weights.
+// - moe_logits_* also routes when fuse_route (one row per grid z): the last block of a row
+//   to finish (an atomic counter) routes it (moe_route_row); else moe_route_* runs, one
+//   block per row. Routing: the softmax, the top-k (NaN loses, ties to the lower index) as
+//   the experts whose rank (experts ranking before them, counted in parallel) is below k,
+//   in ascending expert order, with their renormalised weights.
 // - moe_up_*: grid (rows of 8 intermediate units, k+1 slots, rows): one warp per unit i
 //   computes gate_i and up_i of the slot's expert (slot k: the shared expert) against x and
 //   stores round(round(silu(gate)) * up) in the activation scratch.
@@ -82,118 +80,78 @@ struct MoeBefore {
     }
 };
 
-// Softmax over the E logits in p (in place), top-k, renormalised weights: warp 0 only.
-template <int DT>
-__device__ void moe_topk(const MoeArgs& a, i64 m, float* p, int* taken, int* list) {
-    const int lane = threadIdx.x & 31;
-    const int E = (int)a.experts;
+// The max over the block (every thread gets it); sh holds 32 floats.
+__device__ float moe_block_max(float v, float* sh) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    float t = -1.0f / 0.0f;
+    for (int k = 0; k < (int)(blockDim.x >> 5); ++k) t = fmaxf(t, sh[k]);
+    return t;
+}
+
+// Routes row m from its E logits (global memory, written by other blocks of this kernel or
+// an earlier one) with the whole block: softmax; each expert's rank = how many experts
+// rank before it (MoeBefore, a total order), so the top-k are the ranks below k, found in
+// parallel without k rounds of argmax; the selected experts in ascending order by a block
+// prefix count; their weights renormalised over the selection summed in ascending expert
+// order (as the CPU kernel). Dynamic shared memory: E floats, then k ints and k floats.
+template <int DT> __device__ void moe_route_row(const MoeArgs& a, i64 m, const float* logits) {
+    __shared__ float sh[32];
+    __shared__ int warp_n[32];
+    const int E = (int)a.experts, K = (int)a.top_k;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    float* p = moe_smem;
+    int* list = (int*)(moe_smem + E);
+    float* pv = (float*)(list + K);
     float mx = -1.0f / 0.0f;
-    for (int e = lane; e < E; e += 32) mx = fmaxf(mx, p[e]);
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, o));
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        p[e] = __ldcg(logits + e);
+        mx = fmaxf(mx, p[e]);
+    }
+    mx = moe_block_max(mx, sh);
     float sum = 0.0f;
-    for (int e = lane; e < E; e += 32) {
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
         p[e] = expf(p[e] - mx);
         sum += p[e];
     }
-    sum = warp_sum(sum);
-    for (int e = lane; e < E; e += 32) p[e] /= sum;
-    __syncwarp();
-    for (i64 j = 0; j < a.top_k; ++j) {
-        float bv = 0.0f;
-        int bi = -1;
-        for (int e = lane; e < E; e += 32)
-            if (!taken[e] && MoeBefore()(p[e], e, bv, bi)) {
-                bv = p[e];
-                bi = e;
-            }
-        warp_best<MoeBefore>(bv, bi);
-        if (lane == 0 && bi >= 0) taken[bi] = 1;
-        __syncwarp();
-    }
-    // The selected experts in ascending order (a ballot scan), then their weights: the
-    // total in ascending expert order, as the CPU kernel sums it.
-    int n = 0;
-    for (int base = 0; base < E; base += 32) {
-        const int e = base + lane;
-        const bool f = e < E && taken[e];
-        const unsigned mask = __ballot_sync(FULL_MASK, f);
-        if (f) list[n + __popc(mask & ((1u << lane) - 1u))] = e;
-        n += __popc(mask);
-    }
-    __syncwarp();
-    float total = 0.0f;
-    if (lane == 0)
-        for (int j = 0; j < n; ++j) total += p[list[j]];
-    total = __shfl_sync(FULL_MASK, total, 0);
-    for (int j = lane; j < n && j < a.top_k; j += 32) {
-        a.sel[m * a.top_k + j] = list[j];
-        a.wsel[m * a.top_k + j] = io_rnd<DT>(p[list[j]] / total);
-    }
-}
-
-// The same routing as moe_topk with the row's logits in registers (E <= 32 * MOE_REG;
-// lane l holds experts l, l + 32, ...): softmax, top-k picks by warp argmax over a taken
-// bitmask, the picks in ascending order by a ballot scan. Shared memory: 2k words.
-#define MOE_REG 16
-template <int DT> __device__ void moe_topk_reg(const MoeArgs& a, i64 m, const float* logits) {
-    const int lane = threadIdx.x & 31, E = (int)a.experts, K = (int)a.top_k;
-    int* list = (int*)moe_smem;
-    float* pv = moe_smem + K;
-    float p[MOE_REG];
-    float mx = -1.0f / 0.0f;
-#pragma unroll
-    for (int j = 0; j < MOE_REG; ++j) {
-        const int e = lane + 32 * j;
-        p[j] = e < E ? __ldcg(logits + e) : 0.0f;
-        if (e < E) mx = fmaxf(mx, p[j]);
-    }
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, o));
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < MOE_REG; ++j)
-        if (lane + 32 * j < E) {
-            p[j] = expf(p[j] - mx);
-            sum += p[j];
+    sum = block_sumf(sum, sh);
+    for (int e = threadIdx.x; e < E; e += blockDim.x) p[e] /= sum;
+    __syncthreads();
+    int base = 0;
+    for (int e0 = 0; e0 < E; e0 += blockDim.x) {
+        const int e = e0 + threadIdx.x;
+        bool sel = false;
+        if (e < E) {
+            const float v = p[e];
+            int rank = 0;
+            for (int j = 0; j < E && rank < K; ++j) rank += MoeBefore()(p[j], j, v, e);
+            sel = rank < K;
         }
-    sum = warp_sum(sum);
-#pragma unroll
-    for (int j = 0; j < MOE_REG; ++j) p[j] /= sum;
-    unsigned taken = 0;
-    for (int r = 0; r < K; ++r) {
-        float bv = 0.0f;
-        int bi = -1;
-#pragma unroll
-        for (int j = 0; j < MOE_REG; ++j) {
-            const int e = lane + 32 * j;
-            if (e < E && !((taken >> j) & 1u) && MoeBefore()(p[j], e, bv, bi)) {
-                bv = p[j];
-                bi = e;
-            }
+        const unsigned mask = __ballot_sync(FULL_MASK, sel);
+        if (lane == 0) warp_n[w] = __popc(mask);
+        __syncthreads();
+        int at = base + __popc(mask & ((1u << lane) - 1u));
+        for (int k = 0; k < w; ++k) at += warp_n[k];
+        if (sel && at < K) {
+            list[at] = e;
+            pv[at] = p[e];
         }
-        warp_best<MoeBefore>(bv, bi);
-        if (bi < 0) break;
-        if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
+        for (int k = 0; k < nw; ++k) base += warp_n[k];
+        __syncthreads();
     }
-    int n = 0;
-#pragma unroll
-    for (int j = 0; j < MOE_REG; ++j) {
-        const bool f = (taken >> j) & 1u;
-        const unsigned mask = __ballot_sync(FULL_MASK, f);
-        if (f) {
-            const int at = n + __popc(mask & ((1u << lane) - 1u));
-            list[at] = lane + 32 * j;
-            pv[at] = p[j];
+    const int n = base < K ? base : K;
+    if (w == 0) {
+        float total = 0.0f;
+        if (lane == 0)
+            for (int j = 0; j < n; ++j) total += pv[j];
+        total = __shfl_sync(FULL_MASK, total, 0);
+        for (int j = lane; j < n; j += 32) {
+            a.sel[m * K + j] = list[j];
+            a.wsel[m * K + j] = io_rnd<DT>(pv[j] / total);
         }
-        n += __popc(mask);
-    }
-    __syncwarp();
-    float total = 0.0f;
-    if (lane == 0)
-        for (int j = 0; j < n; ++j) total += pv[j];
-    total = __shfl_sync(FULL_MASK, total, 0);
-    for (int j = lane; j < n; j += 32) {
-        a.sel[m * K + j] = list[j];
-        a.wsel[m * K + j] = io_rnd<DT>(pv[j] / total);
     }
 }
 
@@ -214,24 +172,14 @@ template <int DT> __device__ void moe_logits(const MoeArgs& a) {
     }
     // Fused routing (one row per grid z): the row's last block routes it.
     if (!a.fuse_route || !moe_last_block(&moe_logits_done[blockIdx.z], gridDim.x)) return;
-    if (w == 0) moe_topk_reg<DT>(a, blockIdx.z, a.logits + blockIdx.z * a.experts);
+    moe_route_row<DT>(a, blockIdx.z, a.logits + blockIdx.z * a.experts);
 }
 IO_KERNELS(moe_logits, MoeArgs, 256)
 
-// Dynamic shared memory: E floats (logits, then probabilities), E ints (taken flags) and
-// E ints (the selected experts in order).
+// One block per row (grid-stride), when moe_logits does not route (see moe_route_row).
 template <int DT> __device__ void moe_route(const MoeArgs& a) {
-    float* p = moe_smem;
-    int* taken = (int*)(moe_smem + a.experts);
-    int* list = taken + a.experts;
-    const int w = threadIdx.x >> 5;
     for (i64 m = blockIdx.x; m < a.rows; m += gridDim.x) {
-        for (i64 e = threadIdx.x; e < a.experts; e += blockDim.x) {
-            p[e] = a.logits[m * a.experts + e];
-            taken[e] = 0;
-        }
-        __syncthreads();
-        if (w == 0) moe_topk<DT>(a, m, p, taken, list);
+        moe_route_row<DT>(a, m, a.logits + m * a.experts);
         __syncthreads();
     }
 }
@@ -290,12 +238,19 @@ template <int DT> __device__ void moe_down(const MoeArgs& a) {
     if (!a.fuse_combine) return;
     unsigned* c = &moe_down_done[blockIdx.z * gridDim.x + blockIdx.x];
     if (!moe_last_block(c, gridDim.y)) return;
-    const i64 hu = blockIdx.x * (i64)(blockDim.x >> 5) + threadIdx.x, m = blockIdx.z;
-    if (threadIdx.x >= (blockDim.x >> 5) || hu >= a.hidden) return;
-    const float* y = a.ys + m * (k + 1) * a.hidden + hu;
+    // The tile's (k+1) x units values into shared memory in parallel, then one thread per
+    // unit sums them in order.
+    const i64 units = blockDim.x >> 5, m = blockIdx.z, h0 = blockIdx.x * units;
+    float* ys = moe_smem;
+    for (i64 i = threadIdx.x; i < (k + 1) * units; i += blockDim.x) {
+        const i64 j = i / units, h = h0 + i % units;
+        if (h < a.hidden) ys[i] = __ldcg(a.ys + (m * (k + 1) + j) * a.hidden + h);
+    }
+    __syncthreads();
+    if (threadIdx.x >= units || h0 + threadIdx.x >= a.hidden) return;
     float acc = 0.0f;
-    for (i64 j = 0; j < k; ++j) acc = io_rnd<DT>(acc + __ldcg(y + j * a.hidden));
-    io_st<DT>(a.out, m * a.hidden + hu, acc + __ldcg(y + k * a.hidden));
+    for (i64 j = 0; j < k; ++j) acc = io_rnd<DT>(acc + ys[j * units + threadIdx.x]);
+    io_st<DT>(a.out, m * a.hidden + h0 + threadIdx.x, acc + ys[k * units + threadIdx.x]);
 }
 IO_KERNELS(moe_down, MoeArgs, 256)
 

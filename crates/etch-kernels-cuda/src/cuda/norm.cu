@@ -199,13 +199,15 @@ template <typename C> __device__ void batch_norm_stats(const BnArgs& a) {
 extern "C" __global__ void batch_norm_f32(BnArgs a) { batch_norm_stats<float>(a); }
 extern "C" __global__ void batch_norm_f64(BnArgs a) { batch_norm_stats<double>(a); }
 
-// ---- etch::rms_norm / etch::rms_norm_gated (Qwen 3.5) ----
+// ---- etch::rms_norm / etch::rms_norm_gated / etch::add_rms_norm (Qwen 3.5) ----
 // One block per row (grid-stride over rows); the sum of squares in f32 over the block.
 // Plain: out = rnd(x * inv * (offset + w)). Gated (z != null):
 // out = rnd(rnd(w * rnd(x * inv)) * silu(z)), rnd = rounding to the IO dtype.
 struct RmsArgs {
     const void* x;
     const void* z;  // null: plain norm
+    const void* y;  // add_rms_norm: the addend (else null); the norm is of sum = rnd(x + y)
+    void* sum;
     const void* w;
     void* out;
     int dt;
@@ -224,15 +226,21 @@ extern "C" __global__ void etch_rms_norm(RmsArgs a) {
     __shared__ float sh[32];
     for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
         const i64 base = r * a.n;
+        const void* x = a.y ? a.sum : a.x;
         float ss = 0.0f;
         for (i64 i = threadIdx.x; i < a.n; i += blockDim.x) {
             float v = ld<float>(a.x, a.dt, base + i);
+            if (a.y) {
+                v = rnd_dt(v + ld<float>(a.y, a.dt, base + i), a.dt);
+                st(a.sum, a.dt, base + i, v);
+            }
             ss += v * v;
         }
+        // (block_sum's barriers also make this block's sum writes visible to it.)
         const float tot = block_sum(ss, sh);
         const float inv = 1.0f / sqrtf(tot / (float)a.n + a.eps);
         for (i64 i = threadIdx.x; i < a.n; i += blockDim.x) {
-            float h = ld<float>(a.x, a.dt, base + i) * inv;
+            float h = ld<float>(x, a.dt, base + i) * inv;
             float w = ld<float>(a.w, a.dt, i);
             float y;
             if (a.z) {
@@ -269,6 +277,13 @@ template <int DT, bool WARP> __device__ void rms_rows(const RmsArgs& a) {
             const i64 ch = t + (i64)c * g;
             if (ch < nv) {
                 io_ld16<DT>(x + ch * 16, v[c]);
+                if (a.y) {
+                    float y[8];
+                    io_ld16<DT>((const char*)a.y + r * rb + ch * 16, y);
+#pragma unroll
+                    for (int k = 0; k < V; ++k) v[c][k] = io_rnd<DT>(v[c][k] + y[k]);
+                    io_st16<DT>((char*)a.sum + r * rb + ch * 16, v[c]);
+                }
 #pragma unroll
                 for (int k = 0; k < V; ++k) ss += v[c][k] * v[c][k];
             }

@@ -59,18 +59,6 @@ __device__ void block_argmax(float& v, int& i, float* sv, int* si) {
         }
 }
 
-// The sum over the block, in a fixed order (every thread gets it); sh: 32 floats.
-__device__ float block_sumf(float v, float* sh) {
-    v = warp_sum(v);
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    float t = 0.0f;
-    for (int k = 0; k < (int)(blockDim.x >> 5); ++k) t += sh[k];
-    return t;
-}
-
 template <int DT> __device__ void sample_part(const SampleArgs& a) {
     __shared__ float sv[32];
     __shared__ int si[32];

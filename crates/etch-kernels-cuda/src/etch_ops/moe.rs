@@ -44,12 +44,11 @@ struct MoeArgs {
 // SAFETY: plain `#[repr(C)]` data laid out as the CUDA struct.
 unsafe impl cudarc::driver::DeviceRepr for MoeArgs {}
 
-/// Most experts the routing kernel holds in shared memory (12 bytes each: 48 KiB).
+/// Most experts the routing holds in shared memory (4 bytes each, 8 more per selected
+/// expert: at most 48 KiB).
 const MAX_EXPERTS: usize = 4096;
 /// Threads (8 warps, one output unit each) of every MoE block.
 const THREADS: u32 = 256;
-/// Most experts `moe_logits` routes itself (32 lanes x `MOE_REG` registers in moe.cu).
-const MAX_FUSED_EXPERTS: usize = 512;
 /// Counters of each fused kind in moe.cu (`MOE_COUNTERS`), and most rows in one grid z.
 const COUNTERS: usize = 65_536;
 const MAX_GRID_ROWS: usize = 65_535;
@@ -127,15 +126,21 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     )?;
     // The routing and the final sum ride on the last block of the kernel before them when
     // every row has its own grid z (and its counters).
-    let fuse_route = rows <= MAX_GRID_ROWS && c.experts <= MAX_FUSED_EXPERTS;
-    let fuse_combine = rows <= MAX_GRID_ROWS && rows * h_units as usize <= COUNTERS;
-    let mut launches = vec![(logits, cfg((e_units, 1, grid_rows), 8 * k))];
+    let fuse_route = rows <= MAX_GRID_ROWS;
+    // The fused combine stages the tile's (k+1) x 8 values in shared memory.
+    let down_smem = 4 * (k + 1) * warps;
+    let fuse_combine =
+        rows <= MAX_GRID_ROWS && rows * h_units as usize <= COUNTERS && down_smem <= 48 << 10;
+    // Routing's shared memory: E probabilities, k selected experts and their weights.
+    let route_smem = 4 * c.experts + 8 * k;
+    let mut launches = vec![(logits, cfg((e_units, 1, grid_rows), route_smem))];
     if !fuse_route {
-        let route_cfg = cfg((rows.min(1 << 30) as u32, 1, 1), 12 * c.experts);
+        let route_cfg = cfg((rows.min(1 << 30) as u32, 1, 1), route_smem);
         launches.push((route, route_cfg));
     }
     launches.push((up, cfg((units, k as u32 + 1, grid_rows), 0)));
-    launches.push((down, cfg((h_units, k as u32 + 1, grid_rows), 0)));
+    let down_smem = if fuse_combine { down_smem } else { 0 };
+    launches.push((down, cfg((h_units, k as u32 + 1, grid_rows), down_smem)));
     if !fuse_combine {
         launches.push((combine, cfg((outs, 1, 1), 0)));
     }

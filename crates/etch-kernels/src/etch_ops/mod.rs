@@ -9,8 +9,9 @@
 //!   sigmoid-gated shared expert.
 //! - [`attention`]: `etch::attention.out`, causal GQA attention after writing `k` and `v`
 //!   into the caches at the position held in a tensor.
-//! - [`norm`]: `etch::rms_norm.out` and `etch::rms_norm_gated.out`, Qwen 3.5's RMSNorms
-//!   as one kernel each.
+//! - [`norm`]: `etch::rms_norm.out`, `etch::rms_norm_gated.out` and
+//!   `etch::add_rms_norm.out` (a residual add fused with the norm after it), Qwen 3.5's
+//!   RMSNorms as one kernel each.
 //! - [`rope`]: `etch::rope.out`, rotate-half rotary embedding on the first `R` features
 //!   of each head (partial RoPE).
 //! - [`sample`]: `etch::sample.out`, next-token sampling (greedy, temperature, top-k,
@@ -36,6 +37,7 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     reg.register("etch::sample.out", sample::sample_out)?;
     reg.register("etch::rms_norm.out", norm::rms_norm_out)?;
     reg.register("etch::rms_norm_gated.out", norm::rms_norm_gated_out)?;
+    reg.register("etch::add_rms_norm.out", norm::add_rms_norm_out)?;
     reg.register("etch::rope.out", rope::rope_out)?;
     Ok(())
 }

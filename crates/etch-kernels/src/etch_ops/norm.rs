@@ -1,10 +1,12 @@
-//! `etch::rms_norm.out(x, weight, eps, unit_offset, *, out)` and
-//! `etch::rms_norm_gated.out(x, z, weight, eps, *, out)`: Qwen 3.5's two RMSNorms over the
-//! last dim, each one kernel instead of the ~9 casts, powers, means and products PyTorch
-//! exports (docs/OPS.md).
+//! `etch::rms_norm.out(x, weight, eps, unit_offset, *, out)`,
+//! `etch::rms_norm_gated.out(x, z, weight, eps, *, out)` and
+//! `etch::add_rms_norm.out(x, y, weight, eps, unit_offset, *, sum, out)`: Qwen 3.5's
+//! RMSNorms over the last dim, each one kernel instead of the ~9 casts, powers, means and
+//! products PyTorch exports (docs/OPS.md).
 //!
 //! - `rms_norm`: `rnd(x * rsqrt(mean(x^2) + eps) * (unit_offset + w))`, in f32;
-//! - `rms_norm_gated`: `rnd(rnd(w * rnd(x * rsqrt(mean(x^2) + eps))) * silu(z))`.
+//! - `rms_norm_gated`: `rnd(rnd(w * rnd(x * rsqrt(mean(x^2) + eps))) * silu(z))`;
+//! - `add_rms_norm`: `sum = rnd(x + y)` (the residual add), then `rms_norm` of `sum`.
 
 use super::{check_io_dtype, dispatch_io, expect_dtype, expect_shape, silu};
 use crate::threads::{self, SharedMut};
@@ -17,6 +19,9 @@ pub struct RmsNormCall<'a> {
     pub x: TensorRef<'a>,
     /// The gate `z`, shaped like `x` (`rms_norm_gated` only).
     pub z: Option<TensorRef<'a>>,
+    /// The addend `y` and the output `sum = x + y`, shaped like `x` (`add_rms_norm` only);
+    /// the norm is then of `sum`.
+    pub add: Option<(TensorRef<'a>, TensorRef<'a>)>,
     /// `weight [N]`.
     pub w: TensorRef<'a>,
     /// `out`, shaped like `x`.
@@ -31,22 +36,33 @@ pub struct RmsNormCall<'a> {
     pub n: usize,
 }
 
-/// Decodes `etch::rms_norm.out` (args [x, weight, eps, unit_offset, out, (ret)]) or, with
-/// `gated`, `etch::rms_norm_gated.out` (args [x, z, weight, eps, out, (ret)]).
-pub fn rms_norm_call<'a>(ctx: &mut KernelContext<'a>, gated: bool) -> Result<RmsNormCall<'a>> {
+/// The three norms.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum RmsKind {
+    /// `etch::rms_norm.out`: args [x, weight, eps, unit_offset, out, (ret)].
+    Plain,
+    /// `etch::rms_norm_gated.out`: args [x, z, weight, eps, out, (ret)].
+    Gated,
+    /// `etch::add_rms_norm.out`: args [x, y, weight, eps, unit_offset, sum, out, (ret)].
+    Add,
+}
+
+/// Decodes an `etch::rms_norm.out`, `etch::rms_norm_gated.out` or `etch::add_rms_norm.out`
+/// call.
+pub fn rms_norm_call<'a>(ctx: &mut KernelContext<'a>, kind: RmsKind) -> Result<RmsNormCall<'a>> {
     let op = ctx.op_name();
     let x = ctx.tensor(0)?;
-    let (z, w, eps, offset, out_i) = if gated {
-        (Some(ctx.tensor(1)?), ctx.tensor(2)?, ctx.double(3)?, 0.0, 4)
-    } else {
-        let unit = ctx.bool(3)?;
-        (
-            None,
-            ctx.tensor(1)?,
-            ctx.double(2)?,
-            if unit { 1.0 } else { 0.0 },
-            4,
-        )
+    let unit =
+        |ctx: &KernelContext<'a>, i| -> Result<f32> { Ok(if ctx.bool(i)? { 1.0 } else { 0.0 }) };
+    let (second, w, eps, offset) = match kind {
+        RmsKind::Plain => (None, ctx.tensor(1)?, ctx.double(2)?, unit(ctx, 3)?),
+        RmsKind::Gated => (Some(ctx.tensor(1)?), ctx.tensor(2)?, ctx.double(3)?, 0.0),
+        RmsKind::Add => (
+            Some(ctx.tensor(1)?),
+            ctx.tensor(2)?,
+            ctx.double(3)?,
+            unit(ctx, 4)?,
+        ),
     };
     check_io_dtype(op, "x", x.dtype())?;
     expect_dtype(op, "x", &x, x.dtype())?;
@@ -59,21 +75,31 @@ pub fn rms_norm_call<'a>(ctx: &mut KernelContext<'a>, gated: bool) -> Result<Rms
     }
     expect_dtype(op, "weight", &w, x.dtype())?;
     expect_shape(op, "weight", &w, &[n])?;
-    if let Some(z) = &z {
-        expect_dtype(op, "z", z, x.dtype())?;
-        expect_shape(op, "z", z, x.sizes())?;
+    let what = if kind == RmsKind::Add { "y" } else { "z" };
+    if let Some(t) = &second {
+        expect_dtype(op, what, t, x.dtype())?;
+        expect_shape(op, what, t, x.sizes())?;
     }
     if eps.is_nan() || eps < 0.0 || !eps.is_finite() {
         return Err(Error::invalid_argument(format!(
             "{op}: eps {eps} must be finite and >= 0"
         )));
     }
+    let (z, add, out_i) = match kind {
+        RmsKind::Add => {
+            let sum = ctx.resize_out(5, x.sizes())?;
+            expect_dtype(op, "sum", &sum, x.dtype())?;
+            (None, second.map(|y| (y, sum)), 6)
+        }
+        _ => (second, None, 4),
+    };
     let out = ctx.resize_out(out_i, x.sizes())?;
     expect_dtype(op, "out", &out, x.dtype())?;
     let rows = x.numel() / n;
     Ok(RmsNormCall {
         x,
         z,
+        add,
         w,
         out,
         eps,
@@ -88,14 +114,36 @@ const TASK: usize = 1 << 13;
 
 /// `etch::rms_norm.out` on the CPU.
 pub fn rms_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    let mut c = rms_norm_call(ctx, false)?;
+    let mut c = rms_norm_call(ctx, RmsKind::Plain)?;
     dispatch_io!(c.x.dtype(), ctx.op_name(), "x", |T| run::<T>(&mut c))
 }
 
 /// `etch::rms_norm_gated.out` on the CPU.
 pub fn rms_norm_gated_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    let mut c = rms_norm_call(ctx, true)?;
+    let mut c = rms_norm_call(ctx, RmsKind::Gated)?;
     dispatch_io!(c.x.dtype(), ctx.op_name(), "x", |T| run::<T>(&mut c))
+}
+
+/// `etch::add_rms_norm.out` on the CPU: the sum first (all rows), then its norm.
+pub fn add_rms_norm_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let mut c = rms_norm_call(ctx, RmsKind::Add)?;
+    dispatch_io!(c.x.dtype(), ctx.op_name(), "x", |T| {
+        add_into::<T>(&mut c)?;
+        run::<T>(&mut c)
+    })
+}
+
+/// `sum = rnd(x + y)`; afterwards the call normalises `sum` (`c.x` becomes it).
+fn add_into<T: FElem<F = f32>>(c: &mut RmsNormCall<'_>) -> Result<()> {
+    let Some((y, sum)) = &mut c.add else {
+        return Ok(());
+    };
+    let (x, y) = (c.x.data::<T>()?, y.data::<T>()?);
+    for ((s, a), b) in sum.data_mut::<T>()?.iter_mut().zip(x).zip(y) {
+        *s = T::from_f(a.to_f() + b.to_f());
+    }
+    c.x = *sum;
+    Ok(())
 }
 
 fn run<T: FElem<F = f32>>(c: &mut RmsNormCall<'_>) -> Result<()> {
