@@ -2,9 +2,9 @@
 // read on the device; when pos < 0 or pos + T > S, attn_cache_write sets the error word
 // and no kernel writes anything.
 // - attn_cache_write: grid-stride copy of k and v into the caches at rows pos..pos+T.
-// - attn_fwd_*: grid (query rows B*T*Hq, key splits), 4 warps a block: the block attends
+// - attn_fwd_*: grid (query rows B*T*Hq, key splits), 8 warps a block: the block attends
 //   query row (b, t, h) to its split's keys among 0..=pos+t (KV head h / (Hq/Hkv)). Each
-//   warp takes every 4th key: a warp-wide dot product (lane l holds dims l*per..l*per+per,
+//   warp takes every 8th key, two at a time: a warp-wide dot product (lane l holds dims l*per..l*per+per,
 //   per = ceil(D/32) <= 8, one 16-byte load when the row allows), an online softmax in
 //   float and the weighted sum of v rows; the warps' states merge in shared memory. With
 //   one split the block writes the output row; with several (flash-decoding, chosen by
@@ -13,7 +13,7 @@
 // NaN scores make the row NaN, as on the CPU.
 
 #define ATTN_MAXD 256
-#define ATTN_WARPS 4
+#define ATTN_WARPS 8
 
 struct AttnArgs {
     const void* q;   // [B, T, Hq, D]
@@ -113,15 +113,29 @@ template <int DT> __device__ void attn_fwd(const AttnArgs& a) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[e] = 0.0f;
     AttnState st = {-1.0f / 0.0f, 0.0f};
-    for (i64 j = k0 + w; j < k1; j += nw) {
+    // Two keys per step (j and j + nw, the order one key per step would take): both k and
+    // v rows are loaded before the reductions, so four row loads are in flight per lane.
+    float x2[8], y[8], y2[8];
+    for (i64 j = k0 + w; j < k1; j += 2 * nw) {
+        const bool two = j + nw < k1;
         const i64 base = ((b * a.cache + j) * a.hkv + kvh) * a.dim;
+        const i64 base2 = base + nw * a.hkv * a.dim;
         attn_dims<DT>(a.kc, base, lane, per, a.dim, x);
-        float s = 0.0f;
+        attn_dims<DT>(a.vc, base, lane, per, a.dim, y);
+        if (two) {
+            attn_dims<DT>(a.kc, base2, lane, per, a.dim, x2);
+            attn_dims<DT>(a.vc, base2, lane, per, a.dim, y2);
+        }
+        float s = 0.0f, s2 = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) s += qx[e] * x[e];
+        for (int e = 0; e < 8; ++e) {
+            s += qx[e] * x[e];
+            s2 += two ? qx[e] * x2[e] : 0.0f;
+        }
         s = warp_sum(s) * a.scale;
-        attn_dims<DT>(a.vc, base, lane, per, a.dim, x);
-        attn_add(st, acc, s, x, per);
+        s2 = warp_sum(s2) * a.scale;
+        attn_add(st, acc, s, y, per);
+        if (two) attn_add(st, acc, s2, y2, per);
     }
     if (lane == 0) {
         wm[w] = st.m;
@@ -148,7 +162,7 @@ template <int DT> __device__ void attn_fwd(const AttnArgs& a) {
         else part[2 + d] = A;
     }
 }
-IO_KERNELS(attn_fwd, AttnArgs, 128)
+IO_KERNELS(attn_fwd, AttnArgs, 256)
 
 // Merges the partials of query row blockIdx.x over the splits that hold keys.
 template <int DT> __device__ void attn_combine(const AttnArgs& a) {
@@ -174,4 +188,4 @@ template <int DT> __device__ void attn_combine(const AttnArgs& a) {
         io_st<DT>(a.out, row * a.dim + d, A * (1.0f / L));
     }
 }
-IO_KERNELS(attn_combine, AttnArgs, 128)
+IO_KERNELS(attn_combine, AttnArgs, 256)

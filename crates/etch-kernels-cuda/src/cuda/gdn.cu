@@ -103,12 +103,14 @@ template <int DT> __device__ void gdn_recur(const GdnArgs& g) {
     const float bias = io_ld<DT>(g.dt_bias, h);
     const i64 vch = 2 * g.hk * g.dk + h * g.dv + j;
     for (i64 t = 0; t < g.seq; ++t) {
-        gdn_qk<DT>(g, b, kh, t, fresh, qs, ks, nrm);
-        const float nq = nrm[0], nk = nrm[1];
+        // The gates and this column's v first: their loads overlap gdn_qk's (no barrier
+        // between them).
         const i64 gi = (b * g.seq + t) * g.hv + h;
         const float beta = io_rnd<DT>(e_sigmoid(io_ld<DT>(g.b, gi)));
         const float eg = expf(decay * gdn_softplus(io_ld<DT>(g.a, gi) + bias));
         const float v = col ? gdn_conv<DT>(g, b, vch, t, fresh) : 0.0f;
+        gdn_qk<DT>(g, b, kh, t, fresh, qs, ks, nrm);
+        const float nq = nrm[0], nk = nrm[1];
         float p = 0.0f;
 #pragma unroll
         for (int r = 0; r < GDN_R; ++r) {

@@ -43,7 +43,7 @@ unsafe impl cudarc::driver::DeviceRepr for AttnArgs {}
 /// Largest head_dim (`ATTN_MAXD`: 8 dims a lane).
 const MAX_HEAD_DIM: usize = 256;
 /// Threads of an attention block (`ATTN_WARPS` warps).
-const THREADS: u32 = 128;
+const THREADS: u32 = 256;
 /// Blocks the key splits aim for, and the fewest keys a split takes.
 const TARGET_BLOCKS: usize = 1024;
 const MIN_CHUNK: usize = 16;
