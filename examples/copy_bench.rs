@@ -21,6 +21,7 @@ mod bench {
     use etch::{
         Device, DeviceAllocator, Dynamism, EValue, KernelContext, Result, ScalarType, TensorImpl,
     };
+    use etch_devices::cuda::DEFAULT_STAGING_THRESHOLD;
     use std::time::Instant;
 
     fn median(mut v: Vec<f64>) -> f64 {
@@ -62,9 +63,9 @@ mod bench {
         println!("device: {} (cuda:0), {}", info[0].name, chrono_free_date());
         println!();
         println!(
-            "| size | H2D pageable (etch) | H2D pageable via pinned staging (etch) | H2D pinned (etch) | H2D pinned (et_copy op) | H2D pinned (raw cudarc) | D2H pageable (etch) | D2H pinned (etch) | D2H pinned (raw cudarc) |"
+            "| size | H2D pageable, direct (etch) | H2D pageable via pinned staging (etch) | H2D pageable (etch default) | H2D pinned (etch) | H2D pinned (et_copy op) | H2D pinned (raw cudarc) | D2H pageable (etch) | D2H pinned (etch) | D2H pinned (raw cudarc) |"
         );
-        println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+        println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
         let sizes = [
             4usize << 10,
             64 << 10,
@@ -88,8 +89,13 @@ mod bench {
             // SAFETY: a fresh pinned allocation of `n` bytes, freed below.
             let pinned_s = unsafe { std::slice::from_raw_parts_mut(pinned, n) };
             pinned_s.fill(2);
-            let h2d_pageable = time(reps, || cuda.copy_host_to_device(dev, &pageable, 0))?;
+            // Direct (staging off), always staged, and the default (staged from the
+            // threshold): the first two columns show where staging starts to win.
+            cuda.set_staging_threshold(usize::MAX);
+            let h2d_direct = time(reps, || cuda.copy_host_to_device(dev, &pageable, 0))?;
+            cuda.set_staging_threshold(DEFAULT_STAGING_THRESHOLD);
             let h2d_staged = time(reps, || cuda.copy_host_to_device_staged(dev, &pageable, 0))?;
+            let h2d_pageable = time(reps, || cuda.copy_host_to_device(dev, &pageable, 0))?;
             let h2d_pinned = time(reps, || cuda.copy_host_to_device(dev, pinned_s, 0))?;
             let raw_h2d = time(reps, || {
                 // SAFETY: `dev` holds `n` bytes; the context is current after the calls above.
@@ -137,10 +143,11 @@ mod bench {
                     .map_err(|e| etch::Error::internal(e.to_string()))
             })?;
             println!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 human(n),
-                gbps(n, h2d_pageable),
+                gbps(n, h2d_direct),
                 gbps(n, h2d_staged),
+                gbps(n, h2d_pageable),
                 gbps(n, h2d_pinned),
                 gbps(n, op),
                 gbps(n, raw_h2d),
@@ -152,7 +159,11 @@ mod bench {
             cuda.free_pinned(pinned)?;
         }
         println!();
-        println!("(GB/s, median of repeated copies)");
+        println!(
+            "(GB/s, median of repeated copies; staging from {} MiB with {} threads)",
+            DEFAULT_STAGING_THRESHOLD >> 20,
+            etch_devices::cuda::copy_threads()
+        );
         if cuda.num_devices() >= 2 {
             println!();
             println!("| size | cuda:0 → cuda:1 (etch) | cuda:1 → cuda:0 (etch) |");

@@ -28,19 +28,19 @@ pub mod npy;
 pub use module::Module;
 
 pub use etch_core::{
-    Device, DeviceAllocator, DeviceMemoryBuffer, DeviceRegistry, DeviceType, Dynamism, EValue,
-    Error, ErrorCode, KernelContext, KernelFn, KernelRegistry, Result, ScalarType, Tag, Tensor,
-    TensorImpl, TensorRef, Value, bf16, f16,
+    ByteSource, Device, DeviceAllocator, DeviceMemoryBuffer, DeviceRegistry, DeviceType, Dynamism,
+    EValue, Error, ErrorCode, KernelContext, KernelFn, KernelRegistry, Result, ScalarType, Tag,
+    Tensor, TensorImpl, TensorRef, Value, bf16, f16,
 };
 pub use etch_format::{
-    NamedDataMap, Program, ProgramParts, PtdFile, Safetensors, TensorLayout, WeightOptions,
-    WriteOptions,
+    NamedDataMap, Program, ProgramParts, PtdFile, Safetensors, TensorLayout, TensorSource,
+    WeightOptions, WriteOptions,
 };
 /// The per-operator profiler (`etch bench --profile`).
 pub use etch_runtime::profile;
 pub use etch_runtime::{
-    Backend, BackendInitContext, BackendRegistry, CompileSpec, Delegate, DelegateInfo, IoInfo,
-    LoadConfig, Method, MethodMeta, NamedTensor, TensorInfo,
+    Backend, BackendInitContext, BackendRegistry, CompileSpec, Delegate, DelegateInfo,
+    DeviceConstants, IoInfo, LoadConfig, Method, MethodMeta, NamedTensor, TensorInfo,
 };
 
 pub use etch_backends::ExecutorBackend;
@@ -90,7 +90,10 @@ pub fn default_backends() -> BackendRegistry {
     let _ = r.register(etch_backends::EXECUTOR_BACKEND_ID, Arc::new(backend));
     r
 }
-pub use etch_devices::{SimStats, SimulatedAllocator};
+/// The staged host → device copy pipeline (chunking, threads) that CUDA and, when asked
+/// ([`SimulatedAllocator::set_staging`]), the simulated device run.
+pub use etch_devices::staging::StagingPlan;
+pub use etch_devices::{SimStaging, SimStats, SimulatedAllocator};
 
 /// Why the default registry has no CUDA allocator (or `None` when it has one).
 #[derive(Debug, Clone)]

@@ -11,23 +11,16 @@ use std::sync::Arc;
 /// Several external data sources (`.ptd` files, safetensors checkpoints) searched in order.
 struct DataFiles(Vec<Arc<dyn NamedDataMap>>);
 
-impl NamedDataMap for DataFiles {
-    fn get(&self, key: &str) -> Option<etch_format::NamedBlob<'_>> {
-        self.0.iter().find_map(|f| f.get(key))
-    }
-    fn keys(&self) -> Vec<&str> {
-        self.0.iter().flat_map(|f| f.keys()).collect()
-    }
-    /// The first source that has the tensor; a source's `NotFound` (which names what it
-    /// tried) is reported only when no source has it.
-    fn get_tensor(
-        &self,
-        key: &str,
-        expected: &etch_format::TensorLayout,
-    ) -> Result<Option<etch_format::NamedBlob<'_>>> {
+impl DataFiles {
+    /// The first source for which `get` finds the tensor; a source's `NotFound` (which
+    /// names what it tried) is reported only when no source has it.
+    fn first<'a, T>(
+        &'a self,
+        get: impl Fn(&'a dyn NamedDataMap) -> Result<Option<T>>,
+    ) -> Result<Option<T>> {
         let mut missing = None;
         for f in &self.0 {
-            match f.get_tensor(key, expected) {
+            match get(f.as_ref()) {
                 Ok(Some(b)) => return Ok(Some(b)),
                 Ok(None) => {}
                 Err(e) if e.code() == crate::ErrorCode::NotFound => {
@@ -37,6 +30,29 @@ impl NamedDataMap for DataFiles {
             }
         }
         missing.map_or(Ok(None), Err)
+    }
+}
+
+impl NamedDataMap for DataFiles {
+    fn get(&self, key: &str) -> Option<etch_format::NamedBlob<'_>> {
+        self.0.iter().find_map(|f| f.get(key))
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0.iter().flat_map(|f| f.keys()).collect()
+    }
+    fn get_tensor(
+        &self,
+        key: &str,
+        expected: &etch_format::TensorLayout,
+    ) -> Result<Option<etch_format::NamedBlob<'_>>> {
+        self.first(|f| f.get_tensor(key, expected))
+    }
+    fn get_tensor_source(
+        &self,
+        key: &str,
+        expected: &etch_format::TensorLayout,
+    ) -> Result<Option<etch_format::TensorSource<'_>>> {
+        self.first(|f| f.get_tensor_source(key, expected))
     }
 }
 
@@ -293,6 +309,15 @@ impl Module {
             fold_constants: std::env::var("ETCH_FOLD_CONSTANTS").map_or(true, |v| v != "0"),
             device_context: None,
         }
+    }
+
+    /// The device copies of external constants that this module's methods share, and the
+    /// count of bytes copied to devices while loading them
+    /// ([`crate::DeviceConstants::uploaded_bytes`]; another thread may poll it
+    /// while [`Module::load_method`] runs, e.g. for a progress bar). Replaced by the
+    /// `with_*` builders: take it after configuring the module.
+    pub fn device_constants(&self) -> Arc<crate::DeviceConstants> {
+        Arc::clone(&self.device_constants)
     }
 
     /// Loads a method (once; later calls are no-ops).

@@ -113,6 +113,11 @@ fn etch_generate_greedy_ids_equal_transformers() {
         assert_eq!(ids(&j), want, "prompt {prompt:?}");
         assert_eq!(j["convention"], "prefill/decode");
         assert_eq!(j["sampled_on"], "device");
+        // On the CPU nothing is copied to a device.
+        assert_eq!(
+            (j["load_bytes"].as_u64(), j["load_gb_s"].as_f64()),
+            (Some(0), Some(0.0))
+        );
     }
 }
 
@@ -213,6 +218,14 @@ fn lowered_program_generates_the_same_ids_on_the_simulated_device() {
             // Lowered whole, prefill and decode share one device copy of the weights
             // (495,384 bytes) and of the state (58,080 bytes): the peak stays well below
             // two copies of the weights.
+            // The weights (and the program's own constants) went to the device once,
+            // streamed from the checkpoint; the rate is reported.
+            let uploaded = j["load_bytes"].as_u64().unwrap();
+            assert!(
+                (495_384..495_384 + 1024).contains(&uploaded),
+                "load_bytes {uploaded}"
+            );
+            assert!(j["load_gb_s"].as_f64().unwrap() > 0.0, "{j}");
             let peak = j["peak_device_bytes"].as_u64().unwrap();
             if extra.is_empty() {
                 assert!(

@@ -135,6 +135,27 @@ pub fn peak_device_bytes(
     None
 }
 
+/// Bytes of the external constants (weights) that loading `methods` copies to devices:
+/// each (name, device, dtype, shape) once, as the module shares them between methods and
+/// their delegates. Constants stored in the program itself are not counted.
+pub fn device_constant_bytes(module: &Module, methods: &[String]) -> u64 {
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0u64;
+    for m in methods {
+        let Ok(meta) = module.method_meta(m) else {
+            continue;
+        };
+        for c in meta.external_constants() {
+            if !c.device.is_cpu()
+                && seen.insert((c.name.clone(), c.device, c.dtype, c.sizes.clone()))
+            {
+                total += c.nbytes as u64;
+            }
+        }
+    }
+    total
+}
+
 /// `[a, b, c]`.
 pub fn shape_str(s: &[usize]) -> String {
     format!(
@@ -154,6 +175,20 @@ pub fn ms(d: Duration) -> String {
 /// Bytes as MiB with two decimals.
 pub fn mib(b: u64) -> String {
     format!("{:.2} MiB", b as f64 / (1 << 20) as f64)
+}
+
+/// Bytes in decimal units: `512 B`, `12.3 MB`, `69.30 GB`.
+pub fn decimal_bytes(b: u64) -> String {
+    let x = b as f64;
+    if x >= 1e9 {
+        format!("{:.2} GB", x / 1e9)
+    } else if x >= 1e6 {
+        format!("{:.1} MB", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1} kB", x / 1e3)
+    } else {
+        format!("{b} B")
+    }
 }
 
 /// JSON text, or an internal error.

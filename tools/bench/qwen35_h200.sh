@@ -4,12 +4,16 @@
 #
 #   Here:      python tools/export/qwen3_5_moe.py --model CFG_DIR -o B/qwen35moe.pte
 #              (CFG_DIR/config.json: the 35B-A3B config), cp CFG_DIR/config.json B/,
-#              cp target/release/etch B/, then run this script on the device with
+#              cp target/release/etch target/release/examples/load_bench B/ (cargo build
+#              --release --example load_bench), then run this script on the device with
 #              BUNDLE=B and OUT=<log dir>.
 #   There:     tools/bench/qwen35_h200.sh
 #
 # Steps: a random bf16 checkpoint (save_pretrained, per-expert keys) on local disk; `etch
-# lower --ops cuda`; `etch generate` greedy, with and without CUDA graphs, on cuda:0;
+# lower --ops cuda`; (step "load", not in the default steps: the weights streamed to cuda:0
+# by examples/load_bench with 4, 8 and 16 copy threads, GB/s and peak RSS, then `etch
+# generate`'s load_s, load_gb_s, peak_host_bytes and peak_device_bytes with the default
+# threads); `etch generate` greedy, with and without CUDA graphs, on cuda:0;
 # transformers (grouped_mm experts) on cuda:1 with the same prompt. Prompt: 128 ids from
 # torch.Generator().manual_seed(0), as tools/bench/qwen35_bench.py hf draws them.
 set -uo pipefail
@@ -29,6 +33,18 @@ if has ckpt && [ ! -f "$CKPT/config.json" ]; then
   python3 tools/bench/qwen35_bench.py make-ckpt --config "$BUNDLE/config.json" --out "$CKPT" || exit 1
 fi
 IDS=$(python3 -c "import torch; g=torch.Generator().manual_seed(0); print(','.join(map(str, torch.randint(0, 248320, (1, 128), generator=g)[0].tolist())))")
+if has load; then
+echo "== weight loading onto cuda:0 (page cache warm after the first pass)"
+[ -f /tmp/qwen35moe.cuda.pte ] || "$BUNDLE/etch" lower "$BUNDLE/qwen35moe.pte" -o /tmp/qwen35moe.cuda.pte --ops cuda > /dev/null || exit 1
+for t in 16 4 8 16; do
+  echo "-- load_bench, ETCH_COPY_THREADS=$t"
+  ETCH_COPY_THREADS=$t timeout 300 "$BUNDLE/load_bench" /tmp/qwen35moe.cuda.pte "$CKPT"
+done
+echo "-- etch generate (1 token): load figures"
+timeout 420 "$BUNDLE/etch" generate /tmp/qwen35moe.cuda.pte --weights "$CKPT" --prompt-ids "$IDS" \
+  --max-new-tokens 1 --json > "$OUT/etch_load.json"
+echo "rc=$?"; python3 -c "import json; d=json.load(open('$OUT/etch_load.json')); print({k: d[k] for k in ('load_s','load_bytes','load_gb_s','peak_host_bytes','peak_device_bytes')})"
+fi
 if has etch; then
 echo "== etch lower --ops cuda"
 "$BUNDLE/etch" lower "$BUNDLE/qwen35moe.pte" -o /tmp/qwen35moe.cuda.pte --ops cuda --json > "$OUT/lower.json" || exit 1

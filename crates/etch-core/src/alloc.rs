@@ -5,11 +5,14 @@
 //! Every byte that crosses host ↔ device goes through an allocator's copy functions; etch
 //! never writes device memory with a host `memcpy`.
 
-use crate::{DeviceType, Error, NUM_DEVICE_TYPES, Result};
+use crate::{ByteSource, DeviceType, Error, NUM_DEVICE_TYPES, Result};
 use std::sync::{Arc, OnceLock, RwLock};
 
 /// Default alignment of device allocations (upstream: `alignof(void*)`).
 pub const DEFAULT_ALIGNMENT: usize = 8;
+
+/// Chunk size of [`DeviceAllocator::copy_host_to_device_from`]'s default implementation.
+pub const SOURCE_CHUNK: usize = 8 << 20;
 
 /// An ordered queue of device work (a CUDA stream). `0` is the device's default stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -37,6 +40,37 @@ pub trait DeviceAllocator: Send + Sync {
 
     /// Copies host bytes to device memory at `dst`.
     fn copy_host_to_device(&self, dst: *mut u8, src: &[u8], index: i8) -> Result<()>;
+
+    /// Copies the bytes of `src` to device memory at `dst`, producing them piece by piece
+    /// (a tensor stacked from memory-mapped files, or converted on the way), so that no
+    /// host copy of the whole is made. Waits until the copy is done, like
+    /// [`DeviceAllocator::copy_host_to_device`].
+    ///
+    /// The default copies a contiguous source directly and anything else through a host
+    /// buffer of at most [`SOURCE_CHUNK`] bytes; CUDA overrides it with its pinned staging
+    /// pipeline.
+    fn copy_host_to_device_from(
+        &self,
+        dst: *mut u8,
+        src: &dyn ByteSource,
+        index: i8,
+    ) -> Result<()> {
+        if let Some(bytes) = src.as_slice() {
+            return self.copy_host_to_device(dst, bytes, index);
+        }
+        let len = src.len();
+        let mut buf = crate::AlignedBuf::zeroed(len.min(SOURCE_CHUNK))?;
+        let mut off = 0;
+        while off < len {
+            let n = (len - off).min(SOURCE_CHUNK);
+            let chunk = &mut buf.as_mut_slice()[..n];
+            src.read_into(off, chunk)?;
+            // `off + n <= len`, the size of the destination the caller gave.
+            self.copy_host_to_device(dst.wrapping_add(off), chunk, index)?;
+            off += n;
+        }
+        Ok(())
+    }
 
     /// Copies device memory at `src` into host bytes.
     fn copy_device_to_host(&self, dst: &mut [u8], src: *const u8, index: i8) -> Result<()>;

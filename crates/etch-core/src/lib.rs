@@ -9,6 +9,7 @@ pub mod error;
 pub mod graph;
 pub mod kernel;
 pub mod scalar;
+pub mod source;
 pub mod tensor;
 pub mod value;
 
@@ -18,6 +19,7 @@ pub use error::{Error, ErrorCode, Result};
 pub use graph::{DeviceContext, DeviceExecHooks, DeviceGraph};
 pub use kernel::{Dims, KernelContext, KernelFn, KernelRegistry, Scalar, operator_name};
 pub use scalar::{Element, ScalarType};
+pub use source::{ByteSource, Prefix};
 pub use tensor::{
     AlignedBuf, Dynamism, HOST_ALIGNMENT, MAX_DIMS, Tensor, TensorImpl, TensorRef, checked_numel,
     wrap_dim,

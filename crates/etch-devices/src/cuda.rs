@@ -6,9 +6,10 @@
 //! every copy is ordered. Synchronous copies wait for their stream (the host reads or may
 //! reuse the buffer right after); the `*_async` variants only enqueue.
 
+use crate::staging::{self, CopyEngine, StagingBuffer, StagingPlan};
 use crate::{DeviceAllocator, StreamId};
 use cudarc::driver::{CudaContext, CudaStream, DriverError, result, sys};
-use etch_core::{DeviceType, Error, Result};
+use etch_core::{ByteSource, DeviceType, Error, Result};
 use std::sync::Arc;
 
 /// Largest alignment `allocate` accepts (CUDA allocations are 256-byte aligned).
@@ -32,22 +33,160 @@ pub struct CudaDeviceInfo {
 struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    /// Two pinned buffers for staging pageable host→device copies, made on first use.
+    /// Pinned buffers for staging pageable host→device copies, made on first use.
     staging: std::sync::Mutex<Option<Staging>>,
 }
 
-/// Double-buffered pinned staging: while the DMA engine reads one buffer, the host fills
-/// the other.
+/// A ring of pinned staging buffers, one event per buffer: while the DMA engine reads
+/// some, the host fills the others ([`crate::staging`]).
 struct Staging {
-    bufs: [*mut u8; 2],
-    done: [cudarc::driver::CudaEvent; 2],
+    bufs: Vec<StagingBuffer>,
+    /// `done[k]` completes when the transfer last submitted from `bufs[k]` has.
+    done: Vec<cudarc::driver::CudaEvent>,
 }
 
 // SAFETY: the staging buffers are plain pinned host memory used under the Gpu's mutex.
 unsafe impl Send for Staging {}
 
-/// Chunk size of the staged copy.
-pub const STAGING_CHUNK: usize = 8 << 20;
+impl Drop for Staging {
+    fn drop(&mut self) {
+        // The buffers' context, current for the frees (the events keep it alive); every
+        // copy waited for its transfers, but wait again rather than free memory a transfer
+        // might read.
+        if let Some(ev) = self.done.first() {
+            let _ = ev.context().bind_to_thread();
+        }
+        for ev in &self.done {
+            let _ = ev.synchronize();
+        }
+        for b in &self.bufs {
+            // SAFETY: each buffer came from cuMemHostAlloc in `Staging::new`, is freed once,
+            // here, and no transfer reads it any more (the events above completed).
+            let _ = unsafe { result::free_host(b.ptr as *mut std::ffi::c_void) };
+        }
+    }
+}
+
+impl Staging {
+    /// `STAGING_BUFFERS` pinned buffers of `STAGING_CHUNK` bytes with their events.
+    fn new(ctx: &Arc<CudaContext>) -> Result<Staging> {
+        let mut st = Staging {
+            bufs: Vec::with_capacity(STAGING_BUFFERS),
+            done: Vec::with_capacity(STAGING_BUFFERS),
+        };
+        for _ in 0..STAGING_BUFFERS {
+            st.done
+                .push(ctx.new_event(None).map_err(|e| cuda_err("event", e))?);
+            // SAFETY: plain cuMemHostAlloc; the buffer is owned by `st` (freed on drop).
+            let p = unsafe { result::malloc_host(STAGING_CHUNK, 0) }.map_err(|e| {
+                Error::memory_allocation_failed(format!(
+                    "pinned staging buffer of {STAGING_CHUNK} bytes: {e}"
+                ))
+            })?;
+            st.bufs.push(StagingBuffer {
+                ptr: p as *mut u8,
+                len: STAGING_CHUNK,
+            });
+        }
+        Ok(st)
+    }
+}
+
+/// The CUDA copy engine of one staged copy: `cuMemcpyHtoDAsync` from the pinned buffers
+/// on the device's stream, an event recorded after each.
+struct CudaEngine<'a> {
+    staging: &'a Staging,
+    stream: &'a CudaStream,
+    /// Device address of the destination's first byte.
+    dst: usize,
+}
+
+// SAFETY: the buffers are pinned allocations the `Staging` owns (they outlive the engine,
+// which borrows it under the Gpu's mutex, so no other copy uses them); a transfer reads
+// buffer k until `done[k]` completes, and `wait(k)` synchronises on that event.
+unsafe impl CopyEngine for CudaEngine<'_> {
+    fn buffers(&self) -> &[StagingBuffer] {
+        &self.staging.bufs
+    }
+
+    fn wait(&mut self, slot: usize) -> Result<()> {
+        let ev = self
+            .staging
+            .done
+            .get(slot)
+            .ok_or_else(|| Error::internal(format!("no staging buffer {slot}")))?;
+        ev.synchronize().map_err(|e| cuda_err("staging wait", e))
+    }
+
+    fn submit(&mut self, slot: usize, len: usize, offset: usize) -> Result<()> {
+        let (Some(b), Some(ev)) = (self.staging.bufs.get(slot), self.staging.done.get(slot)) else {
+            return Err(Error::internal(format!("no staging buffer {slot}")));
+        };
+        if len > b.len {
+            return Err(Error::internal(format!(
+                "staged transfer of {len} bytes from a {}-byte buffer",
+                b.len
+            )));
+        }
+        // SAFETY: `len <= b.len` bytes of pinned memory; the pipeline filled them and does
+        // not write the buffer again before `wait(slot)`.
+        let bytes = unsafe { std::slice::from_raw_parts(b.ptr as *const u8, len) };
+        // SAFETY: `dst + offset + len` lies inside the destination (the pipeline cuts the
+        // caller's `len()` bytes; the driver checks the range); the staging buffer lives
+        // until the event recorded next says the transfer is done.
+        unsafe {
+            result::memcpy_htod_async(
+                (self.dst + offset) as sys::CUdeviceptr,
+                bytes,
+                self.stream.cu_stream(),
+            )
+        }
+        .map_err(|e| cuda_err("staged host-to-device copy", e))?;
+        ev.record(self.stream)
+            .map_err(|e| cuda_err("staging record", e))
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .map_err(|e| cuda_err("synchronize", e))
+    }
+}
+
+/// Size of each pinned staging buffer (the largest chunk of a staged copy).
+pub const STAGING_CHUNK: usize = 64 << 20;
+
+/// Number of pinned staging buffers per device (`STAGING_BUFFERS * STAGING_CHUNK` = 256 MiB
+/// of page-locked memory, made on the first staged copy and kept).
+pub const STAGING_BUFFERS: usize = 4;
+
+/// The staging plan: chunks of at least 4 MiB, each thread filling at least 1 MiB of one,
+/// with [`copy_threads`] threads.
+fn staging_plan() -> StagingPlan {
+    StagingPlan {
+        min_chunk: 4 << 20,
+        threads: copy_threads(),
+        min_share: 1 << 20,
+    }
+}
+
+/// Threads that fill the staging buffers: `ETCH_COPY_THREADS`, else one per CPU up to 16
+/// (the host memcpy from pageable memory is what limits staged copies).
+pub fn copy_threads() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("ETCH_COPY_THREADS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&n| n >= 1)
+            .unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+                    .min(16)
+            })
+    })
+}
 
 /// Live allocations and counters of a [`CudaAllocator`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -80,9 +219,12 @@ pub struct CudaAllocator {
 }
 
 /// Default size from which pageable host→device copies are staged through pinned memory.
-/// On the H200 host (BENCHMARKS.md) staging wins from 64 MiB (9.0 vs 6.4–8.6 GB/s; the host
-/// memcpy into the staging buffer is the bottleneck) and loses below.
-pub const DEFAULT_STAGING_THRESHOLD: usize = 64 << 20;
+/// Direct pageable copies peaked at 16 MiB on the H200 host (BENCHMARKS.md: 13 GB/s, then
+/// 8–9 GB/s from 64 MiB); the staged copy fills its buffers with up to 16 threads and
+/// overlaps that with the transfers (4 chunks of 4 MiB at 16 MiB), so it should win from
+/// there, while small copies keep the direct path (no threads, no pinned buffers).
+/// `copy_bench`'s first two columns compare the two at each size.
+pub const DEFAULT_STAGING_THRESHOLD: usize = 16 << 20;
 
 /// Sizes of live allocations by (device ordinal, address), and the counters.
 type LiveAllocations = (std::collections::HashMap<(usize, u64), usize>, CudaStats);
@@ -361,6 +503,15 @@ impl CudaAllocator {
             .is_some_and(|(&b, &len)| p + n <= b + len)
     }
 
+    /// True when a copy of `src` goes through pinned staging: pageable and at least the
+    /// staging threshold.
+    fn staged(&self, src: &[u8]) -> bool {
+        let threshold = self
+            .staging_threshold
+            .load(std::sync::atomic::Ordering::Relaxed);
+        src.len() >= threshold && !self.is_pinned(src.as_ptr(), src.len())
+    }
+
     /// Sets the size from which pageable host→device copies are staged through pinned
     /// memory (`usize::MAX` turns staging off).
     pub fn set_staging_threshold(&self, bytes: usize) {
@@ -368,10 +519,15 @@ impl CudaAllocator {
             .store(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Host→device copy of pageable memory through two pinned buffers: the host copies chunk
-    /// i+1 into one buffer while the DMA engine reads chunk i from the other. Waits for the
-    /// copy to finish.
+    /// Host→device copy of pageable memory through pinned staging buffers: several
+    /// threads copy chunk i+1 into one buffer while the DMA engine reads chunk i from
+    /// another ([`crate::staging`]). Waits for the copy to finish.
     pub fn copy_host_to_device_staged(&self, dst: *mut u8, src: &[u8], index: i8) -> Result<()> {
+        self.copy_staged(dst, &src, index)
+    }
+
+    /// [`CudaAllocator::copy_host_to_device_staged`] for any [`ByteSource`].
+    fn copy_staged(&self, dst: *mut u8, src: &dyn ByteSource, index: i8) -> Result<()> {
         if src.is_empty() {
             return Ok(());
         }
@@ -382,48 +538,31 @@ impl CudaAllocator {
             .lock()
             .map_err(|_| Error::internal("staging lock poisoned"))?;
         if guard.is_none() {
-            let mut bufs = [std::ptr::null_mut(); 2];
-            for b in bufs.iter_mut() {
-                // SAFETY: plain cuMemHostAlloc, owned by the staging state for the process.
-                *b = unsafe { result::malloc_host(STAGING_CHUNK, 0) }.map_err(|e| {
-                    Error::memory_allocation_failed(format!("pinned staging buffer: {e}"))
-                })? as *mut u8;
-            }
-            let ev = || g.ctx.new_event(None).map_err(|e| cuda_err("event", e));
-            *guard = Some(Staging {
-                bufs,
-                done: [ev()?, ev()?],
-            });
+            *guard = Some(Staging::new(&g.ctx)?);
         }
         let st = guard
-            .as_mut()
+            .as_ref()
             .ok_or_else(|| Error::internal("staging buffers vanished"))?;
-        for (i, chunk) in src.chunks(STAGING_CHUNK).enumerate() {
-            let k = i % 2;
-            // Wait until the DMA that last read this buffer is done, then refill it.
-            st.done[k]
-                .synchronize()
-                .map_err(|e| cuda_err("staging wait", e))?;
-            // SAFETY: the staging buffer holds STAGING_CHUNK bytes and no copy reads it now.
-            let buf = unsafe { std::slice::from_raw_parts_mut(st.bufs[k], chunk.len()) };
-            buf.copy_from_slice(chunk);
-            // SAFETY: `dst + i*CHUNK` stays inside the destination (the driver checks);
-            // the staging buffer lives until the events say the copy is done.
-            unsafe {
-                result::memcpy_htod_async(
-                    (dst as usize + i * STAGING_CHUNK) as sys::CUdeviceptr,
-                    &*buf,
-                    g.stream.cu_stream(),
-                )
-            }
-            .map_err(|e| cuda_err("staged host-to-device copy", e))?;
-            st.done[k]
-                .record(&g.stream)
-                .map_err(|e| cuda_err("staging record", e))?;
+        let mut engine = CudaEngine {
+            staging: st,
+            stream: &g.stream,
+            dst: dst as usize,
+        };
+        staging::staged_copy(&mut engine, src, &staging_plan())
+            .map_err(|e| Error::new(e.code(), format!("cuda:{index}: {}", e.message())))
+    }
+
+    /// Frees the pinned staging buffers (they are made again by the next staged copy).
+    pub fn release_staging(&self) -> Result<()> {
+        for g in &self.gpus {
+            let mut st = g
+                .staging
+                .lock()
+                .map_err(|_| Error::internal("staging lock poisoned"))?;
+            // Dropping waits for pending transfers and frees the buffers.
+            *st = None;
         }
-        g.stream
-            .synchronize()
-            .map_err(|e| cuda_err("synchronize", e))
+        Ok(())
     }
 }
 
@@ -494,15 +633,26 @@ impl DeviceAllocator for CudaAllocator {
     }
 
     fn copy_host_to_device(&self, dst: *mut u8, src: &[u8], index: i8) -> Result<()> {
-        let threshold = self
-            .staging_threshold
-            .load(std::sync::atomic::Ordering::Relaxed);
-        if src.len() >= threshold && !self.is_pinned(src.as_ptr(), src.len()) {
+        if self.staged(src) {
             return self.copy_host_to_device_staged(dst, src, index);
         }
         // The caller may reuse `src` as soon as this returns, so wait for the copy.
         self.copy_host_to_device_async(dst, src, index, StreamId(0))?;
         self.synchronize(index, StreamId(0))
+    }
+
+    /// A contiguous source goes the way of `copy_host_to_device` (direct, or staged when
+    /// large and pageable); anything else (stacked, converted) always through staging.
+    fn copy_host_to_device_from(
+        &self,
+        dst: *mut u8,
+        src: &dyn ByteSource,
+        index: i8,
+    ) -> Result<()> {
+        match src.as_slice() {
+            Some(bytes) if !self.staged(bytes) => self.copy_host_to_device(dst, bytes, index),
+            _ => self.copy_staged(dst, src, index),
+        }
     }
 
     fn allocate_pinned_host(&self, nbytes: usize) -> Result<Option<*mut u8>> {

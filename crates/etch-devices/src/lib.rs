@@ -6,11 +6,12 @@
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod simulated;
+pub mod staging;
 
 pub use etch_core::alloc::{
     DEFAULT_ALIGNMENT, DeviceAllocator, DeviceMemoryBuffer, DeviceRegistry, StreamId,
 };
-pub use simulated::{POISON, SimStats, SimulatedAllocator};
+pub use simulated::{POISON, SimStaging, SimStats, SimulatedAllocator};
 
 #[cfg(test)]
 mod tests {

@@ -2,7 +2,8 @@
 //! tracks, so tests and CI exercise every device code path without a GPU.
 
 use crate::DeviceAllocator;
-use etch_core::{AlignedBuf, DeviceType, Error, Result};
+use crate::staging::{self, CopyEngine, StagingBuffer, StagingPlan};
+use etch_core::{AlignedBuf, ByteSource, DeviceType, Error, Result};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -67,6 +68,23 @@ struct State {
 pub struct SimulatedAllocator {
     num_devices: i8,
     state: Mutex<State>,
+    staging: Mutex<Option<SimStaging>>,
+}
+
+/// Staged copies on the simulated device: [`DeviceAllocator::copy_host_to_device_from`]
+/// of at least `threshold` bytes runs the pipeline CUDA uses ([`crate::staging`]) through
+/// `buffers` host buffers of `buffer_len` bytes, each transfer deferred until the pipeline
+/// waits for its buffer (as if the DMA engine ran late). Off by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimStaging {
+    /// Sources of at least this many bytes are staged.
+    pub threshold: usize,
+    /// Number of staging buffers.
+    pub buffers: usize,
+    /// Size of each (a multiple of [`crate::staging::SPLIT_ALIGN`]).
+    pub buffer_len: usize,
+    /// Chunking and threads.
+    pub plan: StagingPlan,
 }
 
 fn checksum(b: &[u8]) -> u64 {
@@ -82,7 +100,55 @@ impl SimulatedAllocator {
         SimulatedAllocator {
             num_devices,
             state: Mutex::new(State::default()),
+            staging: Mutex::new(None),
         }
+    }
+
+    /// Turns staged copies on (`Some`) or off (`None`, the default); see [`SimStaging`].
+    pub fn set_staging(&self, staging: Option<SimStaging>) {
+        if let Ok(mut s) = self.staging.lock() {
+            *s = staging;
+        }
+    }
+
+    /// The staging settings for a copy of `len` bytes, when it is staged.
+    fn staging_for(&self, len: usize) -> Result<Option<SimStaging>> {
+        let s = self
+            .staging
+            .lock()
+            .map_err(|_| Error::internal("simulated staging lock poisoned"))?;
+        Ok(s.filter(|s| len >= s.threshold))
+    }
+
+    /// A staged copy of `src` to `dst` (see [`SimStaging`]).
+    fn copy_staged(
+        &self,
+        dst: *mut u8,
+        src: &dyn ByteSource,
+        index: i8,
+        cfg: &SimStaging,
+    ) -> Result<()> {
+        Self::find(&*self.lock()?, dst as usize, src.len(), index)?;
+        let mut bufs = Vec::with_capacity(cfg.buffers);
+        for _ in 0..cfg.buffers {
+            bufs.push(AlignedBuf::zeroed(cfg.buffer_len)?);
+        }
+        let views = bufs
+            .iter_mut()
+            .map(|b| StagingBuffer {
+                ptr: b.as_mut_ptr(),
+                len: cfg.buffer_len,
+            })
+            .collect();
+        let mut engine = SimEngine {
+            alloc: self,
+            dst,
+            index,
+            pending: vec![None; bufs.len()],
+            bufs,
+            views,
+        };
+        staging::staged_copy(&mut engine, src, &cfg.plan)
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>> {
@@ -160,6 +226,70 @@ impl SimulatedAllocator {
             .filter(|(_, b)| checksum(&b.buf.as_slice()[b.start..b.start + b.size]) != b.checksum)
             .map(|(&k, _)| k)
             .collect()
+    }
+}
+
+/// The simulated device's copy engine: host buffers, transfers made when the pipeline
+/// waits for a buffer or finishes.
+struct SimEngine<'a> {
+    alloc: &'a SimulatedAllocator,
+    dst: *mut u8,
+    index: i8,
+    bufs: Vec<AlignedBuf>,
+    views: Vec<StagingBuffer>,
+    /// The transfer submitted from each buffer and not yet made: (length, offset).
+    pending: Vec<Option<(usize, usize)>>,
+}
+
+impl SimEngine<'_> {
+    fn complete(&mut self, slot: usize) -> Result<()> {
+        let Some((len, off)) = self.pending.get_mut(slot).and_then(Option::take) else {
+            return Ok(());
+        };
+        let bytes = self
+            .bufs
+            .get(slot)
+            .and_then(|b| b.as_slice().get(..len))
+            .ok_or_else(|| Error::internal("staged transfer outside its buffer"))?;
+        // The destination range was checked against the allocation when the copy began;
+        // `copy_host_to_device` checks it again.
+        self.alloc
+            .copy_host_to_device(self.dst.wrapping_add(off), bytes, self.index)
+    }
+}
+
+// SAFETY: the buffers are `AlignedBuf`s the engine owns for its whole life, read only by
+// `complete`, which runs inside `wait(slot)` (for that buffer) and `finish`, before they
+// return; the pipeline writes a buffer only between `wait` and `submit`.
+unsafe impl CopyEngine for SimEngine<'_> {
+    fn buffers(&self) -> &[StagingBuffer] {
+        &self.views
+    }
+    fn wait(&mut self, slot: usize) -> Result<()> {
+        self.complete(slot)
+    }
+    fn submit(&mut self, slot: usize, len: usize, offset: usize) -> Result<()> {
+        let p = self
+            .pending
+            .get_mut(slot)
+            .ok_or_else(|| Error::internal(format!("no staging buffer {slot}")))?;
+        if p.is_some() {
+            return Err(Error::internal(format!(
+                "staging buffer {slot} submitted again before its transfer was waited for"
+            )));
+        }
+        *p = Some((len, offset));
+        Ok(())
+    }
+    fn finish(&mut self) -> Result<()> {
+        let mut r = Ok(());
+        for slot in 0..self.pending.len() {
+            let c = self.complete(slot);
+            if r.is_ok() {
+                r = c;
+            }
+        }
+        r
     }
 }
 
@@ -258,6 +388,32 @@ impl DeviceAllocator for SimulatedAllocator {
             b.buf.as_mut_slice()[start..start + src.len()].copy_from_slice(src);
             b.checksum = checksum(&b.buf.as_slice()[b.start..b.start + b.size]);
         }
+        s.stats.h2d_copies += 1;
+        s.stats.h2d_bytes += src.len() as u64;
+        Ok(())
+    }
+
+    /// Produces the bytes straight into the simulated device memory (one copy, as
+    /// `copy_host_to_device` counts it), or through [`crate::staging`] when staging is on.
+    fn copy_host_to_device_from(
+        &self,
+        dst: *mut u8,
+        src: &dyn ByteSource,
+        index: i8,
+    ) -> Result<()> {
+        if let Some(plan) = self.staging_for(src.len())? {
+            return self.copy_staged(dst, src, index, &plan);
+        }
+        let mut s = self.lock()?;
+        let (key, off) = Self::find(&s, dst as usize, src.len(), index)?;
+        let mut r = Ok(());
+        if let Some(b) = s.blocks.get_mut(&key) {
+            let start = b.start + off;
+            r = src.read_into(0, &mut b.buf.as_mut_slice()[start..start + src.len()]);
+            // Also after a failed read: what it wrote came through the allocator.
+            b.checksum = checksum(&b.buf.as_slice()[b.start..b.start + b.size]);
+        }
+        r?;
         s.stats.h2d_copies += 1;
         s.stats.h2d_bytes += src.len() as u64;
         Ok(())

@@ -3,10 +3,12 @@
 use etch_core::{AlignedBuf, Error, Result};
 use std::path::Path;
 
-/// Bytes of a `.pte` or `.ptd`, kept alive as long as anything refers to them.
+/// Bytes of a `.pte`, `.ptd` or `.safetensors` file, kept alive as long as anything refers
+/// to them.
 pub enum DataSource {
-    /// A private (copy-on-write) memory map of a file: page-aligned and zero-copy.
-    Mapped(memmap2::MmapMut),
+    /// A private (copy-on-write) memory map of a file: page-aligned and zero-copy; and the
+    /// open file, which [`DataSource::read_at`] reads without mapping pages.
+    Mapped(memmap2::MmapMut, std::fs::File),
     /// A copy in aligned host memory (for callers that hand over bytes).
     Owned(AlignedBuf),
 }
@@ -29,7 +31,7 @@ impl DataSource {
         // while mapped; this is documented on `Module::from_file`.
         let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }
             .map_err(|e| Error::access_failed(format!("cannot map '{}': {e}", path.display())))?;
-        Ok(DataSource::Mapped(map))
+        Ok(DataSource::Mapped(map, file))
     }
 
     /// Copies bytes into aligned memory.
@@ -40,8 +42,58 @@ impl DataSource {
     /// The bytes.
     pub fn bytes(&self) -> &[u8] {
         match self {
-            DataSource::Mapped(m) => m,
+            DataSource::Mapped(m, _) => m,
             DataSource::Owned(b) => b.as_slice(),
         }
+    }
+
+    /// Copies bytes `[offset, offset + dst.len())` into `dst`. A mapped file is read with
+    /// `pread` (on Unix): the page cache is copied straight into `dst`, and the pages are
+    /// not mapped into this process, so streaming a checkpoint to a device does not grow
+    /// the resident set by the checkpoint. A file that became shorter than its map is an
+    /// `AccessFailed` error (reading the map there would fault).
+    pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let range = etch_core::source::checked_source_range(offset, dst.len(), self.len())?;
+        match self {
+            #[cfg(unix)]
+            DataSource::Mapped(_, file) => {
+                use std::os::unix::fs::FileExt;
+                file.read_exact_at(dst, offset as u64).map_err(|e| {
+                    Error::access_failed(format!(
+                        "cannot read {} bytes at offset {offset} of a mapped file (was it \
+                         truncated or replaced?): {e}",
+                        dst.len()
+                    ))
+                })
+            }
+            _ => {
+                dst.copy_from_slice(&self.bytes()[range]);
+                Ok(())
+            }
+        }
+    }
+
+    /// Asks the OS to read `[offset, offset + len)` of a mapped file into the page cache
+    /// soon (`madvise(MADV_WILLNEED)`); a hint, ignored where unsupported.
+    pub fn prefetch(&self, offset: usize, len: usize) {
+        #[cfg(unix)]
+        if let DataSource::Mapped(m, _) = self
+            && offset.checked_add(len).is_some_and(|end| end <= m.len())
+            && len > 0
+        {
+            let _ = m.advise_range(memmap2::Advice::WillNeed, offset, len);
+        }
+        #[cfg(not(unix))]
+        let _ = (offset, len);
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.bytes().len()
+    }
+
+    /// True when there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }

@@ -34,8 +34,8 @@ pub mod schema {
 
 pub use data::DataSource;
 pub use program::{ExtendedHeader, Program, TensorLayout};
-pub use ptd::{NamedBlob, NamedDataMap, PtdFile};
-pub use safetensors::{Safetensors, WeightOptions};
+pub use ptd::{NamedBlob, NamedDataMap, PtdFile, TensorSource};
+pub use safetensors::{Safetensors, TensorPieces, WeightOptions};
 pub use write::{ProgramParts, WriteOptions};
 
 use etch_core::Error;

@@ -3,7 +3,7 @@
 
 use crate::schema::ptd;
 use crate::{DataSource, TensorLayout, checked_range, fb_err};
-use etch_core::{Error, Result, ScalarType};
+use etch_core::{ByteSource, Error, Result, ScalarType};
 use planus::ReadAsRoot;
 use std::collections::HashMap;
 use std::ops::Range;
@@ -38,6 +38,44 @@ pub trait NamedDataMap: Send + Sync {
     fn get_tensor(&self, key: &str, expected: &TensorLayout) -> Result<Option<NamedBlob<'_>>> {
         let _ = expected;
         Ok(self.get(key))
+    }
+    /// The tensor `key` for a copy to a device: [`NamedDataMap::get_tensor`]'s bytes, or
+    /// a source that produces them on demand, so a map that would have to build the tensor
+    /// (stack per-expert weights, convert a dtype) need not build it in host memory. The
+    /// same `Ok(None)` / `NotFound` convention. The default wraps `get_tensor`.
+    fn get_tensor_source(
+        &self,
+        key: &str,
+        expected: &TensorLayout,
+    ) -> Result<Option<TensorSource<'_>>> {
+        Ok(self.get_tensor(key, expected)?.map(TensorSource::from))
+    }
+}
+
+/// A tensor's bytes for a copy to a device, produced on demand ([`ByteSource`]), and its
+/// layout when the map records one.
+pub struct TensorSource<'a> {
+    /// The bytes.
+    pub bytes: Box<dyn ByteSource + 'a>,
+    /// The layout.
+    pub layout: Option<TensorLayout>,
+}
+
+impl std::fmt::Debug for TensorSource<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TensorSource")
+            .field("len", &self.bytes.len())
+            .field("layout", &self.layout)
+            .finish()
+    }
+}
+
+impl<'a> From<NamedBlob<'a>> for TensorSource<'a> {
+    fn from(b: NamedBlob<'a>) -> Self {
+        TensorSource {
+            bytes: Box::new(b.data),
+            layout: b.layout.cloned(),
+        }
     }
 }
 

@@ -3,8 +3,8 @@
 //! device's allocator.
 
 use etch_core::{
-    AlignedBuf, Device, DeviceAllocator, DeviceMemoryBuffer, DeviceRegistry, Error, HOST_ALIGNMENT,
-    Result,
+    AlignedBuf, ByteSource, Device, DeviceAllocator, DeviceMemoryBuffer, DeviceRegistry, Error,
+    HOST_ALIGNMENT, Result,
 };
 use std::sync::Arc;
 
@@ -172,6 +172,44 @@ impl Buffer {
                 // inside the allocation.
                 let dst = unsafe { buf.data().add(offset) };
                 alloc.copy_host_to_device(dst, bytes, device.index)
+            }
+        }
+    }
+
+    /// Copies the bytes of `src` to `offset`, produced piece by piece: straight into host
+    /// memory, or through the allocator's [`DeviceAllocator::copy_host_to_device_from`] on
+    /// a device (CUDA stages them through pinned memory), so a tensor assembled from
+    /// several files or converted on the way is never built whole in host memory first.
+    pub fn write_from(&self, offset: usize, src: &dyn ByteSource) -> Result<()> {
+        let len = src.len();
+        offset
+            .checked_add(len)
+            .filter(|&e| e <= self.len())
+            .ok_or_else(|| {
+                Error::invalid_program(format!(
+                    "{len} bytes at offset {offset} overrun a {}-byte buffer",
+                    self.len()
+                ))
+            })?;
+        if len == 0 {
+            return Ok(());
+        }
+        match self {
+            Buffer::Host(_) | Buffer::Pinned(_) => {
+                // SAFETY: `offset..offset + len` lies inside the buffer (checked above); the
+                // source is other memory (a file, a program), never this buffer, and the
+                // buffer is not read while the method loads.
+                let dst = unsafe { std::slice::from_raw_parts_mut(self.base().add(offset), len) };
+                src.read_into(0, dst)
+            }
+            Buffer::Device { buf, device } => {
+                let alloc = buf
+                    .allocator()
+                    .ok_or_else(|| Error::internal("device buffer without an allocator"))?;
+                // SAFETY: `offset + len <= size` was checked above, so the address stays
+                // inside the allocation.
+                let dst = unsafe { buf.data().add(offset) };
+                alloc.copy_host_to_device_from(dst, src, device.index)
             }
         }
     }

@@ -6,8 +6,8 @@ use crate::memory::{Buffer, SharedArenas, copy_between};
 use crate::meta::MethodMeta;
 use crate::parse::{DataPlacement, TensorDecl, decode_tensor, value_index};
 use etch_core::{
-    Device, DeviceRegistry, EValue, Error, IntList, KernelContext, KernelFn, KernelRegistry,
-    Result, ScalarType, Tag, Tensor, TensorImpl, TensorRef, Value,
+    ByteSource, Device, DeviceRegistry, EValue, Error, IntList, KernelContext, KernelFn,
+    KernelRegistry, Prefix, Result, ScalarType, Tag, Tensor, TensorImpl, TensorRef, Value,
 };
 use etch_format::schema::pte;
 use etch_format::{NamedDataMap, Program, fb_err};
@@ -55,38 +55,64 @@ type ConstantKey = (String, Device, ScalarType, Vec<usize>);
 /// their nested delegates: a weight that `prefill` and `decode` both use is uploaded once
 /// per device (upstream's `weight_sharing_across_methods`). Keyed by name, device, dtype
 /// and shape; the copies are freed when the last method using them is dropped.
+///
+/// It also counts the bytes of constants copied to devices while loading (these and the
+/// program's own constants), for progress reports ([`DeviceConstants::uploaded_bytes`]).
 #[derive(Default)]
-pub struct DeviceConstants(std::sync::Mutex<std::collections::HashMap<ConstantKey, Arc<Buffer>>>);
+pub struct DeviceConstants {
+    map: std::sync::Mutex<std::collections::HashMap<ConstantKey, Arc<Buffer>>>,
+    uploaded: std::sync::atomic::AtomicU64,
+}
 
 impl std::fmt::Debug for DeviceConstants {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.0.lock().map(|m| m.len()).unwrap_or(0);
+        let n = self.map.lock().map(|m| m.len()).unwrap_or(0);
         f.debug_struct("DeviceConstants")
             .field("tensors", &n)
+            .field("uploaded_bytes", &self.uploaded_bytes())
             .finish()
     }
 }
 
 impl DeviceConstants {
-    /// The shared copy of `key` on `device`, uploading `bytes` the first time.
+    /// The shared copy of `key` on `device`, copying `bytes` there the first time (from
+    /// the source, chunk by chunk: see [`Buffer::write_from`]).
     fn get_or_upload(
         &self,
         key: ConstantKey,
-        bytes: &[u8],
+        bytes: &dyn ByteSource,
         devices: &DeviceRegistry,
     ) -> Result<Arc<Buffer>> {
         let mut map = self
-            .0
+            .map
             .lock()
             .map_err(|_| Error::internal("device constant cache poisoned"))?;
         if let Some(b) = map.get(&key) {
             return Ok(Arc::clone(b));
         }
-        let buf = Buffer::allocate(bytes.len(), key.1, devices)?;
-        buf.write(0, bytes)?;
-        let buf = Arc::new(buf);
+        let buf = Arc::new(self.upload(bytes, key.1, devices)?);
         map.insert(key, Arc::clone(&buf));
         Ok(buf)
+    }
+
+    /// A new buffer on `device` holding `bytes`, counted in [`DeviceConstants::uploaded_bytes`].
+    fn upload(
+        &self,
+        bytes: &dyn ByteSource,
+        device: Device,
+        devices: &DeviceRegistry,
+    ) -> Result<Buffer> {
+        let buf = Buffer::allocate(bytes.len(), device, devices)?;
+        buf.write_from(0, bytes)?;
+        self.uploaded
+            .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(buf)
+    }
+
+    /// Bytes of constants copied to devices so far by the methods loaded with this cache
+    /// (each shared copy once). Another thread may read it while methods load.
+    pub fn uploaded_bytes(&self) -> u64 {
+        self.uploaded.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -146,6 +172,19 @@ fn check_layout(key: &str, l: &etch_format::TensorLayout, d: &TensorDecl) -> Res
     Ok(())
 }
 
+/// A new buffer on `device` holding `bytes`, counted by the module's device constants
+/// when the load has them.
+fn upload_constant(bytes: &dyn ByteSource, device: Device, config: &LoadConfig) -> Result<Buffer> {
+    match &config.device_constants {
+        Some(c) => c.upload(bytes, device, &config.devices),
+        None => {
+            let buf = Buffer::allocate(bytes.len(), device, &config.devices)?;
+            buf.write_from(0, bytes)?;
+            Ok(buf)
+        }
+    }
+}
+
 /// Named data: the program's own segments, then the external maps.
 struct ProgramNamedData<'a> {
     program: &'a Program,
@@ -172,6 +211,18 @@ impl NamedDataMap for ProgramNamedData<'_> {
         }
         self.external
             .map_or(Ok(None), |m| m.get_tensor(key, expected))
+    }
+    fn get_tensor_source(
+        &self,
+        key: &str,
+        expected: &etch_format::TensorLayout,
+    ) -> Result<Option<etch_format::TensorSource<'_>>> {
+        if let Ok(Some(data)) = self.program.named_data(key) {
+            let blob = etch_format::NamedBlob { data, layout: None };
+            return Ok(Some(blob.into()));
+        }
+        self.external
+            .map_or(Ok(None), |m| m.get_tensor_source(key, expected))
     }
 }
 
@@ -665,108 +716,146 @@ impl Method {
                 }
                 EValue::OptionalTensorList(out.into())
             }
-            Some(K::Tensor(t)) => {
-                let mut d = decode_tensor(&t)?;
-                if let Some(dev) = config.target_device {
-                    d.device = dev;
-                }
-                // Constants bound on a device are uploaded once, into a buffer the method owns.
-                let mut upload = |bytes: &[u8]| -> Result<(*mut u8, usize)> {
-                    if d.device.is_cpu() {
-                        return Ok((bytes.as_ptr() as *mut u8, bytes.len()));
-                    }
-                    let buf = Buffer::allocate(bytes.len(), d.device, &config.devices)?;
-                    buf.write(0, bytes)?;
+            Some(K::Tensor(t)) => EValue::Tensor(Self::load_tensor(
+                program, named, arenas, owned, config, &t, is_io,
+            )?),
+        })
+    }
+
+    /// A tensor value: its declaration, and memory bound to it (a constant's view or
+    /// device copy, planned memory, or a buffer of its own).
+    #[allow(clippy::too_many_arguments)]
+    fn load_tensor(
+        program: &Program,
+        named: &ProgramNamedData<'_>,
+        arenas: &[Arc<Buffer>],
+        owned: &mut Vec<Arc<Buffer>>,
+        config: &LoadConfig,
+        t: &pte::TensorRef<'_>,
+        is_io: bool,
+    ) -> Result<TensorImpl> {
+        let mut d = decode_tensor(t)?;
+        if let Some(dev) = config.target_device {
+            d.device = dev;
+        }
+        let (ptr, cap) = match &d.placement {
+            // Constants bound on a device are uploaded once, into a buffer the method owns.
+            DataPlacement::Constant(idx) => {
+                let bytes = program.constant(*idx, d.nbytes)?;
+                if d.device.is_cpu() {
+                    (bytes.as_ptr() as *mut u8, bytes.len())
+                } else {
+                    let buf = upload_constant(&bytes, d.device, config)?;
                     let p = buf.base();
                     owned.push(Arc::new(buf));
-                    Ok((p, bytes.len()))
-                };
-                let (ptr, cap) = match &d.placement {
-                    DataPlacement::Constant(idx) => upload(program.constant(*idx, d.nbytes)?)?,
-                    DataPlacement::External(key) => {
-                        let expected = etch_format::TensorLayout {
-                            dtype: d.dtype,
-                            sizes: d.sizes.iter().map(|&s| s as i64).collect(),
-                            dim_order: d.dim_order.clone(),
-                        };
-                        let blob = named.get_tensor(key, &expected)?.ok_or_else(|| {
-                            Error::not_found(format!(
-                                "external constant '{key}' not found; pass the .ptd file or safetensors checkpoint that holds it (`--data model.ptd`, `--weights DIR`)"
-                            ))
-                        })?;
-                        if let Some(l) = blob.layout {
-                            check_layout(key, l, &d)?;
-                        }
-                        if blob.data.len() < d.nbytes {
-                            return Err(Error::invalid_program(format!(
-                                "external constant '{key}' has {} bytes; the tensor needs {}",
-                                blob.data.len(),
-                                d.nbytes
-                            )));
-                        }
-                        match &config.device_constants {
-                            Some(cache) if !d.device.is_cpu() => {
-                                let k = (key.clone(), d.device, d.dtype, d.sizes.clone());
-                                let buf = cache.get_or_upload(
-                                    k,
-                                    &blob.data[..d.nbytes],
-                                    &config.devices,
-                                )?;
-                                let p = buf.base();
-                                owned.push(buf);
-                                (p, d.nbytes)
-                            }
-                            _ => upload(&blob.data[..d.nbytes])?,
-                        }
-                    }
-                    DataPlacement::Planned {
-                        memory_id,
-                        offset,
-                        initial,
-                    } => {
-                        let ptr = planned_ptr(arenas, &d, *memory_id, *offset)?;
-                        if let Some((list, idx)) = initial {
-                            let init = program.mutable_data(*list, *idx, d.nbytes)?;
-                            // `planned_ptr` checked that the range lies inside the arena; the
-                            // write goes through the allocator for device arenas.
-                            arenas[*memory_id as usize - 1].write(*offset as usize, init)?;
-                        }
-                        (ptr, d.nbytes)
-                    }
-                    // A nested (delegate) method's inputs and outputs are always bound to its
-                    // caller's memory before it runs: no memory of their own.
-                    DataPlacement::Unbound if is_io && config.nesting_depth == 0 => {
-                        if config
-                            .max_planned_bytes
-                            .is_some_and(|l| d.nbytes as u64 > l)
-                        {
-                            return Err(Error::memory_allocation_failed(format!(
-                                "an input/output of {} bytes exceeds the memory limit",
-                                d.nbytes
-                            )));
-                        }
-                        let buf = Buffer::allocate(d.nbytes, d.device, &config.devices)?;
-                        let p = buf.base();
-                        owned.push(Arc::new(buf));
-                        (p, d.nbytes)
-                    }
-                    DataPlacement::Unbound => (std::ptr::null_mut(), 0),
-                };
-                // An unbound tensor has no memory yet (null data); its capacity is its declared
-                // size, so a view op can later point it at memory of that size.
-                let cap = if ptr.is_null() { d.nbytes } else { cap };
-                let imp = TensorImpl::new(
-                    d.dtype,
-                    &d.sizes,
-                    Some(&d.dim_order),
-                    d.dynamism,
-                    d.device,
-                    ptr,
-                    cap,
-                )?;
-                EValue::Tensor(imp)
+                    (p, bytes.len())
+                }
             }
-        })
+            DataPlacement::External(key) => Self::load_external(key, &d, named, owned, config)?,
+            DataPlacement::Planned {
+                memory_id,
+                offset,
+                initial,
+            } => {
+                let ptr = planned_ptr(arenas, &d, *memory_id, *offset)?;
+                if let Some((list, idx)) = initial {
+                    let init = program.mutable_data(*list, *idx, d.nbytes)?;
+                    // `planned_ptr` checked that the range lies inside the arena; the
+                    // write goes through the allocator for device arenas.
+                    arenas[*memory_id as usize - 1].write(*offset as usize, init)?;
+                }
+                (ptr, d.nbytes)
+            }
+            // A nested (delegate) method's inputs and outputs are always bound to its
+            // caller's memory before it runs: no memory of their own.
+            DataPlacement::Unbound if is_io && config.nesting_depth == 0 => {
+                if config
+                    .max_planned_bytes
+                    .is_some_and(|l| d.nbytes as u64 > l)
+                {
+                    return Err(Error::memory_allocation_failed(format!(
+                        "an input/output of {} bytes exceeds the memory limit",
+                        d.nbytes
+                    )));
+                }
+                let buf = Buffer::allocate(d.nbytes, d.device, &config.devices)?;
+                let p = buf.base();
+                owned.push(Arc::new(buf));
+                (p, d.nbytes)
+            }
+            DataPlacement::Unbound => (std::ptr::null_mut(), 0),
+        };
+        // An unbound tensor has no memory yet (null data); its capacity is its declared
+        // size, so a view op can later point it at memory of that size.
+        let cap = if ptr.is_null() { d.nbytes } else { cap };
+        TensorImpl::new(
+            d.dtype,
+            &d.sizes,
+            Some(&d.dim_order),
+            d.dynamism,
+            d.device,
+            ptr,
+            cap,
+        )
+    }
+
+    /// An external constant (`.ptd`, checkpoint): a view of the host bytes for the CPU;
+    /// on a device, the module's shared copy, made the first time by streaming the bytes
+    /// from their source (pieces of mapped files, converted on the way) through the
+    /// device's staging copy: no host copy of the tensor is built.
+    fn load_external(
+        key: &str,
+        d: &TensorDecl,
+        named: &ProgramNamedData<'_>,
+        owned: &mut Vec<Arc<Buffer>>,
+        config: &LoadConfig,
+    ) -> Result<(*mut u8, usize)> {
+        let expected = etch_format::TensorLayout {
+            dtype: d.dtype,
+            sizes: d.sizes.iter().map(|&s| s as i64).collect(),
+            dim_order: d.dim_order.clone(),
+        };
+        let missing = || {
+            Error::not_found(format!(
+                "external constant '{key}' not found; pass the .ptd file or safetensors checkpoint that holds it (`--data model.ptd`, `--weights DIR`)"
+            ))
+        };
+        let short = |n: usize| {
+            Error::invalid_program(format!(
+                "external constant '{key}' has {n} bytes; the tensor needs {}",
+                d.nbytes
+            ))
+        };
+        if d.device.is_cpu() {
+            let blob = named.get_tensor(key, &expected)?.ok_or_else(missing)?;
+            if let Some(l) = blob.layout {
+                check_layout(key, l, d)?;
+            }
+            if blob.data.len() < d.nbytes {
+                return Err(short(blob.data.len()));
+            }
+            return Ok((blob.data.as_ptr() as *mut u8, d.nbytes));
+        }
+        let src = named
+            .get_tensor_source(key, &expected)?
+            .ok_or_else(missing)?;
+        if let Some(l) = &src.layout {
+            check_layout(key, l, d)?;
+        }
+        if src.bytes.len() < d.nbytes {
+            return Err(short(src.bytes.len()));
+        }
+        let bytes = Prefix::new(&*src.bytes, d.nbytes)?;
+        let buf = match &config.device_constants {
+            Some(cache) => {
+                let k = (key.to_string(), d.device, d.dtype, d.sizes.clone());
+                cache.get_or_upload(k, &bytes, &config.devices)?
+            }
+            None => Arc::new(upload_constant(&bytes, d.device, config)?),
+        };
+        let p = buf.base();
+        owned.push(buf);
+        Ok((p, d.nbytes))
     }
 
     fn load_instr(

@@ -5,7 +5,10 @@ mod program;
 mod text;
 
 use super::progress::Progress;
-use super::{ModelOpts, Opened, mib, peak_device_bytes, proc_status_bytes};
+use super::{
+    ModelOpts, Opened, decimal_bytes, device_constant_bytes, mib, peak_device_bytes,
+    proc_status_bytes,
+};
 use etch::{Error, Result, SplitMix64};
 use program::{Convention, LlmProgram, Sampling};
 use serde_json::json;
@@ -159,6 +162,15 @@ struct Loaded {
     text: Option<Text>,
     checkpoint: Checkpoint,
     load_s: f64,
+    /// Bytes of constants (weights) copied to devices while loading.
+    load_bytes: u64,
+}
+
+impl Loaded {
+    /// Bytes copied to devices per second of loading, in GB/s.
+    fn load_gb_s(&self) -> f64 {
+        self.load_bytes as f64 / 1e9 / self.load_s.max(1e-9)
+    }
 }
 
 /// Opens the program, finds its convention, loads its methods and the tokenizer.
@@ -178,10 +190,21 @@ fn load(a: &GenerateArgs) -> Result<Loaded> {
     progress.step("reading metadata");
     let mut program = LlmProgram::new(module, convention)?;
     progress.inc();
-    for name in program.methods() {
-        progress.step(format!("loading {name}"));
-        program.module.load_method(&name)?;
-    }
+    let methods = program.methods();
+    // Weights copied to devices while the methods load: a byte count for the bar.
+    let uploads = program.module.device_constants();
+    let total = device_constant_bytes(&program.module, &methods);
+    progress.step(format!("loading {}", methods.join(", ")));
+    progress.bytes(
+        total,
+        || uploads.uploaded_bytes(),
+        || -> Result<()> {
+            for name in &methods {
+                program.module.load_method(name)?;
+            }
+            Ok(())
+        },
+    )?;
     progress.inc();
     let tokenizer = a
         .tokenizer
@@ -202,6 +225,7 @@ fn load(a: &GenerateArgs) -> Result<Loaded> {
         text,
         checkpoint: Checkpoint::new(tokenizer.as_deref(), &a.model.weights),
         load_s: t0.elapsed().as_secs_f64(),
+        load_bytes: uploads.uploaded_bytes(),
     })
 }
 
@@ -393,6 +417,8 @@ fn report(
             "prompt_text": prompt_text,
             "stop": g.stop.name(),
             "load_s": l.load_s,
+            "load_bytes": l.load_bytes,
+            "load_gb_s": l.load_gb_s(),
             "ttft_s": g.ttft_s,
             "prefill_tok_s": prefill_tok_s,
             "decode_tok_s": decode_tok_s,
@@ -422,8 +448,17 @@ fn report(
     if g.stop == Stop::Context {
         eprintln!("stopped at the program's context length ({context} tokens)");
     }
+    let uploaded = if l.load_bytes > 0 {
+        format!(
+            " ({} to the device, {:.2} GB/s)",
+            decimal_bytes(l.load_bytes),
+            l.load_gb_s()
+        )
+    } else {
+        String::new()
+    };
     let mut line = format!(
-        "load {:.3} s | time to first token {:.3} s | prefill {} tokens, {prefill_tok_s:.1} tok/s | decode {decoded} tokens, {decode_tok_s:.1} tok/s",
+        "load {:.3} s{uploaded} | time to first token {:.3} s | prefill {} tokens, {prefill_tok_s:.1} tok/s | decode {decoded} tokens, {decode_tok_s:.1} tok/s",
         l.load_s,
         g.ttft_s,
         prompt.len(),

@@ -4,11 +4,14 @@
 //! `safetensors` (or `save_pretrained`) uses. Files are memory-mapped; tensors are views,
 //! except where the checkpoint stores a weight differently from the program (per-expert
 //! weights the program stacks, another float dtype with [`WeightOptions::convert_dtype`]):
-//! those are built once, on first request, into an aligned buffer the checkpoint owns.
-//! The name mapping is in `hf_names`.
+//! for host kernels those are built once, on first request, into an aligned buffer the
+//! checkpoint owns; for a copy to a device they are described as pieces of the files
+//! ([`TensorPieces`]) that the device's staging copy reads chunk by chunk, with no host
+//! copy of the whole. The name mapping is in `hf_names`.
 
 mod convert;
 mod hf_names;
+mod pieces;
 mod resolve;
 #[cfg(test)]
 mod tests;
@@ -16,6 +19,7 @@ mod tests;
 use crate::{DataSource, TensorLayout};
 use etch_core::{AlignedBuf, Error, Result, ScalarType};
 use hf_names::StackKind;
+pub use pieces::TensorPieces;
 use safetensors::tensor::{Dtype, SafeTensors};
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;

@@ -2,11 +2,12 @@
 //! program declares, and the tensors built on first request (stacked experts, converted
 //! dtypes).
 
-use super::convert::{convert, is_convertible};
+use super::convert::is_convertible;
 use super::hf_names::{self, StackKind};
+use super::pieces::TensorPieces;
 use super::{Built, Bytes, Cache, Entry, Safetensors, Stack};
-use crate::{NamedBlob, NamedDataMap, TensorLayout};
-use etch_core::{AlignedBuf, Error, Result, ScalarType};
+use crate::{DataSource, NamedBlob, NamedDataMap, TensorLayout, TensorSource};
+use etch_core::{ByteSource, Error, Result, ScalarType};
 use std::fmt::Display;
 use std::sync::PoisonError;
 
@@ -24,6 +25,12 @@ impl Display for Named<'_> {
             write!(f, "tensor '{}' (checkpoint '{}')", self.key, self.name)
         }
     }
+}
+
+/// Where a program's tensor is in the checkpoint, and the name it was found under.
+enum Found<'a> {
+    Entry(String, &'a Entry),
+    Stack(String, &'a Stack),
 }
 
 /// One per-expert tensor of a stack.
@@ -81,33 +88,16 @@ impl Safetensors {
         })
     }
 
-    /// The tensor the program calls `key`, with the layout `expected` when given (without:
-    /// as stored, experts stacked in their own dtype).
-    pub(super) fn lookup(
-        &self,
-        key: &str,
-        expected: Option<&TensorLayout>,
-    ) -> Result<NamedBlob<'_>> {
+    /// Where the tensor the program calls `key` is: a stored tensor or a stack of
+    /// per-expert tensors, under the first name `hf_names` derives that the checkpoint has.
+    fn find(&self, key: &str) -> Result<Found<'_>> {
         let names = hf_names::candidates(key, self.tied_embeddings);
         for name in &names {
-            let named = Named { key, name };
             if let Some(e) = self.raw(name)? {
-                return self.entry_blob(&named, e, expected);
+                return Ok(Found::Entry(name.clone(), e));
             }
             if let Some(s) = self.stacks.get(name) {
-                let b = self.cached(&s.built, expected.map(|x| x.dtype), || {
-                    self.build_stack(&named, s, expected)
-                })?;
-                // Built for an earlier request: the same dtype, but check the shape.
-                if let Some(x) = expected
-                    && (b.layout.sizes != x.sizes || b.layout.dtype != x.dtype)
-                {
-                    return Err(Error::invalid_program(format!(
-                        "{named} was stacked as {} {:?}; the program expects {} {:?}",
-                        b.layout.dtype, b.layout.sizes, x.dtype, x.sizes
-                    )));
-                }
-                return Ok(b.blob());
+                return Ok(Found::Stack(name.clone(), s));
             }
         }
         let mut tried: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
@@ -121,6 +111,68 @@ impl Safetensors {
             "tensor '{key}' is not in the checkpoint (tried {})",
             tried.join(", ")
         )))
+    }
+
+    /// The tensor the program calls `key`, with the layout `expected` when given (without:
+    /// as stored, experts stacked in their own dtype). Stacked and converted tensors are
+    /// built in host memory once and kept (host kernels read them for the checkpoint's
+    /// life).
+    pub(super) fn lookup(
+        &self,
+        key: &str,
+        expected: Option<&TensorLayout>,
+    ) -> Result<NamedBlob<'_>> {
+        match self.find(key)? {
+            Found::Entry(name, e) => self.entry_blob(&Named { key, name: &name }, e, expected),
+            Found::Stack(name, s) => {
+                let named = Named { key, name: &name };
+                let b = self.cached(&s.built, expected.map(|x| x.dtype), || {
+                    let (pieces, layout) = self.stack_pieces(&named, s, expected)?;
+                    Ok(Built {
+                        layout,
+                        buf: pieces.build()?,
+                    })
+                })?;
+                // Built for an earlier request: the same dtype, but check the shape.
+                if let Some(x) = expected
+                    && (b.layout.sizes != x.sizes || b.layout.dtype != x.dtype)
+                {
+                    return Err(Error::invalid_program(format!(
+                        "{named} was stacked as {} {:?}; the program expects {} {:?}",
+                        b.layout.dtype, b.layout.sizes, x.dtype, x.sizes
+                    )));
+                }
+                Ok(b.blob())
+            }
+        }
+    }
+
+    /// The tensor the program calls `key` with layout `expected`, as pieces of the files
+    /// produced on demand (for a copy to a device): the same checks and bytes as
+    /// [`Safetensors::lookup`], but nothing is built or kept in host memory.
+    pub(super) fn lookup_pieces(
+        &self,
+        key: &str,
+        expected: &TensorLayout,
+    ) -> Result<(TensorPieces<'_>, TensorLayout)> {
+        match self.find(key)? {
+            Found::Entry(name, e) => {
+                let named = Named { key, name: &name };
+                let layout = self.check_entry(&named, e, expected)?;
+                let mut pieces = TensorPieces::new(named.to_string(), layout.dtype, expected.dtype);
+                let (bytes, file) = self.entry_part(e);
+                pieces.push(bytes, file)?;
+                let layout = TensorLayout {
+                    dtype: expected.dtype,
+                    ..layout.clone()
+                };
+                check_len(&named, &pieces, &layout)?;
+                Ok((pieces, layout))
+            }
+            Found::Stack(name, s) => {
+                self.stack_pieces(&Named { key, name: &name }, s, Some(expected))
+            }
+        }
     }
 
     /// `Err` unless `from` may be used for a tensor the program declares as `to`.
@@ -165,26 +217,29 @@ impl Safetensors {
     }
 
     fn entry_bytes<'a>(&'a self, e: &'a Entry) -> &'a [u8] {
+        self.entry_part(e).0
+    }
+
+    /// A stored tensor's bytes and, when they are a view of a mapped file, the file.
+    fn entry_part<'a>(&'a self, e: &'a Entry) -> (&'a [u8], Option<&'a DataSource>) {
         match &e.bytes {
-            Bytes::Mapped(f, r) => &self.files[*f].bytes()[r.clone()],
-            Bytes::Copied(b) => b.as_slice(),
+            Bytes::Mapped(f, r) => {
+                let file = &self.files[*f];
+                (&file.bytes()[r.clone()], Some(&**file))
+            }
+            Bytes::Copied(b) => (b.as_slice(), None),
         }
     }
 
-    /// A stored tensor for the program: a view, or a converted copy.
-    fn entry_blob<'a>(
-        &'a self,
+    /// Checks a stored tensor against the layout the program declares (shape, dim order,
+    /// dtype or an allowed conversion); returns its stored layout.
+    fn check_entry<'a>(
+        &self,
         named: &Named<'_>,
         e: &'a Entry,
-        expected: Option<&TensorLayout>,
-    ) -> Result<NamedBlob<'a>> {
+        x: &TensorLayout,
+    ) -> Result<&'a TensorLayout> {
         let layout = entry_layout(named, e)?;
-        let Some(x) = expected else {
-            return Ok(NamedBlob {
-                data: self.entry_bytes(e),
-                layout: Some(layout),
-            });
-        };
         if layout.sizes != x.sizes {
             return Err(shape_error(named, &layout.sizes, &x.sizes));
         }
@@ -199,6 +254,23 @@ impl Safetensors {
             )));
         }
         self.check_dtype(named, layout.dtype, x.dtype)?;
+        Ok(layout)
+    }
+
+    /// A stored tensor for the program: a view, or a converted copy.
+    fn entry_blob<'a>(
+        &'a self,
+        named: &Named<'_>,
+        e: &'a Entry,
+        expected: Option<&TensorLayout>,
+    ) -> Result<NamedBlob<'a>> {
+        let Some(x) = expected else {
+            return Ok(NamedBlob {
+                data: self.entry_bytes(e),
+                layout: Some(entry_layout(named, e)?),
+            });
+        };
+        let layout = self.check_entry(named, e, x)?;
         if layout.dtype == x.dtype {
             return Ok(NamedBlob {
                 data: self.entry_bytes(e),
@@ -206,18 +278,18 @@ impl Safetensors {
             });
         }
         let b = self.cached(&e.converted, Some(x.dtype), || {
-            let mut buf = AlignedBuf::zeroed(numel(&layout.sizes) * x.dtype.element_size())?;
-            convert(
-                self.entry_bytes(e),
-                layout.dtype,
-                buf.as_mut_slice(),
-                x.dtype,
-            )?;
+            let mut pieces = TensorPieces::new(named.to_string(), layout.dtype, x.dtype);
+            let (bytes, file) = self.entry_part(e);
+            pieces.push(bytes, file)?;
             let layout = TensorLayout {
                 dtype: x.dtype,
                 ..layout.clone()
             };
-            Ok(Built { layout, buf })
+            check_len(named, &pieces, &layout)?;
+            Ok(Built {
+                layout,
+                buf: pieces.build()?,
+            })
         })?;
         Ok(b.blob())
     }
@@ -245,13 +317,14 @@ impl Safetensors {
     }
 
     /// Stacks per-expert tensors into the layout the program expects (or, without one,
-    /// the stored dtype and shapes), converting the dtype if needed and allowed.
-    fn build_stack(
-        &self,
+    /// the stored dtype and shapes), converting the dtype if needed and allowed: the
+    /// pieces (each expert's parts in order) and the stacked layout.
+    fn stack_pieces<'a>(
+        &'a self,
         named: &Named<'_>,
         s: &Stack,
         expected: Option<&TensorLayout>,
-    ) -> Result<Built> {
+    ) -> Result<(TensorPieces<'a>, TensorLayout)> {
         let want = expected.map(|x| expected_part(named, s, x)).transpose()?;
         let parts = self.stack_parts(named, s)?;
         let first = parts
@@ -282,13 +355,10 @@ impl Safetensors {
             first.dtype,
             dtype,
         )?;
-        let part_bytes = numel(&part_sizes) * dtype.element_size();
-        let mut buf = AlignedBuf::zeroed(part_bytes * parts.len())?;
-        if part_bytes > 0 {
-            let chunks = buf.as_mut_slice().chunks_exact_mut(part_bytes);
-            for (p, dst) in parts.iter().zip(chunks) {
-                convert(self.entry_bytes(p.entry), first.dtype, dst, dtype)?;
-            }
+        let mut pieces = TensorPieces::new(named.to_string(), first.dtype, dtype);
+        for p in &parts {
+            let (bytes, file) = self.entry_part(p.entry);
+            pieces.push(bytes, file)?;
         }
         let per_expert = parts.len() / s.experts;
         let sizes = vec![
@@ -296,15 +366,28 @@ impl Safetensors {
             part_sizes[0] * per_expert as i64,
             part_sizes[1],
         ];
-        Ok(Built {
-            layout: TensorLayout {
-                dtype,
-                sizes,
-                dim_order: vec![0, 1, 2],
-            },
-            buf,
-        })
+        let layout = TensorLayout {
+            dtype,
+            sizes,
+            dim_order: vec![0, 1, 2],
+        };
+        check_len(named, &pieces, &layout)?;
+        Ok((pieces, layout))
     }
+}
+
+/// `InvalidProgram` unless the pieces hold exactly the bytes of `layout`.
+fn check_len(named: &Named<'_>, pieces: &TensorPieces<'_>, layout: &TensorLayout) -> Result<()> {
+    let want = numel(&layout.sizes) * layout.dtype.element_size();
+    if pieces.len() != want {
+        return Err(Error::invalid_program(format!(
+            "{named}: the checkpoint holds {} bytes for {} {:?} ({want} bytes)",
+            pieces.len(),
+            layout.dtype,
+            layout.sizes
+        )));
+    }
+    Ok(())
 }
 
 /// The layout of an entry, or `NotSupported` for a dtype etch does not load.
@@ -357,5 +440,18 @@ impl NamedDataMap for Safetensors {
     }
     fn get_tensor(&self, key: &str, expected: &TensorLayout) -> Result<Option<NamedBlob<'_>>> {
         self.lookup(key, Some(expected)).map(Some)
+    }
+    /// Stacked and converted tensors as pieces produced on demand, so a device copy never
+    /// builds them in host memory; stored tensors are read from their files (`pread`).
+    fn get_tensor_source(
+        &self,
+        key: &str,
+        expected: &TensorLayout,
+    ) -> Result<Option<TensorSource<'_>>> {
+        let (pieces, layout) = self.lookup_pieces(key, expected)?;
+        Ok(Some(TensorSource {
+            bytes: Box::new(pieces),
+            layout: Some(layout),
+        }))
     }
 }

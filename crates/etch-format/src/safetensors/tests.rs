@@ -1,10 +1,12 @@
-//! Checkpoints made in memory: stacking at the real model's scale, dtype conversion,
-//! caching, and tensors of unsupported dtypes that are never requested.
+//! Checkpoints made in memory or in temporary files: stacking at the real model's scale,
+//! dtype conversion, caching, tensors of unsupported dtypes that are never requested, and
+//! tensors streamed as sources (the device path) equal to the ones built on the host.
 
 use super::{Safetensors, WeightOptions};
 use crate::{DataSource, NamedDataMap, TensorLayout};
-use etch_core::{ErrorCode, ScalarType, bf16};
+use etch_core::{ByteSource, ErrorCode, ScalarType, bf16};
 use safetensors::tensor::{Dtype, TensorView, serialize};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// A checkpoint of `(name, dtype, shape, bytes)` tensors.
@@ -210,4 +212,156 @@ fn unsupported_dtypes_matter_only_when_requested() {
         .unwrap_err();
     assert_eq!(e.code(), ErrorCode::NotFound);
     assert!(e.message().contains("'model.language_model.gone'"), "{e}");
+}
+
+/// A checkpoint file of `(name, dtype, shape, bytes)` tensors in a fresh temporary folder.
+fn checkpoint_file(name: &str, tensors: &[(String, Dtype, Vec<usize>, Vec<u8>)]) -> PathBuf {
+    let views = tensors
+        .iter()
+        .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap()));
+    let bytes = serialize(views, None).unwrap();
+    let dir = std::env::temp_dir().join(format!("etch-st-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("model.safetensors");
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// Per-expert f32 tensors of one layer: `experts` experts of [rows, cols] gate/up/down.
+fn experts(experts: usize, rows: usize, cols: usize) -> Vec<(String, Dtype, Vec<usize>, Vec<u8>)> {
+    let mut v = Vec::new();
+    for e in 0..experts {
+        for (p, proj) in ["gate_proj", "up_proj", "down_proj"].iter().enumerate() {
+            let shape = if p == 2 { [cols, rows] } else { [rows, cols] };
+            // Values that bf16 rounds (ties and non-ties), different in every part.
+            let data = f32_bytes((0..rows * cols).map(|j| {
+                let k = ((e * 3 + p) * rows * cols + j) as f32;
+                1.0 + k / 1024.0 + k.sin() / 3.0
+            }));
+            v.push((
+                format!("model.layers.0.mlp.experts.{e}.{proj}.weight"),
+                Dtype::F32,
+                shape.to_vec(),
+                data,
+            ));
+        }
+    }
+    v.push((
+        "model.norm.weight".into(),
+        Dtype::F32,
+        vec![rows],
+        f32_bytes((0..rows).map(|j| j as f32 / 7.0)),
+    ));
+    v
+}
+
+/// Reads a whole source in `step`-byte pieces, in reverse order.
+fn read_all(src: &dyn ByteSource, step: usize) -> Vec<u8> {
+    let mut out = vec![0u8; src.len()];
+    let starts: Vec<usize> = (0..src.len()).step_by(step).collect();
+    for &s in starts.iter().rev() {
+        let n = step.min(src.len() - s);
+        src.read_into(s, &mut out[s..s + n]).unwrap();
+    }
+    out
+}
+
+#[test]
+fn sources_give_the_bytes_the_host_builds_without_building() {
+    // Small experts, and a tensor larger than a conversion block.
+    let mut tensors = experts(5, 12, 20);
+    tensors.push((
+        "model.embed_tokens.weight".into(),
+        Dtype::F32,
+        vec![256, 96],
+        f32_bytes((0..256 * 96).map(|j| (j as f32 * 0.37).cos() * 100.0)),
+    ));
+    let path = checkpoint_file("sources", &tensors);
+    let convert = WeightOptions {
+        convert_dtype: true,
+    };
+    let ck = Safetensors::open_with(&path, convert).unwrap();
+    let cases = [
+        ("model.layers.0.mlp.experts.gate_up_proj", vec![5, 24, 20]),
+        ("model.layers.0.mlp.experts.down_proj", vec![5, 20, 12]),
+        ("model.norm.weight", vec![12]),
+        ("model.embed_tokens.weight", vec![256, 96]),
+    ];
+    for (key, sizes) in cases {
+        for dtype in [ScalarType::Float, ScalarType::BFloat16, ScalarType::Half] {
+            let want = layout(dtype, &sizes);
+            let src = ck.get_tensor_source(key, &want).unwrap().unwrap();
+            assert_eq!(src.layout.as_ref(), Some(&want), "{key} {dtype}");
+            // Read from the file: never a view of the mapped pages.
+            assert!(src.bytes.as_slice().is_none(), "{key} {dtype}");
+            let streamed: Vec<Vec<u8>> = [64, 192, 4096, 1 << 20]
+                .iter()
+                .map(|&step| read_all(&*src.bytes, step))
+                .collect();
+            // Nothing was built for the source.
+            if let Some(s) = ck.stacks.get(key) {
+                assert!(s.built.slot(Some(dtype)).get().is_none(), "{key} {dtype}");
+            }
+            let host = ck.get_tensor(key, &want).unwrap().unwrap();
+            for s in &streamed {
+                assert!(s.as_slice() == host.data, "{key} {dtype}");
+            }
+        }
+    }
+    // Reads must cover whole elements of the target dtype and stay inside the tensor.
+    let want = layout(ScalarType::BFloat16, &[5, 24, 20]);
+    let src = ck
+        .get_tensor_source("model.layers.0.mlp.experts.gate_up_proj", &want)
+        .unwrap()
+        .unwrap();
+    let mut d = [0u8; 4];
+    assert!(src.bytes.read_into(1, &mut d).is_err());
+    assert!(src.bytes.read_into(src.bytes.len() - 2, &mut d).is_err());
+    assert!(src.bytes.read_into(usize::MAX - 1, &mut d).is_err());
+    // The same checks as the host path: dtype conversion only when asked.
+    let strict = Safetensors::open(&path).unwrap();
+    let e = strict
+        .get_tensor_source(
+            "model.layers.0.mlp.experts.down_proj",
+            &layout(ScalarType::Half, &[5, 20, 12]),
+        )
+        .unwrap_err();
+    assert!(e.message().contains("--convert-dtype"), "{e}");
+    let e = strict
+        .get_tensor_source(
+            "model.layers.0.mlp.experts.down_proj",
+            &layout(ScalarType::Float, &[4, 20, 12]),
+        )
+        .unwrap_err();
+    assert!(e.message().contains("expects 4"), "{e}");
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn a_file_truncated_after_opening_is_an_error_when_streamed() {
+    let path = checkpoint_file("truncated", &experts(3, 8, 16));
+    let ck = Safetensors::open(&path).unwrap();
+    let want = layout(ScalarType::Float, &[3, 16, 16]);
+    let src = ck
+        .get_tensor_source("model.layers.0.mlp.experts.gate_up_proj", &want)
+        .unwrap()
+        .unwrap();
+    let len = std::fs::metadata(&path).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let mut out = vec![0u8; src.bytes.len()];
+    let e = src.bytes.read_into(0, &mut out).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::AccessFailed, "{e}");
+    assert!(
+        e.message()
+            .contains("model.layers.0.mlp.experts.gate_up_proj")
+            && e.message().contains("truncated"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
