@@ -164,6 +164,8 @@ struct Loaded {
     load_s: f64,
     /// Bytes of constants (weights) copied to devices while loading.
     load_bytes: u64,
+    /// Seconds of each loading step (opening, metadata, each method), for --json.
+    load_steps: Vec<(String, f64)>,
 }
 
 impl Loaded {
@@ -176,11 +178,20 @@ impl Loaded {
 /// Opens the program, finds its convention, loads its methods and the tokenizer.
 fn load(a: &GenerateArgs) -> Result<Loaded> {
     let t0 = Instant::now();
+    let mut steps = Vec::new();
+    let mut lap = {
+        let mut last = Instant::now();
+        move |name: &str, steps: &mut Vec<(String, f64)>| {
+            steps.push((name.to_string(), last.elapsed().as_secs_f64()));
+            last = Instant::now();
+        }
+    };
     let progress = Progress::new(4, !a.json);
     let Opened {
         mut module,
         simulated,
     } = a.model.open(&progress)?;
+    lap("open", &mut steps);
     let convention = program::detect(&module)?;
     if convention == Convention::PrefillDecode {
         // prefill and decode share their state (the KV cache): programs exported with
@@ -190,6 +201,7 @@ fn load(a: &GenerateArgs) -> Result<Loaded> {
     progress.step("reading metadata");
     let mut program = LlmProgram::new(module, convention)?;
     progress.inc();
+    lap("metadata", &mut steps);
     let methods = program.methods();
     // Weights copied to devices while the methods load: a byte count for the bar.
     let uploads = program.module.device_constants();
@@ -201,6 +213,7 @@ fn load(a: &GenerateArgs) -> Result<Loaded> {
         || -> Result<()> {
             for name in &methods {
                 program.module.load_method(name)?;
+                lap(&format!("load {name}"), &mut steps);
             }
             Ok(())
         },
@@ -226,6 +239,7 @@ fn load(a: &GenerateArgs) -> Result<Loaded> {
         checkpoint: Checkpoint::new(tokenizer.as_deref(), &a.model.weights),
         load_s: t0.elapsed().as_secs_f64(),
         load_bytes: uploads.uploaded_bytes(),
+        load_steps: steps,
     })
 }
 
@@ -419,6 +433,7 @@ fn report(
             "load_s": l.load_s,
             "load_bytes": l.load_bytes,
             "load_gb_s": l.load_gb_s(),
+            "load_steps_s": l.load_steps.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
             "ttft_s": g.ttft_s,
             "prefill_tok_s": prefill_tok_s,
             "decode_tok_s": decode_tok_s,

@@ -137,6 +137,41 @@ template <int DT> __device__ __forceinline__ float warp_dot(const void* w, const
     return r1;
 }
 
+// <w_r, x> for the R rows w_r = w + r * stride (bytes) over n elements, by one warp (every
+// lane gets all R): x's 16-byte vector is loaded once per step for all rows, so R row loads
+// are in flight per lane. Rows and x must be 16-byte aligned for the vector path.
+template <int DT, int R>
+__device__ void warp_dot_rows(const char* w, i64 stride, const void* x, i64 n, float* out) {
+    const int lane = threadIdx.x & 31;
+    const int V = IoVec<DT>::N;
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    i64 done = 0;
+    if (aligned16(w) && aligned16(x) && (stride & 15) == 0) {
+        const i64 nv = n / V;
+#pragma unroll 2
+        for (i64 c = lane; c < nv; c += 32) {
+            float xv[8], wv[R][8];
+            io_ld16<DT>((const char*)x + c * 16, xv);
+#pragma unroll
+            for (int r = 0; r < R; ++r) io_ld16<DT>(w + r * stride + c * 16, wv[r]);
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+                for (int k = 0; k < V; ++k) acc[r] += wv[r][k] * xv[k];
+        }
+        done = nv * V;
+    }
+    for (i64 i = done + lane; i < n; i += 32) {
+        const float xv = io_ld<DT>(x, i);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] += io_ld<DT>(w + r * stride, i) * xv;
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) out[r] = warp_sum(acc[r]);
+}
+
 // 1 / (1 + e^-x) and x * sigmoid(x), as the CPU kernels compute them.
 __device__ __forceinline__ float e_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float e_silu(float x) { return x * e_sigmoid(x); }

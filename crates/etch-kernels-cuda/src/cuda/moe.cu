@@ -11,9 +11,9 @@
 // - moe_up_*: grid (rows of 8 intermediate units, k+1 slots, rows): one warp per unit i
 //   computes gate_i and up_i of the slot's expert (slot k: the shared expert) against x and
 //   stores round(round(silu(gate)) * up) in the activation scratch.
-// - moe_down_*: grid (rows of 8 hidden units, k+1 slots, rows): one warp per (hidden unit,
-//   slot) computes that slot's weighted down projection into a float scratch, so that all
-//   k+1 rows of a unit are read in parallel;
+// - moe_down_*: grid (tiles of 32 hidden units, k+1 slots, rows): one warp per (4 hidden
+//   units, slot) computes that slot's weighted down projections into a float scratch, so
+//   that all k+1 rows of a unit are read in parallel;
 // - moe_down_* also combines when fuse_combine (the last of the k+1 slot blocks of a unit
 //   tile, by an atomic counter); else moe_combine_*:
 // - moe_combine_*: one thread per hidden unit sums the slots in ascending expert order
@@ -107,11 +107,14 @@ template <int DT> __device__ void moe_route_row(const MoeArgs& a, i64 m, const f
     int* list = (int*)(moe_smem + E);
     float* pv = (float*)(list + K);
     float mx = -1.0f / 0.0f;
+    bool nan = false;
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
         p[e] = __ldcg(logits + e);
         mx = fmaxf(mx, p[e]);
+        nan |= p[e] != p[e];
     }
     mx = moe_block_max(mx, sh);
+    nan = __syncthreads_or(nan);
     float sum = 0.0f;
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
         p[e] = expf(p[e] - mx);
@@ -127,7 +130,13 @@ template <int DT> __device__ void moe_route_row(const MoeArgs& a, i64 m, const f
         if (e < E) {
             const float v = p[e];
             int rank = 0;
-            for (int j = 0; j < E && rank < K; ++j) rank += MoeBefore()(p[j], j, v, e);
+            if (!nan) {
+                // No NaN: MoeBefore is "larger, or equal at a lower index".
+#pragma unroll 8
+                for (int j = 0; j < E; ++j) rank += (p[j] > v) | ((p[j] == v) & (j < e));
+            } else {
+                for (int j = 0; j < E && rank < K; ++j) rank += MoeBefore()(p[j], j, v, e);
+            }
             sel = rank < K;
         }
         const unsigned mask = __ballot_sync(FULL_MASK, sel);
@@ -216,23 +225,33 @@ IO_KERNELS(moe_up, MoeArgs, 256)
 
 // One warp per (hidden unit h, slot s): ys[m, s, h] = round(round(<down_e[h], act_s>) * w_s)
 // for the k selected experts, round(sgate * round(<shared_down[h], act_k>)) for slot k.
+#define MOE_DOWN_R 4  // hidden units per warp in moe_down
 template <int DT> __device__ void moe_down(const MoeArgs& a) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int es = DT == DT_F32 ? 4 : 2;
-    const i64 h = blockIdx.x * (i64)(blockDim.x >> 5) + w;
+    const i64 h0 = (blockIdx.x * (i64)(blockDim.x >> 5) + w) * MOE_DOWN_R;
     const i64 k = a.top_k, s = blockIdx.y;
-    for (i64 m = blockIdx.z; m < a.rows && h < a.hidden; m += gridDim.z) {
+    for (i64 m = blockIdx.z; m < a.rows && h0 < a.hidden; m += gridDim.z) {
         const char* act = (const char*)a.act + (m * (k + 1) + s) * a.width * es;
-        float v;
-        if (s < k) {
-            const i64 e = a.sel[m * k + s];
-            const char* row = (const char*)a.down + (e * a.hidden + h) * a.inter * es;
-            v = io_rnd<DT>(io_rnd<DT>(warp_dot<DT>(row, act, a.inter)) * a.wsel[m * k + s]);
+        const bool shared = s == k;
+        const i64 n = shared ? a.sinter : a.inter;
+        const char* base = shared ? (const char*)a.sd + h0 * n * es
+                                  : (const char*)a.down + (a.sel[m * k + s] * a.hidden + h0) * n * es;
+        float y[MOE_DOWN_R];
+        if (h0 + MOE_DOWN_R <= a.hidden) {
+            warp_dot_rows<DT, MOE_DOWN_R>(base, n * es, act, n, y);
         } else {
-            const char* row = (const char*)a.sd + h * a.sinter * es;
-            v = io_rnd<DT>(a.sgate[m] * io_rnd<DT>(warp_dot<DT>(row, act, a.sinter)));
+#pragma unroll
+            for (int r = 0; r < MOE_DOWN_R; ++r)
+                y[r] = h0 + r < a.hidden ? warp_dot<DT>(base + r * n * es, act, n) : 0.0f;
         }
-        if (lane == 0) a.ys[(m * (k + 1) + s) * a.hidden + h] = v;
+        const float g = shared ? a.sgate[m] : a.wsel[m * k + s];
+#pragma unroll
+        for (int r = 0; r < MOE_DOWN_R; ++r) {
+            // Expert slots: round(round(dot) * w); the shared slot: round(gate * round(dot)).
+            const float v = shared ? io_rnd<DT>(g * io_rnd<DT>(y[r])) : io_rnd<DT>(io_rnd<DT>(y[r]) * g);
+            if (lane == r && h0 + r < a.hidden) a.ys[(m * (k + 1) + s) * a.hidden + h0 + r] = v;
+        }
     }
     // Fused combine (one row per grid z): the last slot block of a unit tile sums it.
     if (!a.fuse_combine) return;
@@ -240,17 +259,17 @@ template <int DT> __device__ void moe_down(const MoeArgs& a) {
     if (!moe_last_block(c, gridDim.y)) return;
     // The tile's (k+1) x units values into shared memory in parallel, then one thread per
     // unit sums them in order.
-    const i64 units = blockDim.x >> 5, m = blockIdx.z, h0 = blockIdx.x * units;
+    const i64 units = (blockDim.x >> 5) * MOE_DOWN_R, m = blockIdx.z, t0 = blockIdx.x * units;
     float* ys = moe_smem;
     for (i64 i = threadIdx.x; i < (k + 1) * units; i += blockDim.x) {
-        const i64 j = i / units, h = h0 + i % units;
+        const i64 j = i / units, h = t0 + i % units;
         if (h < a.hidden) ys[i] = __ldcg(a.ys + (m * (k + 1) + j) * a.hidden + h);
     }
     __syncthreads();
-    if (threadIdx.x >= units || h0 + threadIdx.x >= a.hidden) return;
+    if (threadIdx.x >= units || t0 + threadIdx.x >= a.hidden) return;
     float acc = 0.0f;
     for (i64 j = 0; j < k; ++j) acc = io_rnd<DT>(acc + ys[j * units + threadIdx.x]);
-    io_st<DT>(a.out, m * a.hidden + h0 + threadIdx.x, acc + ys[k * units + threadIdx.x]);
+    io_st<DT>(a.out, m * a.hidden + t0 + threadIdx.x, acc + ys[k * units + threadIdx.x]);
 }
 IO_KERNELS(moe_down, MoeArgs, 256)
 

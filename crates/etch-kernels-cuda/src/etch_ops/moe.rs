@@ -52,6 +52,15 @@ const THREADS: u32 = 256;
 /// Counters of each fused kind in moe.cu (`MOE_COUNTERS`), and most rows in one grid z.
 const COUNTERS: usize = 65_536;
 const MAX_GRID_ROWS: usize = 65_535;
+/// Hidden units per warp in moe_down (`MOE_DOWN_R`).
+const DOWN_R: usize = 4;
+
+/// Whether the routing and the final sum ride on their neighbours' last blocks;
+/// `ETCH_MOE_FUSE=0` launches them as kernels of their own (for comparisons).
+fn fusing() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ETCH_MOE_FUSE").map_or(true, |v| v != "0"))
+}
 
 fn check(op: &str, c: &MoeCall<'_>) -> Result<()> {
     same_device(
@@ -117,7 +126,9 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let e_units = grid_dim(op, "experts", (c.experts + 1).div_ceil(warps), 1 << 30)?;
     let units = c.inter.max(c.shared_inter).div_ceil(warps).max(1);
     let units = grid_dim(op, "units", units, 1 << 30)?;
-    let h_units = grid_dim(op, "hidden units", c.hidden.div_ceil(warps), 1 << 30)?;
+    // moe_down: a warp per 4 hidden units (MOE_DOWN_R), so tiles of 32 a block.
+    let tile = warps * DOWN_R;
+    let h_units = grid_dim(op, "hidden units", c.hidden.div_ceil(tile), 1 << 30)?;
     let outs = grid_dim(
         op,
         "outputs",
@@ -126,11 +137,13 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     )?;
     // The routing and the final sum ride on the last block of the kernel before them when
     // every row has its own grid z (and its counters).
-    let fuse_route = rows <= MAX_GRID_ROWS;
+    let fuse_route = rows <= MAX_GRID_ROWS && fusing();
     // The fused combine stages the tile's (k+1) x 8 values in shared memory.
-    let down_smem = 4 * (k + 1) * warps;
-    let fuse_combine =
-        rows <= MAX_GRID_ROWS && rows * h_units as usize <= COUNTERS && down_smem <= 48 << 10;
+    let down_smem = 4 * (k + 1) * tile;
+    let fuse_combine = rows <= MAX_GRID_ROWS
+        && rows * h_units as usize <= COUNTERS
+        && down_smem <= 48 << 10
+        && fusing();
     // Routing's shared memory: E probabilities, k selected experts and their weights.
     let route_smem = 4 * c.experts + 8 * k;
     let mut launches = vec![(logits, cfg((e_units, 1, grid_rows), route_smem))];
