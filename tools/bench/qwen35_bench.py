@@ -53,8 +53,9 @@ def hf(a):
     from transformers import Qwen3_5MoeForCausalLM
 
     t0 = time.time()
+    dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
     m = Qwen3_5MoeForCausalLM.from_pretrained(
-        a.ckpt, dtype=torch.bfloat16, device_map="cuda", experts_implementation=a.experts
+        a.ckpt, dtype=dtype, device_map="cuda", experts_implementation=a.experts
     ).eval()
     torch.cuda.synchronize()
     load_s = time.time() - t0
@@ -114,8 +115,9 @@ def teacher(a):
 
     with open(a.ids_json) as f:
         r = json.load(f)
+    dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
     m = Qwen3_5MoeForCausalLM.from_pretrained(
-        a.ckpt, dtype=torch.bfloat16, device_map="cuda", experts_implementation=a.experts
+        a.ckpt, dtype=dtype, device_map="cuda", experts_implementation=a.experts
     ).eval()
     p, g = r["prompt_ids"], r["generated_ids"]
     tokens = torch.tensor([p + g[:-1]]).cuda()
@@ -162,6 +164,7 @@ def main():
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--new", type=int, default=32)
     p.add_argument("--experts", default="grouped_mm")
+    p.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
     p.add_argument("--json")
     p = sub.add_parser("logits")
     p.add_argument("--ckpt", required=True)
@@ -173,6 +176,7 @@ def main():
     p.add_argument("--ckpt", required=True)
     p.add_argument("--ids-json", required=True)
     p.add_argument("--experts", default="grouped_mm")
+    p.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
     p.add_argument("--out", required=True)
     p = sub.add_parser("compare")
     p.add_argument("--ref", required=True)
