@@ -33,8 +33,8 @@ pub use etch_core::{
     Tensor, TensorImpl, TensorRef, Value, bf16, f16,
 };
 pub use etch_format::{
-    NamedDataMap, Program, ProgramParts, PtdFile, Safetensors, TensorLayout, TensorSource,
-    WeightOptions, WriteOptions,
+    NamedBlob, NamedDataMap, Program, ProgramParts, PtdFile, Safetensors, TensorLayout,
+    TensorSource, WeightOptions, WriteOptions,
 };
 /// The per-operator profiler (`etch bench --profile`).
 pub use etch_runtime::profile;

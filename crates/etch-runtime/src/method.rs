@@ -401,6 +401,7 @@ impl Method {
             "method output",
         )?;
         let io: HashSet<u32> = inputs.iter().chain(outputs.iter()).copied().collect();
+        let referenced = referenced_values(plan, num_values)?;
 
         let named = ProgramNamedData {
             program,
@@ -433,15 +434,12 @@ impl Method {
                         DataPlacement::Unbound => {}
                     }
                 }
+                let usage = ValueUse {
+                    io: io.contains(&(i as u32)),
+                    referenced: io.contains(&(i as u32)) || referenced.contains(&(i as u32)),
+                };
                 let ev = Self::load_value(
-                    program,
-                    &named,
-                    &arenas,
-                    &mut owned,
-                    config,
-                    &v,
-                    io.contains(&(i as u32)),
-                    num_values,
+                    program, &named, &arenas, &mut owned, config, &v, usage, num_values,
                 )
                 .map_err(|e| e.context(format!("value {i}")))?;
                 values.push(ev);
@@ -642,7 +640,7 @@ impl Method {
         owned: &mut Vec<Arc<Buffer>>,
         config: &LoadConfig,
         v: &pte::EValueRef<'_>,
-        is_io: bool,
+        usage: ValueUse,
         num_values: usize,
     ) -> Result<EValue> {
         use pte::KernelTypesRef as K;
@@ -717,7 +715,7 @@ impl Method {
                 EValue::OptionalTensorList(out.into())
             }
             Some(K::Tensor(t)) => EValue::Tensor(Self::load_tensor(
-                program, named, arenas, owned, config, &t, is_io,
+                program, named, arenas, owned, config, &t, usage,
             )?),
         })
     }
@@ -732,8 +730,9 @@ impl Method {
         owned: &mut Vec<Arc<Buffer>>,
         config: &LoadConfig,
         t: &pte::TensorRef<'_>,
-        is_io: bool,
+        usage: ValueUse,
     ) -> Result<TensorImpl> {
+        let is_io = usage.io;
         let mut d = decode_tensor(t)?;
         if let Some(dev) = config.target_device {
             d.device = dev;
@@ -751,6 +750,11 @@ impl Method {
                     (p, bytes.len())
                 }
             }
+            // An external constant no instruction of this method uses (a lowered program
+            // keeps its weights' values, but only its delegates, which load their own,
+            // read them): not read at all, so a checkpoint's stacked or converted tensors
+            // are never built in host memory for nothing.
+            DataPlacement::External(_) if !usage.referenced => (std::ptr::null_mut(), 0),
             DataPlacement::External(key) => Self::load_external(key, &d, named, owned, config)?,
             DataPlacement::Planned {
                 memory_id,
@@ -1329,6 +1333,94 @@ fn index_list(
         }
     }
     Ok(out)
+}
+
+/// How a method uses a value: a method input or output, and whether any instruction (or a
+/// list an instruction takes) refers to it.
+#[derive(Clone, Copy)]
+struct ValueUse {
+    io: bool,
+    referenced: bool,
+}
+
+/// Values the instructions refer to: the arguments of kernel and delegate calls, moves,
+/// jump conditions and frees, and the items of the tensor lists among them.
+fn referenced_values(plan: &pte::ExecutionPlanRef<'_>, nv: usize) -> Result<HashSet<u32>> {
+    use pte::InstructionArgumentsRef as A;
+    let mut set = HashSet::new();
+    let mut add = |x: i64| {
+        if x >= 0 && (x as usize) < nv {
+            set.insert(x as u32);
+        }
+    };
+    if let Some(cs) = plan.chains().map_err(fb_err("chains"))? {
+        for c in cs.iter() {
+            let c = c.map_err(fb_err("chain"))?;
+            let Some(instrs) = c.instructions().map_err(fb_err("instructions"))? else {
+                continue;
+            };
+            for ins in instrs.iter() {
+                let ins = ins.map_err(fb_err("instruction"))?;
+                match ins.instr_args().map_err(fb_err("instruction"))? {
+                    Some(A::KernelCall(k)) => {
+                        if let Some(a) = k.args().map_err(fb_err("arguments"))? {
+                            a.iter().for_each(|x| add(x as i64));
+                        }
+                    }
+                    Some(A::DelegateCall(d)) => {
+                        if let Some(a) = d.args().map_err(fb_err("arguments"))? {
+                            a.iter().for_each(|x| add(x as i64));
+                        }
+                    }
+                    Some(A::MoveCall(m)) => {
+                        add(m.move_from().map_err(fb_err("move"))? as i64);
+                        add(m.move_to().map_err(fb_err("move"))? as i64);
+                    }
+                    Some(A::JumpFalseCall(j)) => {
+                        add(j.cond_value_index().map_err(fb_err("jump"))? as i64)
+                    }
+                    Some(A::FreeCall(f)) => add(f.value_index().map_err(fb_err("free"))? as i64),
+                    None => {}
+                }
+            }
+        }
+    }
+    list_items(plan, nv, &mut set)?;
+    Ok(set)
+}
+
+/// Adds the items of the (optional) tensor lists in `set` to it.
+fn list_items(plan: &pte::ExecutionPlanRef<'_>, nv: usize, set: &mut HashSet<u32>) -> Result<()> {
+    use pte::KernelTypesRef as K;
+    let Some(vs) = plan.values().map_err(fb_err("values"))? else {
+        return Ok(());
+    };
+    let mut items = Vec::new();
+    for &i in set.iter() {
+        let Some(Ok(v)) = vs.get(i as usize) else {
+            continue;
+        };
+        match v.val().map_err(fb_err("value"))? {
+            Some(K::TensorList(l)) => {
+                if let Some(v) = l.items().map_err(fb_err("tensor list"))? {
+                    items.extend(v.iter().map(|x| x as i64));
+                }
+            }
+            Some(K::OptionalTensorList(l)) => {
+                if let Some(v) = l.items().map_err(fb_err("tensor list"))? {
+                    items.extend(v.iter().map(|x| x as i64));
+                }
+            }
+            _ => {}
+        }
+    }
+    set.extend(
+        items
+            .into_iter()
+            .filter(|&x| x >= 0 && (x as usize) < nv)
+            .map(|x| x as u32),
+    );
+    Ok(())
 }
 
 /// Int values a kernel may write at run time: every Int that is an argument of a kernel
