@@ -3,6 +3,7 @@
 
 mod program;
 mod text;
+mod tiktoken;
 
 use super::progress::Progress;
 use super::{

@@ -1,39 +1,68 @@
-//! Text for `etch generate`: the tokenizer (a Hugging Face `tokenizer.json`), streaming
+//! Text for `etch generate`: the tokenizer (a Hugging Face `tokenizer.json` or a
+//! tiktoken-format `tokenizer.model`), streaming
 //! decoding, the checkpoint's chat template and its end-of-sequence ids.
 
+use super::tiktoken::Tiktoken;
 use etch::{Error, Result};
 use serde_json::{Map, Value as Json};
 use std::path::{Path, PathBuf};
 
-/// A Hugging Face tokenizer.
-pub struct Text {
-    tok: tokenizers::Tokenizer,
+/// The tokenizer: a Hugging Face `tokenizer.json`, or a tiktoken-format
+/// `tokenizer.model` (Llama 3's).
+pub enum Text {
+    Hf(Box<tokenizers::Tokenizer>),
+    Tiktoken(Box<Tiktoken>),
 }
 
 impl Text {
-    /// Reads a `tokenizer.json`.
+    /// Reads a `tokenizer.json`, or a tiktoken file (any other name whose first line is
+    /// `base64 rank`).
     pub fn load(path: &Path) -> Result<Text> {
+        let is_json = path.extension().is_some_and(|e| e == "json");
+        if !is_json {
+            let head = read_head(path)?;
+            if Tiktoken::sniff(&head) {
+                return Ok(Text::Tiktoken(Box::new(Tiktoken::load(path)?)));
+            }
+            return Err(Error::not_supported(format!(
+                "{}: not a tokenizer.json or a tiktoken file (Llama 3's tokenizer.model); \
+                 SentencePiece .model files are not supported yet: pass the checkpoint's \
+                 tokenizer.json, or --prompt-ids",
+                path.display()
+            )));
+        }
         let tok = tokenizers::Tokenizer::from_file(path).map_err(|e| {
             Error::invalid_argument(format!("cannot read tokenizer {}: {e}", path.display()))
         })?;
-        Ok(Text { tok })
+        Ok(Text::Hf(Box::new(tok)))
     }
 
-    /// Token ids of `text`; `add_special`: the tokenizer's post-processor adds its special
-    /// tokens (BOS and the like), as Hugging Face `encode` does by default.
+    /// Token ids of `text`; `add_special`: the tokenizer's special tokens are added (the
+    /// Hugging Face post-processor's BOS and the like; Llama 3's `<|begin_of_text|>` for a
+    /// tiktoken file, as ExecuTorch's runner prepends it).
     pub fn encode(&self, text: &str, add_special: bool) -> Result<Vec<i64>> {
-        let enc = self
-            .tok
-            .encode(text, add_special)
-            .map_err(|e| Error::invalid_argument(format!("cannot tokenize the prompt: {e}")))?;
-        Ok(enc.get_ids().iter().map(|&i| i as i64).collect())
+        let ids = match self {
+            Text::Hf(tok) => tok
+                .encode(text, add_special)
+                .map_err(|e| Error::invalid_argument(format!("cannot tokenize the prompt: {e}")))?
+                .get_ids()
+                .to_vec(),
+            Text::Tiktoken(t) => {
+                let bos = t.special_id("<|begin_of_text|>").filter(|_| add_special);
+                bos.into_iter().chain(t.encode(text)?).collect()
+            }
+        };
+        Ok(ids.iter().map(|&i| i as i64).collect())
     }
 
     /// The text of `ids`, special tokens left out.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.tok
-            .decode(ids, true)
-            .map_err(|e| Error::invalid_argument(format!("cannot decode token ids: {e}")))
+        match self {
+            Text::Hf(tok) => tok
+                .decode(ids, true)
+                .map_err(|e| Error::invalid_argument(format!("cannot decode token ids: {e}"))),
+            Text::Tiktoken(t) => t.decode(ids, true),
+        }
     }
 
     /// `ids` as the tokenizer's ids (negative or huge ids cannot be tokens).
@@ -45,6 +74,19 @@ impl Text {
             })
             .collect()
     }
+}
+
+/// The first bytes of a file (enough for its first line).
+fn read_head(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut head = vec![0u8; 4096];
+    let mut f = std::fs::File::open(path)
+        .map_err(|e| Error::access_failed(format!("cannot read {}: {e}", path.display())))?;
+    let n = f
+        .read(&mut head)
+        .map_err(|e| Error::access_failed(format!("cannot read {}: {e}", path.display())))?;
+    head.truncate(n);
+    Ok(head)
 }
 
 /// Incremental decoding: each new token yields the text it completes, so the pieces add up
@@ -146,7 +188,11 @@ impl Checkpoint {
 
     /// `tokenizer.json` next to the weights, if there.
     pub fn default_tokenizer(weights: &[PathBuf]) -> Option<PathBuf> {
-        Checkpoint::new(None, weights).find("tokenizer.json")
+        let c = Checkpoint::new(None, weights);
+        c.find("tokenizer.json").or_else(|| {
+            c.find("tokenizer.model")
+                .filter(|p| read_head(p).is_ok_and(|h| Tiktoken::sniff(&h)))
+        })
     }
 
     fn read_json(path: &Path) -> Result<Json> {
@@ -340,5 +386,34 @@ mod tests {
             Checkpoint::default_tokenizer(&[fixture("")]),
             Some(fixture("tokenizer.json"))
         );
+    }
+
+    #[test]
+    fn tiktoken_files_are_found_loaded_and_stream() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiktoken");
+        // Found as the weights folder's tokenizer.model when there is no tokenizer.json.
+        let found = Checkpoint::default_tokenizer(std::slice::from_ref(&dir));
+        assert_eq!(found, Some(dir.join("tokenizer.model")));
+        let text = Text::load(&dir.join("tokenizer.model")).unwrap();
+        let ids = text.encode("Hello, world!", true).unwrap();
+        assert_eq!(ids[0], 416, "<|begin_of_text|> first");
+        let ids = Text::ids(&ids).unwrap();
+        assert_eq!(text.decode(&ids).unwrap(), "Hello, world!");
+        // Streaming adds up to the one-shot decoding, multi-byte characters included.
+        let ids = Text::ids(&text.encode("Café 日本 🙂 <|eot_id|>!", false).unwrap()).unwrap();
+        let mut stream = TextStream::new(&text);
+        let mut streamed = String::new();
+        for &id in &ids {
+            streamed.push_str(&stream.push(id).unwrap());
+        }
+        streamed.push_str(&stream.finish().unwrap());
+        assert_eq!(streamed, text.decode(&ids).unwrap());
+        assert_eq!(streamed, "Café 日本 🙂 !");
+        // Another binary .model (SentencePiece) is a clear error, not a crash.
+        let p = std::env::temp_dir().join(format!("etch-sp-{}.model", std::process::id()));
+        std::fs::write(&p, [0x0a, 0x0b, 0xff, 0x00, 0x12]).unwrap();
+        let e = Text::load(&p).err().unwrap();
+        assert!(e.to_string().contains("SentencePiece"), "{e}");
+        let _ = std::fs::remove_file(&p);
     }
 }
