@@ -157,6 +157,33 @@ fn execute_does_not_allocate() {
                 "{name} with {threads} threads: {n} allocations ({bytes} bytes) during execute"
             );
         }
+        decode_with_sampling(threads);
     }
     etch::set_num_threads(0);
+}
+
+/// The Qwen 3.5 MoE fixture's decode step with sampling on (temperature, top-k, top-p):
+/// `etch::sample` takes its work buffers from the scratch pool, so a step allocates nothing
+/// once warm (the Gated DeltaNet, MoE and attention kernels neither). One test function
+/// runs everything: the counters and the thread pool are process-wide.
+fn decode_with_sampling(threads: usize) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/qwen3_5_moe");
+    let mut m = Module::from_file(dir.join("model.pte"))
+        .unwrap()
+        .with_weights(dir.join("ckpt"))
+        .unwrap();
+    let inputs = [
+        Value::Tensor(Tensor::from_slice(&[3i64], &[1, 1]).unwrap()),
+        Value::Tensor(Tensor::from_slice(&[0i64], &[1]).unwrap()),
+        Value::Tensor(Tensor::from_slice(&[0.8f32, 5.0, 0.9, 0.5], &[4]).unwrap()),
+    ];
+    let method = m.method("decode").unwrap();
+    method.set_inputs(&inputs).unwrap();
+    method.execute().unwrap();
+    method.set_inputs(&inputs).unwrap();
+    let (n, bytes) = allocations_in(|| method.execute().unwrap());
+    assert_eq!(
+        n, 0,
+        "Qwen decode with sampling, {threads} threads: {n} allocations ({bytes} bytes)"
+    );
 }

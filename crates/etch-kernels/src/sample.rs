@@ -28,16 +28,33 @@ use std::cmp::Ordering;
 /// most probable kept id. An empty row gives 0. All sums are sequential `f32` additions
 /// in the order stated.
 pub fn sample_row(logits: &[f32], temperature: f32, top_k: usize, top_p: f32, u: f32) -> usize {
+    let (mut p, mut order) = (Vec::new(), Vec::new());
+    sample_row_in(logits, temperature, top_k, top_p, u, &mut p, &mut order)
+}
+
+/// [`sample_row`] with its work buffers passed in (probabilities and the kept ids), so
+/// that a kernel sampling every step reuses them instead of allocating.
+pub fn sample_row_in(
+    logits: &[f32],
+    temperature: f32,
+    top_k: usize,
+    top_p: f32,
+    u: f32,
+    p: &mut Vec<f32>,
+    order: &mut Vec<usize>,
+) -> usize {
     // A NaN temperature is greedy too.
     if logits.is_empty() || temperature.is_nan() || temperature <= 0.0 || top_k == 1 {
         return argmax(logits);
     }
-    let Some(p) = softmax_scaled(logits, temperature) else {
+    if !softmax_scaled(logits, temperature, p) {
         return argmax(logits);
-    };
+    }
+    let p = &p[..];
     // Descending probability, then ascending index: a total order (no NaN in `p`).
     let by_p = |a: &usize, b: &usize| -> Ordering { p[*b].total_cmp(&p[*a]).then(a.cmp(b)) };
-    let mut order: Vec<usize> = (0..p.len()).collect();
+    order.clear();
+    order.extend(0..p.len());
     if top_k > 0 && top_k < order.len() {
         order.select_nth_unstable_by(top_k - 1, by_p);
         order.truncate(top_k);
@@ -55,7 +72,7 @@ pub fn sample_row(logits: &[f32], temperature: f32, top_k: usize, top_p: f32, u:
     let total: f32 = order.iter().map(|&j| p[j]).sum();
     let threshold = u * total;
     let mut sum = 0.0f32;
-    for &j in &order {
+    for &j in order.iter() {
         sum += p[j];
         if sum > threshold {
             return j;
@@ -79,32 +96,30 @@ pub fn argmax(row: &[f32]) -> usize {
     best.unwrap_or(0)
 }
 
-/// `softmax(logits / temperature)` as [`sample_row`] step 2 defines it; `None` when every
-/// scaled logit is `-inf` or NaN.
-fn softmax_scaled(logits: &[f32], temperature: f32) -> Option<Vec<f32>> {
-    let s: Vec<f32> = logits
-        .iter()
-        .map(|&x| {
-            let v = x / temperature;
-            if v.is_nan() { f32::NEG_INFINITY } else { v }
-        })
-        .collect();
-    let m = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+/// `softmax(logits / temperature)` as [`sample_row`] step 2 defines it, into `e`; false
+/// when every scaled logit is `-inf` or NaN.
+fn softmax_scaled(logits: &[f32], temperature: f32, e: &mut Vec<f32>) -> bool {
+    e.clear();
+    e.extend(logits.iter().map(|&x| {
+        let v = x / temperature;
+        if v.is_nan() { f32::NEG_INFINITY } else { v }
+    }));
+    let m = e.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     if m == f32::NEG_INFINITY {
-        return None;
+        return false;
     }
-    let mut e: Vec<f32> = if m == f32::INFINITY {
-        s.iter()
-            .map(|&v| (v == f32::INFINITY) as u8 as f32)
-            .collect()
-    } else {
-        s.iter().map(|&v| (v - m).exp()).collect()
-    };
+    for v in e.iter_mut() {
+        *v = if m == f32::INFINITY {
+            (*v == f32::INFINITY) as u8 as f32
+        } else {
+            (*v - m).exp()
+        };
+    }
     let sum: f32 = e.iter().sum();
-    for x in &mut e {
+    for x in e.iter_mut() {
         *x /= sum;
     }
-    Some(e)
+    true
 }
 
 /// The host's random number generator for sampling: splitmix64 (Steele, Lea and Flood,

@@ -65,7 +65,10 @@ pub fn sample_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     } else {
         0
     };
+    // Pooled buffers: after the first call, sampling allocates nothing.
     let mut row = crate::scratch::take(c.vocab, 0f32);
+    let mut p = crate::scratch::take(c.vocab, 0f32);
+    let mut order = crate::scratch::take(c.vocab, 0usize);
     let out = c.out.data_mut::<i64>()?;
     super::dispatch_io!(c.logits.dtype(), ctx.op_name(), "logits", |T| {
         let l = c.logits.data::<T>()?;
@@ -73,7 +76,8 @@ pub fn sample_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             for (d, s) in row.iter_mut().zip(&l[r * c.vocab..(r + 1) * c.vocab]) {
                 *d = s.to_f();
             }
-            *o = crate::sample::sample_row(&row, temp, top_k, top_p, u) as i64;
+            let i = crate::sample::sample_row_in(&row, temp, top_k, top_p, u, &mut p, &mut order);
+            *o = i as i64;
         }
         Ok(())
     })
