@@ -3,7 +3,8 @@
 //! On a stock `export_llm` program (the tiny Llama fixture, default sdpa_with_kv_cache
 //! recipe): greedy ids equal a greedy loop over ExecuTorch's own runtime
 //! (tools/export/gen_generate_expected.py), on the CPU and, lowered, on the simulated
-//! device; a prompt longer than the context is an error; seeded sampling is reproducible
+//! device; the same for its export with the quantized KV-cache recipe (int8 caches,
+//! `llama::custom_quantized_sdpa`); a prompt longer than the context is an error; seeded sampling is reproducible
 //! and equals `etch::sample_row` over the logits with one draw per token; the context
 //! limit stops generation. With the tiny tokenizer fixture: prompts encode, streamed text
 //! decodes and chat templates render as Hugging Face's libraries do. On mocks of etch's
@@ -41,10 +42,19 @@ fn generate(model: &std::path::Path, prompt: &[i64], new: u64, extra: &[&str]) -
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The quantized KV-cache recipe's export of the same model (int8 caches,
+/// `llama::custom_quantized_sdpa`).
+fn qkv_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llama_ops/tiny_llama_qkv")
+}
+
 fn expected() -> (u64, Vec<(Vec<i64>, Json)>) {
+    expected_in(&dir())
+}
+
+fn expected_in(dir: &std::path::Path) -> (u64, Vec<(Vec<i64>, Json)>) {
     let j: Json =
-        serde_json::from_str(&std::fs::read_to_string(dir().join("generate.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(dir.join("generate.json")).unwrap()).unwrap();
     let new = j["max_new_tokens"].as_u64().unwrap();
     let cases = j["cases"]
         .as_array()
@@ -75,10 +85,30 @@ fn greedy_ids_match_executorch() {
 
 #[test]
 fn lowered_program_gives_the_same_ids_on_the_simulated_device() {
-    let low = std::env::temp_dir().join(format!("etch-gen-{}.pte", std::process::id()));
+    lowered_ids_match(&dir(), "fp");
+}
+
+#[test]
+fn quantized_kv_cache_greedy_ids_match_executorch() {
+    let (new, cases) = expected_in(&qkv_dir());
+    for (prompt, want) in cases {
+        let got = generate(&qkv_dir().join("model.pte"), &prompt, new, &[]);
+        assert_eq!(got["generated_ids"], want, "prompt {prompt:?}");
+    }
+}
+
+#[test]
+fn quantized_kv_cache_lowered_gives_the_same_ids_on_the_simulated_device() {
+    lowered_ids_match(&qkv_dir(), "qkv");
+}
+
+/// `etch lower --ops portable` of `dir`'s model, then greedy generation on the simulated
+/// device equals ExecuTorch's ids.
+fn lowered_ids_match(dir: &std::path::Path, tag: &str) {
+    let low = std::env::temp_dir().join(format!("etch-gen-{tag}-{}.pte", std::process::id()));
     let st = Command::new(env!("CARGO_BIN_EXE_etch"))
         .arg("lower")
-        .arg(dir().join("model.pte"))
+        .arg(dir.join("model.pte"))
         .args(["-o", low.to_str().unwrap(), "--ops", "portable"])
         .output()
         .unwrap();
@@ -87,7 +117,7 @@ fn lowered_program_gives_the_same_ids_on_the_simulated_device() {
         "{}",
         String::from_utf8_lossy(&st.stderr)
     );
-    let (new, cases) = expected();
+    let (new, cases) = expected_in(dir);
     for (prompt, want) in cases {
         let got = generate(&low, &prompt, new, &["--simulate-device", "cuda"]);
         assert_eq!(got["generated_ids"], want, "prompt {prompt:?}");

@@ -1,10 +1,12 @@
 //! ExecuTorch's LLM custom ops (`llama::update_cache`, `llama::custom_sdpa`,
-//! `llama::sdpa_with_kv_cache`): programs from `tools/export/export_llama_ops_fixtures.py`
+//! `llama::sdpa_with_kv_cache`, and the quantized KV-cache recipe's
+//! `llama::custom_quantized_sdpa` with `quantized_decomposed::` per-token quantization): programs from `tools/export/export_llama_ops_fixtures.py`
 //! run over several calls on one loaded module (a prefill, decode steps, another chunk), so
 //! the KV caches in their mutable buffers carry state, and match the outputs of
 //! ExecuTorch's own runtime (the wheel's kernels) on the same inputs. `tiny_llama` is a stock
 //! `export_llm` program (random weights, `tools/export/export_tiny_llama.py`): a prefill
-//! then greedy decode steps.
+//! then greedy decode steps; `tiny_llama_qkv` the same model exported with the quantized
+//! KV-cache recipe (`model.quantize_kv_cache=True`).
 
 mod common;
 
@@ -58,7 +60,11 @@ fn every_fixture_is_tested() {
         "sdpa_with_kv_cache_mha",
         "custom_sdpa_bf16",
         "custom_sdpa_f16",
+        "quantize_per_token",
+        "custom_quantized_sdpa",
+        "custom_quantized_sdpa_mask",
         "tiny_llama",
+        "tiny_llama_qkv",
     ];
     for f in manifest_in(&fixtures_dir().join("llama_ops")) {
         assert!(
@@ -80,7 +86,11 @@ fixture_tests!(
     sdpa_with_kv_cache_mha,
     custom_sdpa_bf16,
     custom_sdpa_f16,
+    quantize_per_token,
+    custom_quantized_sdpa,
+    custom_quantized_sdpa_mask,
     tiny_llama,
+    tiny_llama_qkv,
 );
 
 /// A start position past the cache is a typed error, not a panic, and the method stays

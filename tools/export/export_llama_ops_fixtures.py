@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Export fixtures for ExecuTorch's LLM custom ops (`llama::update_cache`,
-`llama::custom_sdpa`, `llama::sdpa_with_kv_cache`).
+`llama::custom_sdpa`, `llama::sdpa_with_kv_cache`, and the quantized KV-cache recipe's
+`llama::custom_quantized_sdpa` with `quantized_decomposed::` per-token quantization).
 
 Each fixture is a tiny module that keeps K/V caches in mutable buffers and calls the ops
 directly, the way `export_llm` programs do (start_pos read from an int64 `input_pos`
@@ -18,7 +19,8 @@ and its entries in tests/fixtures/llama_ops/manifest.json (the format of
 tests/fixtures/manifest.json; other entries, such as tools/export/export_tiny_llama.py's,
 are kept).
 
-Usage:  /work/venv/bin/python tools/export/export_llama_ops_fixtures.py
+Usage:  /work/venv/bin/python tools/export/export_llama_ops_fixtures.py [NAME ...]
+(only the named fixtures are rebuilt when names are given)
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ DTYPE_NAMES = {
     torch.float16: "float16",
     torch.bfloat16: "bfloat16",
     torch.int64: "int64",
+    torch.int8: "int8",
+    torch.float64: "float64",
 }
 TOL = {
     torch.float32: dict(rtol=1e-4, atol=1e-5),
@@ -106,6 +110,174 @@ def reference(q, kc, vc, start, causal, scale, mask):
                 p = np.exp(sc - sc.max())
                 out[bi, r, hi, :] = (p / p.sum()) @ vc[bi, :n, kh, :]
     return out
+
+
+def load_quantized_kernels() -> None:
+    """Registers ExecuTorch's `quantized_decomposed::` CPU kernels in the runtime of the
+    wheel (its pybindings lack them; the wheel's libexecutorch_kernels_quantized.so
+    registers them into the shared libexecutorch.so when loaded), and their out variants
+    in PyTorch."""
+    import ctypes
+    import executorch.extension.pybindings as pb
+    import executorch.kernels.quantized  # noqa: F401  (the .out schemas, for to_executorch)
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(pb.__path__[0]))))
+    ctypes.CDLL(os.path.join(root, "executorch", "lib", "libexecutorch_kernels_quantized.so"),
+                mode=ctypes.RTLD_GLOBAL)
+
+
+def quantize(x):
+    """The recipe's per-token int8 quantization (QuantizedKVCache._quantize)."""
+    s, z = torch.ops.quantized_decomposed.choose_qparams_per_token_asymmetric.default(x, torch.int8)
+    q = torch.ops.quantized_decomposed.quantize_per_token(x, s, z, -128, 127, torch.int8)
+    return q, s, z
+
+
+class QuantizedCacheAttention(torch.nn.Module):
+    """The quantized KV-cache recipe's attention (examples/models/llama/source_transformation
+    custom_kv_cache.QuantizedKVCache + sdpa.QuantizedSDPA) on q/k/v [B, S, H(kv), D]:
+    per-token int8 quantization of k and v into int8 caches with f32 scale and int8
+    zero-point caches (llama::update_cache), then llama::custom_quantized_sdpa over the
+    quantized query. Returns (attention, k_cache, k_scales, k_zero_points copies)."""
+
+    def __init__(self, batch, max_seq, kv_heads, dim, mask):
+        super().__init__()
+        self.max_seq, self.mask = max_seq, mask
+        shape, qshape = (batch, max_seq, kv_heads, dim), (batch, max_seq, kv_heads, 1)
+        for n in "kv":
+            self.register_buffer(f"{n}_cache", torch.zeros(shape, dtype=torch.int8), persistent=False)
+            self.register_buffer(f"{n}_scales", torch.ones(qshape), persistent=False)
+            self.register_buffer(f"{n}_zps", torch.ones(qshape, dtype=torch.int8), persistent=False)
+
+    def forward(self, q, k, v, input_pos, attn_mask: Optional[torch.Tensor] = None):
+        start = input_pos[-1].item()
+        seq = q.size(1)
+        torch._check_is_size(start)
+        torch._check(start < self.max_seq)
+        torch._check(start + seq <= self.max_seq)
+        for x, c, sc, zp in ((k, self.k_cache, self.k_scales, self.k_zps),
+                             (v, self.v_cache, self.v_scales, self.v_zps)):
+            xq, s, z = quantize(x)
+            torch.ops.llama.update_cache(xq, c, start)
+            torch.ops.llama.update_cache(s.to(torch.float32), sc, start)
+            torch.ops.llama.update_cache(z.to(torch.int8), zp, start)
+        qq, qs, qz = quantize(q)
+        out = torch.ops.llama.custom_quantized_sdpa(
+            qq, self.k_cache, self.v_cache, 0 if self.mask else start, attn_mask, 0.0,
+            not self.mask, None, qz.to(torch.int8), qs.to(torch.float32),
+            self.k_zps, self.k_scales, self.v_zps, self.v_scales,
+        )
+        return out, self.k_cache.clone(), self.k_scales.clone(), self.k_zps.clone()
+
+
+class PerToken(torch.nn.Module):
+    """choose_qparams_per_token_asymmetric then quantize_per_token: (scales, zero points,
+    int8 values)."""
+
+    def forward(self, x):
+        q, s, z = quantize(x)
+        return s, z, q
+
+
+def export_and_run(name, model, example, dyn, calls):
+    """Exports `model`, writes model.pte and one case per input tuple in `calls` (run in
+    order on one loaded method of ExecuTorch's runtime); returns the cases and outputs."""
+    ep = torch.export.export(model, tuple(example), dynamic_shapes=dyn)
+    prog = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False)).to_executorch()
+    ops = sorted({str(n.target) for n in prog.exported_program().graph.nodes
+                  if n.op == "call_function" and hasattr(n.target, "_schema")})
+    fdir = os.path.join(OUT_DIR, name)
+    if os.path.isdir(fdir):
+        shutil.rmtree(fdir)
+    os.makedirs(fdir)
+    with open(os.path.join(fdir, "model.pte"), "wb") as f:
+        f.write(prog.buffer)
+    method = Runtime.get().load_program(prog.buffer).load_method("forward")
+    cases, results = [], []
+    for ci, x in enumerate(calls):
+        got = method.execute(x)
+        results.append(got)
+        ins, outs = [], []
+        for k, t in enumerate(x):
+            p = f"{name}/forward_{ci}_in{k}.npy"
+            np.save(os.path.join(OUT_DIR, p), to_numpy(t))
+            ins.append(p)
+        for k, t in enumerate(got):
+            p = f"{name}/forward_{ci}_out{k}.npy"
+            np.save(os.path.join(OUT_DIR, p), to_numpy(t))
+            outs.append(p)
+        cases.append(dict(method="forward", inputs=ins,
+                          input_dtypes=[DTYPE_NAMES[t.dtype] for t in x], expected=outs,
+                          output_dtypes=[DTYPE_NAMES[t.dtype] for t in got]))
+    print(f"{name}: ops {ops}")
+    return cases, results
+
+
+def build_quantized(name, *, batch=1, max_seq=16, heads=4, kv_heads=2, dim=8, mask=False,
+                    steps=(5, 1, 1, 3), seed=0) -> Dict[str, Any]:
+    torch.manual_seed(seed)
+    model = QuantizedCacheAttention(batch, max_seq, kv_heads, dim, mask).eval()
+    eager = QuantizedCacheAttention(batch, max_seq, kv_heads, dim, mask).eval()
+    S = torch.export.Dim("S", min=1, max=max_seq)
+
+    def inputs(s, pos):
+        x = [torch.randn(batch, s, heads, dim), torch.randn(batch, s, kv_heads, dim),
+             torch.randn(batch, s, kv_heads, dim), torch.tensor([pos], dtype=torch.int64)]
+        if mask:
+            m = torch.randn(s, max_seq)
+            m[:, ::5] = -1e4
+            x.append(m)
+        return x
+
+    calls, pos = [], 0
+    for s in steps:
+        calls.append(inputs(s, pos))
+        pos += s
+    dyn = tuple([{1: S}, {1: S}, {1: S}, None] + ([{0: S}] if mask else []))
+    cases, results = export_and_run(name, model, inputs(3, 0), dyn, calls)
+    # PyTorch's eager per-token ops round differently from ExecuTorch's kernels (the
+    # expected values are the runtime's), so eager is only a sanity check here.
+    worst, cache_diff = 0.0, 0
+    for x, got, case in zip(calls, results, cases):
+        exp = eager(*x)
+        cache_diff += sum(int((g.float() - e.float()).abs().gt(0).sum()) for g, e in zip(got[1:], exp[1:]))
+        worst = max(worst, float((got[0] - exp[0]).abs().max()))
+        case.update(rtol=1e-4, atol=1e-5)
+    assert mask or worst <= 0.05, (name, worst)
+    print(f"{name}: runtime vs eager attention max |diff| {worst:.3g}, "
+          f"{cache_diff} cache entries differ")
+    return dict(
+        name=name, pte=f"{name}/model.pte",
+        comment=(f"quantized KV cache (per-token int8 k/v/q, update_cache, custom_quantized_sdpa): "
+                 f"batch {batch}, cache {max_seq} positions, {heads}/{kv_heads} heads, head_dim {dim}, "
+                 f"mask={mask}; cases run in order on one method (seq lens {list(steps)}); outputs: "
+                 f"attention, k_cache, k scales, k zero points; expected = ExecuTorch runtime"),
+        cases=cases,
+    )
+
+
+def build_per_token(name) -> Dict[str, Any]:
+    torch.manual_seed(7)
+    x = torch.randn(2, 6, 16) * 3
+    x[0, 0] = 0.0                       # all zeros: scale 0.1
+    x[0, 1] = torch.rand(16) + 0.5      # all positive: min extended to 0
+    x[0, 2] = -(torch.rand(16) + 0.5)   # all negative
+    x[0, 3] = torch.randn(16) * 1e-4    # tiny: the small-scale cut-off
+    x[0, 4] = torch.rand(16) * 1e-4     # tiny, positive
+    x[1, 0, 3] = 1e6                    # one outlier
+    y = torch.randn(2, 5, 16) * 0.01
+    D = torch.export.Dim("T", min=1, max=64)
+    cases, results = export_and_run(name, PerToken(), [x], ({1: D},), [[x], [y]])
+    for inp, got, case in zip([x, y], results, cases):
+        exp = PerToken()(inp)
+        print(f"{name}: zero points differ from eager at {int((got[1] != exp[1]).sum())}, "
+              f"values at {int((got[2] != exp[2]).sum())} of {got[2].numel()}")
+        case.update(rtol=0.0, atol=0.0)
+    return dict(name=name, pte=f"{name}/model.pte",
+                comment=("quantized_decomposed::choose_qparams_per_token_asymmetric + quantize_per_token "
+                         "(int8) on rows with zeros, one sign, tiny values and an outlier; outputs: "
+                         "scales (f64), zero points (int64), int8 values; expected = ExecuTorch runtime, exact"),
+                cases=cases)
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -208,23 +380,35 @@ def build(name, mode, *, batch=1, max_seq=16, heads=4, kv_heads=2, dim=8,
 
 
 def main() -> None:
+    import sys
+    # Optional fixture names to (re)build; the others are left as they are.
+    only = set(sys.argv[1:])
     os.makedirs(OUT_DIR, exist_ok=True)
-    built: List[Dict[str, Any]] = [
-        build("custom_sdpa_causal", "split"),
-        build("sdpa_with_kv_cache", "fused", seed=1),
-        build("custom_sdpa_noncausal", "split", batch=2, causal=False, scale=0.3,
-              heads=6, kv_heads=3, seed=2),
-        build("custom_sdpa_mask", "split", causal=False, mask=True, heads=4, kv_heads=1, seed=3),
-        build("sdpa_with_kv_cache_mha", "fused", heads=2, kv_heads=2, dim=16,
-              steps=(1, 1, 4, 2), seed=4),
-        build("custom_sdpa_bf16", "split", dtype=torch.bfloat16, seed=5),
-        build("custom_sdpa_f16", "split", dtype=torch.float16, seed=6),
+    load_quantized_kernels()
+    todo = [
+        ("custom_sdpa_causal", lambda n: build(n, "split")),
+        ("sdpa_with_kv_cache", lambda n: build(n, "fused", seed=1)),
+        ("custom_sdpa_noncausal", lambda n: build(n, "split", batch=2, causal=False, scale=0.3,
+                                                  heads=6, kv_heads=3, seed=2)),
+        ("custom_sdpa_mask", lambda n: build(n, "split", causal=False, mask=True, heads=4,
+                                             kv_heads=1, seed=3)),
+        ("sdpa_with_kv_cache_mha", lambda n: build(n, "fused", heads=2, kv_heads=2, dim=16,
+                                                   steps=(1, 1, 4, 2), seed=4)),
+        ("custom_sdpa_bf16", lambda n: build(n, "split", dtype=torch.bfloat16, seed=5)),
+        ("custom_sdpa_f16", lambda n: build(n, "split", dtype=torch.float16, seed=6)),
+        ("quantize_per_token", build_per_token),
+        ("custom_quantized_sdpa", lambda n: build_quantized(n, seed=7)),
+        ("custom_quantized_sdpa_mask", lambda n: build_quantized(
+            n, mask=True, heads=4, kv_heads=1, batch=2, dim=16, steps=(3, 1, 4), seed=8)),
     ]
+    built: List[Dict[str, Any]] = [f(n) for n, f in todo if not only or n in only]
     # Keep the entries other scripts wrote (tiny_llama from export_tiny_llama.py).
     mpath = os.path.join(OUT_DIR, "manifest.json")
     names = {b["name"] for b in built}
     kept = json.load(open(mpath)) if os.path.exists(mpath) else []
+    order = [n for n, _ in todo]
     manifest = built + [m for m in kept if m["name"] not in names]
+    manifest.sort(key=lambda m: order.index(m["name"]) if m["name"] in order else len(order))
     with open(mpath, "w") as f:
         json.dump(manifest, f, indent=1)
         f.write("\n")

@@ -11,9 +11,15 @@ record ExecuTorch's runtime on a prefill and a few decode steps.
    decode steps (the argmax token fed back), saving every call's inputs and logits as a
    fixture in the manifest format of tests/fixtures (cases run in order on one method).
 
-Usage:  /work/venv/bin/python tools/export/export_tiny_llama.py [--out DIR]
-(default tests/fixtures/llama_ops/tiny_llama, with a manifest entry appended to
-tests/fixtures/llama_ops/manifest.json).
+With --quantize-kv the recipe adds `model.quantize_kv_cache=True` (int8 KV caches with
+per-token scales and zero points: `quantized_decomposed::choose_qparams_per_token_asymmetric`
+/ `quantize_per_token`, `llama::update_cache`, `llama::custom_quantized_sdpa`); ExecuTorch's
+quantized kernels are then loaded into the runtime (export_llama_ops_fixtures.py's
+load_quantized_kernels).
+
+Usage:  /work/venv/bin/python tools/export/export_tiny_llama.py [--quantize-kv] [--out DIR]
+(default tests/fixtures/llama_ops/tiny_llama, or tiny_llama_qkv with --quantize-kv, with a
+manifest entry appended to tests/fixtures/llama_ops/manifest.json).
 """
 
 from __future__ import annotations
@@ -63,10 +69,13 @@ def make_checkpoint(path: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(FIXTURES, "tiny_llama"))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--quantize-kv", action="store_true", help="model.quantize_kv_cache=True")
     ap.add_argument("--no-manifest", action="store_true")
     ap.add_argument("--dtype", default="fp32", help="model.dtype_override (fp32, bf16, fp16)")
     a = ap.parse_args()
+    name = "tiny_llama_qkv" if a.quantize_kv else "tiny_llama"
+    a.out = a.out or os.path.join(FIXTURES, name)
     os.makedirs(a.out, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         params = os.path.join(tmp, "params.json")
@@ -81,6 +90,7 @@ def main() -> None:
             f"base.params={params}",
             "model.use_kv_cache=True",
             "model.use_sdpa_with_kv_cache=True",
+            *(["model.quantize_kv_cache=True"] if a.quantize_kv else []),
             f"model.dtype_override={a.dtype}",
             f"export.max_seq_length={MAX_SEQ}",
             f"export.max_context_length={MAX_SEQ}",
@@ -93,6 +103,12 @@ def main() -> None:
     pte = os.path.join(a.out, "model.pte")
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
     from executorch.runtime import Runtime
+
+    if a.quantize_kv:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from export_llama_ops_fixtures import load_quantized_kernels
+
+        load_quantized_kernels()
 
     method = Runtime.get().load_program(pte).load_method("forward")
     meta = method.metadata
@@ -123,12 +139,13 @@ def main() -> None:
     if not a.no_manifest:
         mpath = os.path.join(FIXTURES, "manifest.json")
         manifest = json.load(open(mpath))
-        manifest = [m for m in manifest if m["name"] != "tiny_llama"]
+        manifest = [m for m in manifest if m["name"] != name]
         manifest.append(dict(
-            name="tiny_llama",
+            name=name,
             pte=f"{os.path.relpath(a.out, FIXTURES)}/model.pte",
             comment=("export_llm (llama3 example model, random weights: dim 64, 2 layers, 4/2 heads, "
-                     "vocab 256, max_seq_len 32; use_kv_cache + use_sdpa_with_kv_cache); a 5-token "
+                     "vocab 256, max_seq_len 32; use_kv_cache + use_sdpa_with_kv_cache"
+                     + (" + quantize_kv_cache" if a.quantize_kv else "") + "); a 5-token "
                      "prefill then 4 greedy decode steps on one method; expected = ExecuTorch runtime"),
             cases=cases,
         ))

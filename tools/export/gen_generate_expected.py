@@ -5,18 +5,22 @@ over ExecuTorch 1.5.1's own runtime (with the llama:: custom-op kernels of the w
 runner convention forward(tokens[1, T], input_pos[1]) -> logits, the prompt prefilled in
 one call (the program has dynamic shapes), then one token per call.
 
-    /work/venv/bin/python tools/export/gen_generate_expected.py
-writes tests/fixtures/llama_ops/tiny_llama/generate.json
+    /work/venv/bin/python tools/export/gen_generate_expected.py [NAME]
+writes tests/fixtures/llama_ops/NAME/generate.json (NAME: tiny_llama, the default, or
+tiny_llama_qkv, the quantized KV-cache recipe's program; for it ExecuTorch's quantized
+kernels are loaded into the runtime).
 """
 import json
 import os
+import sys
 
 import torch
 from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401  (registers llama::)
 from executorch.runtime import Runtime
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DIR = os.path.join(ROOT, "tests", "fixtures", "llama_ops", "tiny_llama")
+NAME = sys.argv[1] if len(sys.argv) > 1 else "tiny_llama"
+DIR = os.path.join(ROOT, "tests", "fixtures", "llama_ops", NAME)
 PROMPTS = [[1, 5, 9, 23, 7], [42], [3, 141, 59, 26, 5, 35, 89, 79, 32, 38]]
 NEW = 12
 
@@ -36,6 +40,11 @@ def greedy(method, prompt, new):
 
 
 def main():
+    if NAME == "tiny_llama_qkv":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from export_llama_ops_fixtures import load_quantized_kernels
+
+        load_quantized_kernels()
     rt = Runtime.get()
     cases = []
     for p in PROMPTS:

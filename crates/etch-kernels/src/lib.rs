@@ -17,6 +17,7 @@ pub mod linalg;
 pub mod llama;
 pub mod norm;
 pub mod prim;
+pub mod quantized;
 pub mod reduce;
 pub mod sample;
 pub mod scratch;
@@ -43,6 +44,7 @@ pub fn register_portable(reg: &mut KernelRegistry) -> Result<()> {
     index::register(reg)?;
     prim::register(reg)?;
     llama::register(reg)?;
+    quantized::register(reg)?;
     etch_ops::register(reg)?;
     device_copy::register(reg)?;
     Ok(())

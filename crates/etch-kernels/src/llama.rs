@@ -21,6 +21,14 @@
 //! - `sdpa_with_kv_cache.out(query, key, value, key_cache, value_cache, start_pos, seq_len,
 //!   attn_mask?, dropout_p, is_causal, scale?, *, out)`: `update_cache` of both caches,
 //!   then `custom_sdpa`.
+//! - `custom_quantized_sdpa.out(query, key, value, start_pos, attn_mask?, dropout_p,
+//!   is_causal, scale?, q_zero_points?, q_scales?, k_zero_points?, k_scales?,
+//!   v_zero_points?, v_scales?, is_seq_at_dim_2, *, out)`: `custom_sdpa` over int8 query
+//!   and caches with one (int8 zero point, f32 scale) pair per `head_dim` row
+//!   (`[batch, seq, heads, 1]`), as `export_llm`'s quantized KV-cache recipe calls it:
+//!   scores `sum((q - zq) * (k - zk)) * sq * sk * scale` (the sum exact in int32), softmax
+//!   in f32, output `sum_j p_j * (v_j - zv_j) * sv_j` in f32. The mask, if any, is f32.
+//!   `is_seq_at_dim_2` (`[batch, heads, seq, head_dim]` operands) is not implemented.
 //!
 //! Half types compute in `f32` (scores, softmax and the weighted sum) and round once.
 
@@ -152,7 +160,7 @@ fn update_cache_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 }
 
 /// What one attention call reads: shapes and options, checked.
-pub(crate) struct Attn {
+pub struct Attn {
     batch: usize,
     seq: usize,
     heads: usize,
@@ -175,6 +183,23 @@ pub(crate) fn check_attn(
     k: &TensorRef<'_>,
     v: &TensorRef<'_>,
     mask: &Option<TensorRef<'_>>,
+    start: i64,
+    causal: bool,
+    scale: Option<f64>,
+) -> Result<Attn> {
+    let mask_dtype = q.dtype();
+    check_attn_with(op, q, k, v, mask, mask_dtype, start, causal, scale)
+}
+
+/// [`check_attn`] with the mask's dtype given (float masks for int8 queries).
+#[allow(clippy::too_many_arguments)]
+fn check_attn_with(
+    op: &str,
+    q: &TensorRef<'_>,
+    k: &TensorRef<'_>,
+    v: &TensorRef<'_>,
+    mask: &Option<TensorRef<'_>>,
+    mask_dtype: ScalarType,
     start: i64,
     causal: bool,
     scale: Option<f64>,
@@ -211,7 +236,7 @@ pub(crate) fn check_attn(
                 "{op}: attn_mask and is_causal cannot be set together"
             )));
         }
-        same_dtype(op, q.dtype(), m.dtype())?;
+        same_dtype(op, mask_dtype, m.dtype())?;
         require_contiguous(op, "attn_mask", m)?;
         if m.sizes() != [seq, max_seq] {
             return Err(Error::invalid_argument(format!(
@@ -400,6 +425,230 @@ fn sdpa_with_kv_cache_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     attend(OP, &a, &q, &k, &v, &mask, &mut out)
 }
 
+/// The int8 operands of `custom_quantized_sdpa` and their per-row parameters: row `r`
+/// (a `[head_dim]` vector of a `[batch, seq, heads, head_dim]` tensor, in that order)
+/// dequantizes to `(x - zero_points[r]) * scales[r]`.
+pub struct QuantizedOperand<'a> {
+    /// `[batch, seq, heads, head_dim]`, int8.
+    pub data: TensorRef<'a>,
+    /// `[batch, seq, heads, 1]`, int8.
+    pub zero_points: TensorRef<'a>,
+    /// `[batch, seq, heads, 1]`, f32.
+    pub scales: TensorRef<'a>,
+}
+
+/// A decoded `llama::custom_quantized_sdpa.out` call.
+pub struct QuantizedSdpaCall<'a> {
+    /// The query.
+    pub q: QuantizedOperand<'a>,
+    /// The key cache.
+    pub k: QuantizedOperand<'a>,
+    /// The value cache.
+    pub v: QuantizedOperand<'a>,
+    /// Optional additive f32 mask `[seq, max_seq]`.
+    pub mask: Option<TensorRef<'a>>,
+    /// Shapes and options, checked.
+    pub attn: Attn,
+    /// `out`, f32, shaped like the query.
+    pub out: TensorRef<'a>,
+}
+
+/// Checks one int8 operand of `custom_quantized_sdpa` and its parameters.
+fn quantized_operand<'a>(
+    ctx: &KernelContext<'a>,
+    what: &str,
+    data: usize,
+    zp: usize,
+    scale: usize,
+) -> Result<QuantizedOperand<'a>> {
+    let op = ctx.op_name();
+    let data = ctx.tensor(data)?;
+    let (Some(zero_points), Some(scales)) = (ctx.opt_tensor(zp)?, ctx.opt_tensor(scale)?) else {
+        return Err(Error::invalid_argument(format!(
+            "{op}: {what} needs its zero points and scales"
+        )));
+    };
+    if data.dtype() != ScalarType::Char
+        || zero_points.dtype() != ScalarType::Char
+        || scales.dtype() != ScalarType::Float
+    {
+        return Err(Error::invalid_argument(format!(
+            "{op}: {what} must be int8 with int8 zero points and f32 scales, got {}, {} and {}",
+            data.dtype(),
+            zero_points.dtype(),
+            scales.dtype()
+        )));
+    }
+    require_4d(op, what, &data)?;
+    let rows = &data.sizes()[..3];
+    for (t, name) in [(&zero_points, "zero points"), (&scales, "scales")] {
+        if t.dim() != 4 || &t.sizes()[..3] != rows || t.sizes()[3] != 1 {
+            return Err(Error::invalid_argument(format!(
+                "{op}: {what} {name} must be {:?} + [1], got {:?}",
+                rows,
+                t.sizes()
+            )));
+        }
+        require_contiguous(op, name, t)?;
+    }
+    Ok(QuantizedOperand {
+        data,
+        zero_points,
+        scales,
+    })
+}
+
+/// Decodes and checks `llama::custom_quantized_sdpa.out`: args [query, key, value,
+/// start_pos, attn_mask?, dropout_p, is_causal, scale?, q_zero_points?, q_scales?,
+/// k_zero_points?, k_scales?, v_zero_points?, v_scales?, is_seq_at_dim_2, out, (ret)].
+pub fn quantized_sdpa_call<'a>(ctx: &mut KernelContext<'a>) -> Result<QuantizedSdpaCall<'a>> {
+    let op = ctx.op_name();
+    let q = quantized_operand(ctx, "query", 0, 8, 9)?;
+    let k = quantized_operand(ctx, "key cache", 1, 10, 11)?;
+    let v = quantized_operand(ctx, "value cache", 2, 12, 13)?;
+    let start = ctx.int(3)?;
+    let mask = ctx.opt_tensor(4)?;
+    let _dropout = ctx.double(5)?;
+    let causal = ctx.bool(6)?;
+    let scale = ctx.opt_double(7)?;
+    if ctx.bool(14)? {
+        return Err(Error::not_supported(format!(
+            "{op}: is_seq_at_dim_2 ([batch, heads, seq, head_dim] layouts) is not implemented"
+        )));
+    }
+    let attn = check_attn_with(
+        op,
+        &q.data,
+        &k.data,
+        &v.data,
+        &mask,
+        ScalarType::Float,
+        start,
+        causal,
+        scale,
+    )?;
+    let out = ctx.resize_out(15, q.data.sizes())?;
+    if out.dtype() != ScalarType::Float {
+        return Err(bad_dtype(op, "out", out.dtype()));
+    }
+    require_contiguous(op, "out", &out)?;
+    Ok(QuantizedSdpaCall {
+        q,
+        k,
+        v,
+        mask,
+        attn,
+        out,
+    })
+}
+
+/// `sum((a - za) * (b - zb))`, exact in i32 (|terms| <= 255^2, rows < 2^15).
+#[inline(always)]
+fn dot_i8(a: &[i8], za: i32, b: &[i8], zb: i32) -> i32 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| (i32::from(x) - za) * (i32::from(y) - zb))
+        .sum()
+}
+
+/// Attention over dequantized operands: scores `dot_i8 * q_scale * k_scale * scale`,
+/// softmax in f32, then the weighted sum of `(v - v_zp) * v_scale`.
+fn attend_quantized(c: &mut QuantizedSdpaCall<'_>) -> Result<()> {
+    let a = &c.attn;
+    let rows = a.batch * a.seq * a.heads;
+    let (d, hk) = (a.dim, a.kv_heads);
+    let group = a.heads / hk;
+    if d >= 1 << 15 {
+        return Err(Error::not_supported(format!(
+            "custom_quantized_sdpa: head_dim {d} overflows the int32 dot product"
+        )));
+    }
+    let (qs, ks, vs) = (
+        c.q.data.data::<i8>()?,
+        c.k.data.data::<i8>()?,
+        c.v.data.data::<i8>()?,
+    );
+    let (qz, kz, vz) = (
+        c.q.zero_points.data::<i8>()?,
+        c.k.zero_points.data::<i8>()?,
+        c.v.zero_points.data::<i8>()?,
+    );
+    let (qsc, ksc, vsc) = (
+        c.q.scales.data::<f32>()?,
+        c.k.scales.data::<f32>()?,
+        c.v.scales.data::<f32>()?,
+    );
+    let ms = match &c.mask {
+        Some(m) => Some(m.data::<f32>()?),
+        None => None,
+    };
+    let o = SharedMut::new(c.out.data_mut::<f32>()?);
+    let scale = a.scale as f32;
+    let tasks = threads::tasks_for(rows * a.kv_len * d * 2, ATTN_TASK).clamp(1, rows.max(1));
+    let per_task = a.kv_len + d;
+    let mut buf = scratch::take(tasks * per_task, 0f32);
+    let bufs = SharedMut::new(&mut buf[..]);
+    threads::run(tasks, &|t| {
+        // SAFETY: task `t` alone uses slice `t` of the scratch buffer.
+        let (scores, acc) = unsafe { bufs.slice(t * per_task, per_task) }.split_at_mut(a.kv_len);
+        for idx in threads::part(rows, tasks, t) {
+            let (b, s, h) = (
+                idx / (a.seq * a.heads),
+                (idx / a.heads) % a.seq,
+                idx % a.heads,
+            );
+            let n_keys = if a.causal {
+                (a.start + s + 1).min(a.kv_len)
+            } else {
+                a.kv_len
+            };
+            let qrow = &qs[idx * d..(idx + 1) * d];
+            let (qzp, qscale) = (i32::from(qz[idx]), qsc[idx]);
+            // Row index of key/value `j` in the caches (and in their parameters).
+            let kv_row = |j: usize| (b * a.max_seq + j) * hk + h / group;
+            let mut mx = f32::NEG_INFINITY;
+            for j in 0..n_keys {
+                let r = kv_row(j);
+                let dot = dot_i8(qrow, qzp, &ks[r * d..(r + 1) * d], i32::from(kz[r]));
+                let mut sc = dot as f32 * qscale * ksc[r] * scale;
+                if let Some(ms) = ms {
+                    sc += ms[s * a.max_seq + j];
+                }
+                scores[j] = sc;
+                if sc > mx || sc.is_nan() {
+                    mx = sc;
+                }
+            }
+            let mut sum = 0f32;
+            for sc in scores[..n_keys].iter_mut() {
+                *sc = (*sc - mx).exp();
+                sum += *sc;
+            }
+            acc.fill(0.0);
+            for j in 0..n_keys {
+                let r = kv_row(j);
+                let (p, z) = (scores[j] * vsc[r], i32::from(vz[r]));
+                for (x, &y) in acc.iter_mut().zip(&vs[r * d..(r + 1) * d]) {
+                    *x += p * (i32::from(y) - z) as f32;
+                }
+            }
+            let inv = 1.0 / sum;
+            // SAFETY: output row `idx` is this task's alone.
+            let orow = unsafe { o.slice(idx * d, d) };
+            for (y, &x) in orow.iter_mut().zip(acc.iter()) {
+                *y = x * inv;
+            }
+        }
+    });
+    Ok(())
+}
+
+/// `llama::custom_quantized_sdpa.out` on the CPU.
+fn custom_quantized_sdpa_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let mut c = quantized_sdpa_call(ctx)?;
+    attend_quantized(&mut c)
+}
+
 /// Registers the `llama::` custom-op kernels.
 pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     reg.register("llama::update_cache.out", update_cache_out)?;
@@ -409,5 +658,9 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     )?;
     reg.register("llama::custom_sdpa.out", custom_sdpa_out)?;
     reg.register("llama::sdpa_with_kv_cache.out", sdpa_with_kv_cache_out)?;
+    reg.register(
+        "llama::custom_quantized_sdpa.out",
+        custom_quantized_sdpa_out,
+    )?;
     Ok(())
 }

@@ -248,3 +248,116 @@ fn sdpa_with_kv_cache_updates_then_attends() {
         .is_err()
     );
 }
+
+/// `custom_quantized_sdpa` and the per-token quantization ops on hand-built arguments:
+/// a hand-computed case and typed errors (the values against ExecuTorch's runtime are in
+/// the root crate's `tests/llama_ops.rs`).
+#[test]
+fn quantized_sdpa_and_per_token_ops() {
+    let mut e = Env::default();
+    // One query row, two keys (start_pos 1, causal): head_dim 2, one head.
+    let q = e.t(&[2i8, 4], &[1, 1, 1, 2]);
+    let k = e.t(&[1i8, 0, 3, 3, 0, 0], &[1, 3, 1, 2]);
+    let v = e.t(&[10i8, 0, 0, 20, 0, 0], &[1, 3, 1, 2]);
+    let qz = e.t(&[0i8], &[1, 1, 1, 1]);
+    let qs = e.t(&[0.5f32], &[1, 1, 1, 1]);
+    let kz = e.t(&[0i8, 1, 0], &[1, 3, 1, 1]);
+    let ks = e.t(&[1.0f32, 0.25, 1.0], &[1, 3, 1, 1]);
+    let vz = e.t(&[0i8, 0, 0], &[1, 3, 1, 1]);
+    let vs = e.t(&[0.1f32, 0.05, 1.0], &[1, 3, 1, 1]);
+    let (start, none, drop, causal, no) = (
+        e.int(1),
+        e.none(),
+        e.dbl(0.0),
+        e.boolean(true),
+        e.boolean(false),
+    );
+    let out = e.out(ScalarType::Float, &[1, 1, 1, 2]);
+    let args = |qz, qs, seq2, out| {
+        [
+            q, k, v, start, none, drop, causal, none, qz, qs, kz, ks, vz, vs, seq2, out, out,
+        ]
+    };
+    e.run("llama::custom_quantized_sdpa.out", &args(qz, qs, no, out))
+        .unwrap();
+    // Scores: key 0: 0.5*1*(2*1 + 4*0) = 1; key 1: 0.5*0.25*(2*2 + 4*2) = 1.5; / sqrt(2).
+    let (s0, s1) = (1.0f64 / 2f64.sqrt(), 1.5 / 2f64.sqrt());
+    let (p0, p1) = ((s0 - s1).exp(), 1.0);
+    let want = [
+        (p0 * 1.0) / (p0 + p1),
+        (p1 * 1.0) / (p0 + p1), // v0 = [1, 0], v1 = [0, 1]
+    ];
+    let got = e.getf(out);
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() < 1e-6, "{got:?} vs {want:?}");
+    }
+    // Missing parameters, float query parameters of the wrong dtype, seq at dim 2.
+    let err = e
+        .run("llama::custom_quantized_sdpa.out", &args(none, qs, no, out))
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
+    let qs64 = e.t(&[0.5f64], &[1, 1, 1, 1]);
+    let err = e
+        .run("llama::custom_quantized_sdpa.out", &args(qz, qs64, no, out))
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
+    let yes = e.boolean(true);
+    let err = e
+        .run("llama::custom_quantized_sdpa.out", &args(qz, qs, yes, out))
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::NotSupported, "{err}");
+
+    // Per-token: a row [-1, 0, 3] -> scale 4/255, zero point round(-128 + 255/4) = -64.
+    let x = e.t(&[-1.0f32, 0.0, 3.0], &[1, 3]);
+    let dt = e.int(1); // int8
+    let s = e.out(ScalarType::Double, &[1, 1]);
+    let z = e.out(ScalarType::Long, &[1, 1]);
+    e.run(
+        "quantized_decomposed::choose_qparams_per_token_asymmetric.out",
+        &[x, dt, s, z, s, z],
+    )
+    .unwrap();
+    assert_eq!(e.get::<f64>(s), vec![4.0 / 255.0]);
+    assert_eq!(e.get::<i64>(z), vec![-64]);
+    let (lo, hi) = (e.int(-128), e.int(127));
+    let xq = e.out(ScalarType::Char, &[1, 3]);
+    e.run(
+        "quantized_decomposed::quantize_per_token.out",
+        &[x, s, z, lo, hi, dt, xq, xq],
+    )
+    .unwrap();
+    assert_eq!(e.get::<i8>(xq), vec![-128, -64, 127]);
+    // A range wider than int8, too few scales, a float input of another dtype.
+    let wide = e.int(200);
+    code(
+        e.run(
+            "quantized_decomposed::quantize_per_token.out",
+            &[x, s, z, lo, wide, dt, xq, xq],
+        ),
+        ErrorCode::InvalidArgument,
+    );
+    let x2 = e.t(&[0.0f32; 6], &[2, 3]);
+    code(
+        e.run(
+            "quantized_decomposed::quantize_per_token.out",
+            &[x2, s, z, lo, hi, dt, xq, xq],
+        ),
+        ErrorCode::InvalidArgument,
+    );
+    let xh = e.t(&[f16::from_f32(1.0); 3], &[1, 3]);
+    assert!(
+        e.run(
+            "quantized_decomposed::choose_qparams_per_token_asymmetric.out",
+            &[xh, dt, s, z, s, z],
+        )
+        .is_err()
+    );
+    let empty = e.t::<f32>(&[], &[1, 0]);
+    code(
+        e.run(
+            "quantized_decomposed::choose_qparams_per_token_asymmetric.out",
+            &[empty, dt, s, z, s, z],
+        ),
+        ErrorCode::InvalidArgument,
+    );
+}
