@@ -131,6 +131,7 @@ fn execute_does_not_allocate() {
         "llama_ops/sdpa_with_kv_cache/model.pte",
         "llama_ops/custom_sdpa_mask/model.pte",
         "llama_ops/tiny_llama/model.pte",
+        "llama_ops/tiny_llama_qkv/model.pte",
     ];
     for threads in [1, 4] {
         etch::set_num_threads(threads);
