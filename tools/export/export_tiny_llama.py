@@ -72,9 +72,13 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--quantize-kv", action="store_true", help="model.quantize_kv_cache=True")
     ap.add_argument("--no-manifest", action="store_true")
+    ap.add_argument("--embedding-quantize", default=None,
+                    help="quantization.embedding_quantize (e.g. 8,0 or 4,32)")
     ap.add_argument("--dtype", default="fp32", help="model.dtype_override (fp32, bf16, fp16)")
     a = ap.parse_args()
     name = "tiny_llama_qkv" if a.quantize_kv else "tiny_llama"
+    if a.embedding_quantize:
+        name = "tiny_llama_qemb" + a.embedding_quantize.split(",")[0]
     a.out = a.out or os.path.join(FIXTURES, name)
     os.makedirs(a.out, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,6 +95,7 @@ def main() -> None:
             "model.use_kv_cache=True",
             "model.use_sdpa_with_kv_cache=True",
             *(["model.quantize_kv_cache=True"] if a.quantize_kv else []),
+            *([f"quantization.embedding_quantize='{a.embedding_quantize}'"] if a.embedding_quantize else []),
             f"model.dtype_override={a.dtype}",
             f"export.max_seq_length={MAX_SEQ}",
             f"export.max_context_length={MAX_SEQ}",
@@ -104,7 +109,7 @@ def main() -> None:
     from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
     from executorch.runtime import Runtime
 
-    if a.quantize_kv:
+    if a.quantize_kv or a.embedding_quantize:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from export_llama_ops_fixtures import load_quantized_kernels
 

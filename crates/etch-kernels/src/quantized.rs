@@ -18,9 +18,25 @@
 //!   quant_max)` in f32, stored as `dtype` (int8 or uint8, int16, int32).
 //!
 //! Inputs are f32, as ExecuTorch's kernels require.
+//!
+//! Weight-only quantized embeddings (`export_llm`'s `quantization.embedding_quantize`,
+//! ExecuTorch's `op_embedding.cpp` / `op_embedding4b.cpp`): row `i` of `weight` is
+//! dequantized per group, `out[.., j] = (w[i, j] - zp[i, g]) * scale[i, g]` in f32 with
+//! `g = j / group_size` (one group per row when the scales are `[rows]`, else
+//! `[rows, groups]`; no zero points means 0), and stored as the output dtype.
+//!
+//! - `embedding_byte.dtype_out(weight, weight_scales, weight_zero_points?, quant_min,
+//!   quant_max, indices, *, dtype=None, out)`: `weight [rows, dim]` int8 or uint8
+//!   (`8,0` is per-channel int8).
+//! - `embedding_4bit.dtype_out(...)` (same arguments): `weight [rows, dim / 2]` uint8,
+//!   two 4-bit values a byte (high nibble first), each `nibble - 8` (`4,32`: groups of 32).
+//!
+//! Also the `.out` variants (no `dtype`). `indices` are int64 (any shape, each in
+//! `[0, rows)`, else an error); `out` is `indices.sizes + [dim]`, f32, f16 or bf16 (the
+//! `dtype` when given); scales are f32, f16 or bf16, zero points of the scales' dtype.
 
 use crate::util::*;
-use etch_core::{Error, KernelContext, KernelRegistry, Result, ScalarType, TensorRef};
+use etch_core::{Error, KernelContext, KernelFn, KernelRegistry, Result, ScalarType, TensorRef};
 
 /// Scales below this are raised to it (ExecuTorch's `SMALL_SCALE_THRESHOLD`).
 const SMALL_SCALE: f32 = 6.1e-5;
@@ -276,8 +292,237 @@ fn quantize_per_token_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Registers the `quantized_decomposed::` per-token kernels.
+/// A decoded `embedding_byte` / `embedding_4bit` call (`.out` or `.dtype_out`).
+pub struct QuantizedEmbeddingCall<'a> {
+    /// `weight [rows, dim]` (int8 / uint8), or `[rows, dim / 2]` packed nibbles (uint8).
+    pub weight: TensorRef<'a>,
+    /// `[rows]` or `[rows, groups]`.
+    pub scales: TensorRef<'a>,
+    /// Shaped and typed like `scales`, if any.
+    pub zero_points: Option<TensorRef<'a>>,
+    /// `indices`, int64.
+    pub indices: TensorRef<'a>,
+    /// Unpacked row length.
+    pub dim: usize,
+    /// Values per scale.
+    pub group_size: usize,
+    /// Whether the weight holds two 4-bit values a byte.
+    pub packed4: bool,
+    /// `indices.sizes + [dim]`.
+    pub out: TensorRef<'a>,
+}
+
+fn is_half_or_float(t: ScalarType) -> bool {
+    matches!(
+        t,
+        ScalarType::Float | ScalarType::Half | ScalarType::BFloat16
+    )
+}
+
+/// Checks the quantization parameters of a `[rows, dim]` embedding table and returns
+/// the group size.
+fn embedding_params(
+    op: &str,
+    rows: usize,
+    dim: usize,
+    scales: &TensorRef<'_>,
+    zero_points: Option<&TensorRef<'_>>,
+) -> Result<usize> {
+    if !is_half_or_float(scales.dtype()) {
+        return Err(bad_dtype(op, "weight_scales", scales.dtype()));
+    }
+    let groups = match scales.sizes() {
+        [r] if *r == rows => 1,
+        [r, g] if *r == rows && *g > 0 && dim % g == 0 => *g,
+        s => {
+            return Err(Error::invalid_argument(format!(
+                "{op}: weight_scales {s:?} do not fit {rows} rows of {dim} values"
+            )));
+        }
+    };
+    if let Some(z) = zero_points {
+        if z.dtype() != scales.dtype() || z.sizes() != scales.sizes() {
+            return Err(Error::invalid_argument(format!(
+                "{op}: weight_zero_points ({} {:?}) must match weight_scales ({} {:?})",
+                z.dtype(),
+                z.sizes(),
+                scales.dtype(),
+                scales.sizes()
+            )));
+        }
+        require_contiguous(op, "weight_zero_points", z)?;
+    }
+    require_contiguous(op, "weight_scales", scales)?;
+    Ok(dim / groups)
+}
+
+/// Decodes and checks `quantized_decomposed::embedding_byte` / `embedding_4bit` (`.out`:
+/// args [weight, weight_scales, weight_zero_points, quant_min, quant_max, indices, out,
+/// (ret)]; `.dtype_out`: `dtype` before `out`).
+pub fn quantized_embedding_call<'a>(
+    ctx: &mut KernelContext<'a>,
+    packed4: bool,
+    has_dtype: bool,
+) -> Result<QuantizedEmbeddingCall<'a>> {
+    let op = ctx.op_name();
+    let weight = ctx.tensor(0)?;
+    let scales = ctx.tensor(1)?;
+    let zero_points = ctx.opt_tensor(2)?;
+    let (qmin, qmax) = (ctx.int(3)?, ctx.int(4)?);
+    let indices = ctx.tensor(5)?;
+    let dtype = if has_dtype {
+        ctx.opt_int(6)?.map(|v| dtype_arg(op, v)).transpose()?
+    } else {
+        None
+    };
+    let (rows, cols) = match weight.sizes() {
+        [r, c] => (*r, *c),
+        s => {
+            return Err(Error::invalid_argument(format!(
+                "{op}: weight must be 2-D, got {s:?}"
+            )));
+        }
+    };
+    let ok = match weight.dtype() {
+        ScalarType::Byte => true,
+        ScalarType::Char => !packed4,
+        _ => false,
+    };
+    if !ok {
+        return Err(bad_dtype(op, "weight", weight.dtype()));
+    }
+    if qmin > qmax {
+        return Err(Error::invalid_argument(format!(
+            "{op}: quant_min {qmin} > quant_max {qmax}"
+        )));
+    }
+    let dim = if packed4 { cols * 2 } else { cols };
+    let group_size = embedding_params(op, rows, dim, &scales, zero_points.as_ref())?;
+    if indices.dtype() != ScalarType::Long {
+        return Err(bad_dtype(op, "indices", indices.dtype()));
+    }
+    require_contiguous(op, "weight", &weight)?;
+    require_contiguous(op, "indices", &indices)?;
+    let mut shape = Shape::from_slice(indices.sizes())?;
+    shape.push(dim)?;
+    let out = ctx.resize_out(if has_dtype { 7 } else { 6 }, &shape)?;
+    if let Some(dt) = dtype {
+        expect_out_dtype(op, &out, dt)?;
+    }
+    if !is_half_or_float(out.dtype()) {
+        return Err(bad_dtype(op, "out", out.dtype()));
+    }
+    require_contiguous(op, "out", &out)?;
+    Ok(QuantizedEmbeddingCall {
+        weight,
+        scales,
+        zero_points,
+        indices,
+        dim,
+        group_size,
+        packed4,
+        out,
+    })
+}
+
+/// Dequantizes the looked-up rows, with `S` the parameter type and `O` the output's.
+fn embed<S: FElem<F = f32>, O: FElem<F = f32>>(
+    op: &str,
+    c: &mut QuantizedEmbeddingCall<'_>,
+) -> Result<()> {
+    let (dim, gs) = (c.dim, c.group_size);
+    let groups = dim / gs;
+    let rows = c.weight.sizes()[0];
+    let scales = c.scales.data::<S>()?;
+    let zps = c.zero_points.as_ref().map(|z| z.data::<S>()).transpose()?;
+    let idx = c.indices.data::<i64>()?;
+    let out = c.out.data_mut::<O>()?;
+    // The weight as bytes: int8 values are read back through `as i8`.
+    let signed = c.weight.dtype() == ScalarType::Char;
+    let w: &[u8] = if signed {
+        let w = c.weight.data::<i8>()?;
+        // SAFETY: i8 and u8 have the same size and alignment and every bit pattern is
+        // valid for both; the slice borrows the same tensor data for the same lifetime.
+        unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u8>(), w.len()) }
+    } else {
+        c.weight.data::<u8>()?
+    };
+    let row_bytes = c.weight.sizes()[1];
+    for (&i, o) in idx.iter().zip(out.chunks_exact_mut(dim)) {
+        let r = usize::try_from(i)
+            .ok()
+            .filter(|&r| r < rows)
+            .ok_or_else(|| {
+                Error::invalid_argument(format!("{op}: index {i} is out of bounds for {rows} rows"))
+            })?;
+        let row = &w[r * row_bytes..(r + 1) * row_bytes];
+        let q = &scales[r * groups..(r + 1) * groups];
+        let z = zps.map(|z| &z[r * groups..(r + 1) * groups]);
+        for (j, y) in o.iter_mut().enumerate() {
+            let v = if c.packed4 {
+                let b = row[j / 2];
+                let n = if j % 2 == 0 { b >> 4 } else { b & 0x0f };
+                f32::from(n as i8 - 8)
+            } else if signed {
+                f32::from(row[j] as i8)
+            } else {
+                f32::from(row[j])
+            };
+            let g = j / gs;
+            let zp = z.map_or(0.0, |z| z[g].to_f());
+            *y = O::from_f((v - zp) * q[g].to_f());
+        }
+    }
+    Ok(())
+}
+
+fn quantized_embedding(ctx: &mut KernelContext<'_>, packed4: bool, has_dtype: bool) -> Result<()> {
+    let op = ctx.op_name();
+    let mut c = quantized_embedding_call(ctx, packed4, has_dtype)?;
+    macro_rules! by_out {
+        ($S:ty) => {
+            match c.out.dtype() {
+                ScalarType::Float => embed::<$S, f32>(op, &mut c),
+                ScalarType::Half => embed::<$S, etch_core::f16>(op, &mut c),
+                ScalarType::BFloat16 => embed::<$S, etch_core::bf16>(op, &mut c),
+                other => Err(bad_dtype(op, "out", other)),
+            }
+        };
+    }
+    match c.scales.dtype() {
+        ScalarType::Float => by_out!(f32),
+        ScalarType::Half => by_out!(etch_core::f16),
+        ScalarType::BFloat16 => by_out!(etch_core::bf16),
+        other => Err(bad_dtype(op, "weight_scales", other)),
+    }
+}
+
+fn embedding_byte_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    quantized_embedding(ctx, false, false)
+}
+
+fn embedding_byte_dtype_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    quantized_embedding(ctx, false, true)
+}
+
+fn embedding_4bit_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    quantized_embedding(ctx, true, false)
+}
+
+fn embedding_4bit_dtype_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    quantized_embedding(ctx, true, true)
+}
+
+/// Registers the `quantized_decomposed::` per-token and embedding kernels.
 pub fn register(reg: &mut KernelRegistry) -> Result<()> {
+    for (name, f) in [
+        ("embedding_byte.out", embedding_byte_out as KernelFn),
+        ("embedding_byte.dtype_out", embedding_byte_dtype_out),
+        ("embedding_4bit.out", embedding_4bit_out),
+        ("embedding_4bit.dtype_out", embedding_4bit_dtype_out),
+    ] {
+        reg.register(&format!("quantized_decomposed::{name}"), f)?;
+    }
     reg.register(
         "quantized_decomposed::choose_qparams_per_token_asymmetric.out",
         choose_qparams_per_token_out,
