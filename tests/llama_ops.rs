@@ -1,6 +1,7 @@
 //! ExecuTorch's LLM custom ops (`llama::update_cache`, `llama::custom_sdpa`,
 //! `llama::sdpa_with_kv_cache`, and the quantized KV-cache recipe's
-//! `llama::custom_quantized_sdpa` with `quantized_decomposed::` per-token quantization): programs from `tools/export/export_llama_ops_fixtures.py`
+//! `llama::custom_quantized_sdpa` with `quantized_decomposed::` per-token quantization, and
+//! the weight-only quantized embeddings `quantized_decomposed::embedding_byte` / `embedding_4bit`): programs from `tools/export/export_llama_ops_fixtures.py`
 //! run over several calls on one loaded module (a prefill, decode steps, another chunk), so
 //! the KV caches in their mutable buffers carry state, and match the outputs of
 //! ExecuTorch's own runtime (the wheel's kernels) on the same inputs. `tiny_llama` is a stock
@@ -63,6 +64,10 @@ fn every_fixture_is_tested() {
         "quantize_per_token",
         "custom_quantized_sdpa",
         "custom_quantized_sdpa_mask",
+        "embedding_byte",
+        "embedding_byte_groups",
+        "embedding_4bit",
+        "embedding_4bit_zp",
         "tiny_llama",
         "tiny_llama_qkv",
     ];
@@ -89,6 +94,10 @@ fixture_tests!(
     quantize_per_token,
     custom_quantized_sdpa,
     custom_quantized_sdpa_mask,
+    embedding_byte,
+    embedding_byte_groups,
+    embedding_4bit,
+    embedding_4bit_zp,
     tiny_llama,
     tiny_llama_qkv,
 );

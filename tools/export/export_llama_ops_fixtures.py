@@ -280,6 +280,48 @@ def build_per_token(name) -> Dict[str, Any]:
                 cases=cases)
 
 
+class QuantEmbedding(torch.nn.Module):
+    """`quantized_decomposed::embedding_byte` / `embedding_4bit` (`.dtype` variant, as
+    export_llm's embedding_quantize leaves them) on constant quantized tables."""
+
+    def __init__(self, bits, rows, dim, groups, zero_points, dtype):
+        super().__init__()
+        qmin, qmax = (-128, 127) if bits == 8 else (-8, 7)
+        w = torch.randint(qmin, qmax + 1, (rows, dim), dtype=torch.int8)
+        if bits == 4:
+            u = (w + 8).to(torch.uint8)
+            w = (u[:, ::2] << 4) | u[:, 1::2]
+        self.register_buffer("w", w)
+        shape = (rows,) if groups == 1 else (rows, groups)
+        self.register_buffer("s", (torch.rand(shape) * 0.05 + 0.01).to(dtype))
+        self.register_buffer("z", torch.randint(-3, 4, shape).to(dtype) if zero_points else None)
+        self.bits, self.qmin, self.qmax, self.dtype = bits, qmin, qmax, dtype
+
+    def forward(self, idx):
+        op = (torch.ops.quantized_decomposed.embedding_byte if self.bits == 8
+              else torch.ops.quantized_decomposed.embedding_4bit)
+        return (op.dtype(self.w, self.s, self.z, self.qmin, self.qmax, idx, dtype=self.dtype),)
+
+
+def build_embedding(name, bits, *, rows=20, dim=64, groups=1, zero_points=False,
+                    dtype=torch.float32, seed=0) -> Dict[str, Any]:
+    torch.manual_seed(seed)
+    model = QuantEmbedding(bits, rows, dim, groups, zero_points, dtype).eval()
+    calls = [[torch.tensor([[0, 3, rows - 1, 3, 7]])], [torch.tensor([[5]])]]
+    S = torch.export.Dim("S", min=1, max=16)
+    cases, results = export_and_run(name, model, calls[0], ({1: S},), calls)
+    for x, got, case in zip(calls, results, cases):
+        exp = model(*x)[0]
+        worst = float((got[0].float() - exp.float()).abs().max())
+        assert worst <= 1e-6 * (1 if dtype == torch.float32 else 1e4), (name, worst)
+        case.update(rtol=0.0, atol=0.0)
+    return dict(name=name, pte=f"{name}/model.pte",
+                comment=(f"quantized_decomposed::embedding_{'byte' if bits == 8 else '4bit'}.dtype_out: "
+                         f"{rows}x{dim} table, {groups} group(s) a row, zero points={zero_points}, "
+                         f"out {DTYPE_NAMES[dtype]}; expected = ExecuTorch runtime, exact"),
+                cases=cases)
+
+
 def to_numpy(t: torch.Tensor) -> np.ndarray:
     if t.dtype == torch.bfloat16:
         t = t.float()
@@ -400,6 +442,11 @@ def main() -> None:
         ("custom_quantized_sdpa", lambda n: build_quantized(n, seed=7)),
         ("custom_quantized_sdpa_mask", lambda n: build_quantized(
             n, mask=True, heads=4, kv_heads=1, batch=2, dim=16, steps=(3, 1, 4), seed=8)),
+        ("embedding_byte", lambda n: build_embedding(n, 8, seed=9)),
+        ("embedding_byte_groups", lambda n: build_embedding(n, 8, groups=4, zero_points=True,
+                                                            dtype=torch.float16, seed=10)),
+        ("embedding_4bit", lambda n: build_embedding(n, 4, groups=2, seed=11)),
+        ("embedding_4bit_zp", lambda n: build_embedding(n, 4, groups=4, zero_points=True, seed=12)),
     ]
     built: List[Dict[str, Any]] = [f(n) for n, f in todo if not only or n in only]
     # Keep the entries other scripts wrote (tiny_llama from export_tiny_llama.py).

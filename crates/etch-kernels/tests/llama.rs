@@ -361,3 +361,71 @@ fn quantized_sdpa_and_per_token_ops() {
         ErrorCode::InvalidArgument,
     );
 }
+
+#[test]
+fn quantized_embeddings_dequantize_rows_and_reject_bad_arguments() {
+    let mut e = Env::default();
+    // 8-bit, per channel: rows [1, -2, 3, 4] * 0.5 and [-128, 127, 0, 2] * 0.25.
+    let w = e.t(&[1i8, -2, 3, 4, -128, 127, 0, 2], &[2, 4]);
+    let s = e.t(&[0.5f32, 0.25], &[2]);
+    let no = e.none();
+    let (lo, hi) = (e.int(-128), e.int(127));
+    let idx = e.t(&[1i64, 0, 1], &[3]);
+    let dt = e.int(6); // float32
+    let out = e.out(ScalarType::Float, &[3, 4]);
+    let op = "quantized_decomposed::embedding_byte.dtype_out";
+    e.run(op, &[w, s, no, lo, hi, idx, dt, out, out]).unwrap();
+    assert_eq!(
+        e.get::<f32>(out),
+        vec![
+            -32.0, 31.75, 0.0, 0.5, 0.5, -1.0, 1.5, 2.0, -32.0, 31.75, 0.0, 0.5
+        ]
+    );
+    // 4-bit, two groups of 2 with zero points: byte 0x9f is nibbles 9, 15 -> 1, 7.
+    let w4 = e.t(&[0x9fu8, 0x08], &[1, 2]);
+    let s4 = e.t(&[1.0f32, 0.5], &[1, 2]);
+    let z4 = e.t(&[1.0f32, -2.0], &[1, 2]);
+    let (lo4, hi4) = (e.int(-8), e.int(7));
+    let idx0 = e.t(&[0i64], &[1, 1]);
+    let out4 = e.out(ScalarType::Float, &[1, 1, 4]);
+    let op4 = "quantized_decomposed::embedding_4bit.dtype_out";
+    e.run(op4, &[w4, s4, z4, lo4, hi4, idx0, dt, out4, out4])
+        .unwrap();
+    assert_eq!(e.get::<f32>(out4), vec![0.0, 6.0, -3.0, 1.0]);
+    // Out-of-range and negative indices, a 1-D weight, scales that do not fit, int32
+    // indices, an out dtype other than `dtype`, an int8 weight for the 4-bit op.
+    for bad in [2i64, -1] {
+        let i = e.t(&[bad], &[1]);
+        let o = e.out(ScalarType::Float, &[1, 4]);
+        code(
+            e.run(op, &[w, s, no, lo, hi, i, dt, o, o]),
+            ErrorCode::InvalidArgument,
+        );
+    }
+    let w1 = e.t(&[1i8; 8], &[8]);
+    let s3 = e.t(&[1.0f32; 3], &[3]);
+    let idx32 = e.t(&[0i32], &[1]);
+    let dt16 = e.int(5); // float16
+    for args in [
+        [w1, s, no, lo, hi, idx, dt, out, out],
+        [w, s3, no, lo, hi, idx, dt, out, out],
+        [w, s, no, lo, hi, idx32, dt, out, out],
+        [w, s, no, lo, hi, idx, dt16, out, out],
+        [w, s, s3, lo, hi, idx, dt, out, out],
+        [w, s, no, hi, lo, idx, dt, out, out],
+    ] {
+        code(e.run(op, &args), ErrorCode::InvalidArgument);
+    }
+    code(
+        e.run(op4, &[w, s, no, lo4, hi4, idx, dt, out, out]),
+        ErrorCode::InvalidArgument,
+    );
+    // The `.out` variant: no dtype argument.
+    let o = e.out(ScalarType::Float, &[3, 4]);
+    e.run(
+        "quantized_decomposed::embedding_byte.out",
+        &[w, s, no, lo, hi, idx, o, o],
+    )
+    .unwrap();
+    assert_eq!(e.get::<f32>(o), e.get::<f32>(out));
+}
