@@ -333,7 +333,7 @@ fn embedding_params(
     }
     let groups = match scales.sizes() {
         [r] if *r == rows => 1,
-        [r, g] if *r == rows && *g > 0 && dim % g == 0 => *g,
+        [r, g] if *r == rows && *g > 0 && dim.is_multiple_of(*g) => *g,
         s => {
             return Err(Error::invalid_argument(format!(
                 "{op}: weight_scales {s:?} do not fit {rows} rows of {dim} values"
