@@ -97,6 +97,25 @@ fn quantized_kv_cache_greedy_ids_match_executorch() {
     }
 }
 
+/// The tiny Llama exported with 8-bit embeddings (`quantization.embedding_quantize=8,0`).
+fn qemb_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llama_ops/tiny_llama_qemb8")
+}
+
+#[test]
+fn quantized_embedding_greedy_ids_match_executorch() {
+    let (new, cases) = expected_in(&qemb_dir());
+    for (prompt, want) in cases {
+        let got = generate(&qemb_dir().join("model.pte"), &prompt, new, &[]);
+        assert_eq!(got["generated_ids"], want, "prompt {prompt:?}");
+    }
+}
+
+#[test]
+fn quantized_embedding_lowered_gives_the_same_ids_on_the_simulated_device() {
+    lowered_ids_match(&qemb_dir(), "qemb8");
+}
+
 #[test]
 fn quantized_kv_cache_lowered_gives_the_same_ids_on_the_simulated_device() {
     lowered_ids_match(&qkv_dir(), "qkv");

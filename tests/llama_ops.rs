@@ -70,6 +70,7 @@ fn every_fixture_is_tested() {
         "embedding_4bit_zp",
         "tiny_llama",
         "tiny_llama_qkv",
+        "tiny_llama_qemb8",
     ];
     for f in manifest_in(&fixtures_dir().join("llama_ops")) {
         assert!(
@@ -100,6 +101,7 @@ fixture_tests!(
     embedding_4bit_zp,
     tiny_llama,
     tiny_llama_qkv,
+    tiny_llama_qemb8,
 );
 
 /// A start position past the cache is a typed error, not a panic, and the method stays

@@ -6,9 +6,10 @@ runner convention forward(tokens[1, T], input_pos[1]) -> logits, the prompt pref
 one call (the program has dynamic shapes), then one token per call.
 
     /work/venv/bin/python tools/export/gen_generate_expected.py [NAME]
-writes tests/fixtures/llama_ops/NAME/generate.json (NAME: tiny_llama, the default, or
-tiny_llama_qkv, the quantized KV-cache recipe's program; for it ExecuTorch's quantized
-kernels are loaded into the runtime).
+writes tests/fixtures/llama_ops/NAME/generate.json (NAME: tiny_llama, the default;
+tiny_llama_qkv, the quantized KV-cache recipe's program; tiny_llama_qemb8, 8-bit
+embeddings; for the quantized ones ExecuTorch's quantized kernels are loaded into the
+runtime).
 """
 import json
 import os
@@ -40,7 +41,7 @@ def greedy(method, prompt, new):
 
 
 def main():
-    if NAME == "tiny_llama_qkv":
+    if NAME != "tiny_llama":  # the quantized recipes need ExecuTorch's quantized kernels
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from export_llama_ops_fixtures import load_quantized_kernels
 
