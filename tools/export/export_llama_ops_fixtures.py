@@ -355,28 +355,18 @@ def build(name, mode, *, batch=1, max_seq=16, heads=4, kv_heads=2, dim=8,
 
     example = inputs(3, 0)
     dyn = [{1: S}, {1: S}, {1: S}, None] + ([{0: S}] if mask else [])
-    ep = torch.export.export(model, tuple(example), dynamic_shapes=tuple(dyn))
-    prog = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False)).to_executorch()
-    ops = sorted({str(n.target) for n in prog.exported_program().graph.nodes
-                  if n.op == "call_function" and hasattr(n.target, "_schema")})
-
-    fdir = os.path.join(OUT_DIR, name)
-    if os.path.isdir(fdir):
-        shutil.rmtree(fdir)
-    os.makedirs(fdir)
-    with open(os.path.join(fdir, "model.pte"), "wb") as f:
-        f.write(prog.buffer)
-    method = Runtime.get().load_program(prog.buffer).load_method("forward")
-
-    tol = TOL[dtype]
-    cases = []
+    calls, pos = [], 0
+    for s in steps:
+        calls.append(inputs(s, pos))
+        pos += s
+    cases, results = export_and_run(name, model, example, tuple(dyn), calls)
+    for c in cases:
+        c.update(TOL[dtype])
     pos = 0
     kc = np.zeros((batch, max_seq, kv_heads, dim))
     vc = np.zeros_like(kc)
     worst_eager = worst_ref = 0.0
-    for ci, s in enumerate(steps):
-        x = inputs(s, pos)
-        got = method.execute(x)
+    for ci, (s, x, got) in enumerate(zip(steps, calls, results)):
         exp = eager(*x)
         for g, e in zip(got, exp):
             assert g.dtype == e.dtype and g.shape == e.shape, (name, ci)
@@ -387,28 +377,11 @@ def build(name, mode, *, batch=1, max_seq=16, heads=4, kv_heads=2, dim=8,
                       to_numpy(x[4]).astype(np.float64) if mask else None)
         worst_ref = max(worst_ref, float(np.abs(to_numpy(got[0]) - r).max()))
         np.testing.assert_allclose(to_numpy(got[1]), kc, rtol=0, atol=0)
-        ins, outs = [], []
-        for k, t in enumerate(x):
-            p = f"{name}/forward_{ci}_in{k}.npy"
-            np.save(os.path.join(OUT_DIR, p), to_numpy(t))
-            ins.append(p)
-        for k, t in enumerate(got):
-            p = f"{name}/forward_{ci}_out{k}.npy"
-            np.save(os.path.join(OUT_DIR, p), to_numpy(t))
-            outs.append(p)
-        cases.append(dict(
-            method="forward",
-            inputs=ins,
-            input_dtypes=[DTYPE_NAMES[t.dtype] for t in x],
-            expected=outs,
-            output_dtypes=[DTYPE_NAMES[t.dtype] for t in got],
-            **tol,
-        ))
         pos += s
     ref_tol = 1e-5 if dtype == torch.float32 else 5e-2
     assert worst_ref <= ref_tol, (name, worst_ref)
     assert worst_eager <= (0 if dtype == torch.float32 else ref_tol), (name, worst_eager)
-    print(f"{name}: ops {ops}; runtime vs eager max |diff| {worst_eager:.3g}, "
+    print(f"{name}: runtime vs eager max |diff| {worst_eager:.3g}, "
           f"vs numpy reference {worst_ref:.3g}")
     return dict(
         name=name,
