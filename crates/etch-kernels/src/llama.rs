@@ -175,6 +175,24 @@ pub struct Attn {
     scale: f64,
 }
 
+impl Attn {
+    /// Query row `idx` (over batch, position, head) as `(batch, position, head)`, and how
+    /// many cache rows it attends to.
+    fn row(&self, idx: usize) -> (usize, usize, usize, usize) {
+        let (b, s, h) = (
+            idx / (self.seq * self.heads),
+            (idx / self.heads) % self.seq,
+            idx % self.heads,
+        );
+        let n_keys = if self.causal {
+            (self.start + s + 1).min(self.kv_len)
+        } else {
+            self.kv_len
+        };
+        (b, s, h, n_keys)
+    }
+}
+
 /// Checks a custom_sdpa call: `q` against the caches, the mask and the options.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn check_attn(
@@ -319,16 +337,7 @@ pub(crate) fn attend(
             let (scores, acc) =
                 unsafe { bufs.slice(t * per_task, per_task) }.split_at_mut(a.kv_len);
             for idx in threads::part(rows, tasks, t) {
-                let (b, s, h) = (
-                    idx / (a.seq * a.heads),
-                    (idx / a.heads) % a.seq,
-                    idx % a.heads,
-                );
-                let n_keys = if a.causal {
-                    (a.start + s + 1).min(a.kv_len)
-                } else {
-                    a.kv_len
-                };
+                let (b, s, h, n_keys) = a.row(idx);
                 let qrow = &qs[idx * d..(idx + 1) * d];
                 let kv_base = |j: usize| ((b * a.max_seq + j) * hk + h / group) * d;
                 let mut mx = F::NEG_INFINITY;
@@ -592,16 +601,7 @@ fn attend_quantized(c: &mut QuantizedSdpaCall<'_>) -> Result<()> {
         // SAFETY: task `t` alone uses slice `t` of the scratch buffer.
         let (scores, acc) = unsafe { bufs.slice(t * per_task, per_task) }.split_at_mut(a.kv_len);
         for idx in threads::part(rows, tasks, t) {
-            let (b, s, h) = (
-                idx / (a.seq * a.heads),
-                (idx / a.heads) % a.seq,
-                idx % a.heads,
-            );
-            let n_keys = if a.causal {
-                (a.start + s + 1).min(a.kv_len)
-            } else {
-                a.kv_len
-            };
+            let (b, s, h, n_keys) = a.row(idx);
             let qrow = &qs[idx * d..(idx + 1) * d];
             let (qzp, qscale) = (i32::from(qz[idx]), qsc[idx]);
             // Row index of key/value `j` in the caches (and in their parameters).
