@@ -148,15 +148,7 @@ fn execute_does_not_allocate() {
                     _ => Value::Int(1),
                 })
                 .collect();
-            let method = m.method("forward").unwrap();
-            method.set_inputs(&inputs).unwrap();
-            method.execute().unwrap();
-            method.set_inputs(&inputs).unwrap();
-            let (n, bytes) = allocations_in(|| method.execute().unwrap());
-            assert_eq!(
-                n, 0,
-                "{name} with {threads} threads: {n} allocations ({bytes} bytes) during execute"
-            );
+            assert_warm_execute_allocates_nothing(&mut m, "forward", &inputs, name, threads);
         }
         decode_with_sampling(threads);
     }
@@ -178,13 +170,30 @@ fn decode_with_sampling(threads: usize) {
         Value::Tensor(Tensor::from_slice(&[0i64], &[1]).unwrap()),
         Value::Tensor(Tensor::from_slice(&[0.8f32, 5.0, 0.9, 0.5], &[4]).unwrap()),
     ];
-    let method = m.method("decode").unwrap();
-    method.set_inputs(&inputs).unwrap();
+    assert_warm_execute_allocates_nothing(
+        &mut m,
+        "decode",
+        &inputs,
+        "Qwen decode with sampling",
+        threads,
+    );
+}
+
+/// Runs `method` once to warm it, then asserts that a second execution allocates nothing.
+fn assert_warm_execute_allocates_nothing(
+    m: &mut Module,
+    method: &str,
+    inputs: &[Value],
+    what: &str,
+    threads: usize,
+) {
+    let method = m.method(method).unwrap();
+    method.set_inputs(inputs).unwrap();
     method.execute().unwrap();
-    method.set_inputs(&inputs).unwrap();
+    method.set_inputs(inputs).unwrap();
     let (n, bytes) = allocations_in(|| method.execute().unwrap());
     assert_eq!(
         n, 0,
-        "Qwen decode with sampling, {threads} threads: {n} allocations ({bytes} bytes)"
+        "{what} with {threads} threads: {n} allocations ({bytes} bytes) during execute"
     );
 }
