@@ -146,17 +146,17 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         && fusing();
     // Routing's shared memory: E probabilities, k selected experts and their weights.
     let route_smem = 4 * c.experts + 8 * k;
-    let mut launches = vec![(logits, cfg((e_units, 1, grid_rows), route_smem))];
-    if !fuse_route {
-        let route_cfg = cfg((rows.min(1 << 30) as u32, 1, 1), route_smem);
-        launches.push((route, route_cfg));
-    }
-    launches.push((up, cfg((units, k as u32 + 1, grid_rows), 0)));
+    // The kernels in order; the routing and the sum only when not fused (no allocation:
+    // this runs every step when CUDA graphs are off).
+    let route_cfg = cfg((rows.min(1 << 30) as u32, 1, 1), route_smem);
     let down_smem = if fuse_combine { down_smem } else { 0 };
-    launches.push((down, cfg((h_units, k as u32 + 1, grid_rows), down_smem)));
-    if !fuse_combine {
-        launches.push((combine, cfg((outs, 1, 1), 0)));
-    }
+    let launches = [
+        Some((logits, cfg((e_units, 1, grid_rows), route_smem))),
+        (!fuse_route).then_some((route, route_cfg)),
+        Some((up, cfg((units, k as u32 + 1, grid_rows), 0))),
+        Some((down, cfg((h_units, k as u32 + 1, grid_rows), down_smem))),
+        (!fuse_combine).then_some((combine, cfg((outs, 1, 1), 0))),
+    ];
     let mut a = MoeArgs {
         x: ptr(&c.x),
         router: ptr(&c.router),
@@ -187,7 +187,7 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         let base = l.scratch(total)?;
         [a.sel, a.wsel, a.sgate, a.act, a.logits, a.ys] = offs.map(|o| base + o);
         let mut args = [arg(&mut a)];
-        for (name, cfg) in launches {
+        for (name, cfg) in launches.into_iter().flatten() {
             let f = l.function(Family::Moe, name)?;
             // SAFETY: the weights and x/out are live, contiguous device memory of the shapes
             // `moe_call` checked; the scratch holds the carved regions; the argument
