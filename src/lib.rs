@@ -30,7 +30,7 @@ pub use module::Module;
 pub use etch_core::{
     ByteSource, Device, DeviceAllocator, DeviceMemoryBuffer, DeviceRegistry, DeviceType, Dynamism,
     EValue, Error, ErrorCode, KernelContext, KernelFn, KernelRegistry, Result, ScalarType, Tag,
-    Tensor, TensorImpl, TensorRef, Value, bf16, f16,
+    Tensor, TensorImpl, TensorRef, TransferStats, Value, bf16, f16,
 };
 pub use etch_format::{
     NamedBlob, NamedDataMap, Program, ProgramParts, PtdFile, Safetensors, TensorLayout,

@@ -226,6 +226,15 @@ fn lowered_program_generates_the_same_ids_on_the_simulated_device() {
                 "load_bytes {uploaded}"
             );
             assert!(j["load_gb_s"].as_f64().unwrap() > 0.0, "{j}");
+            // Per decode step only the inputs cross to the device (token id 8 B, position
+            // 8 B, sampling parameters 16 B) and the sampled token id comes back (8 B).
+            let calls = j["decode_calls"].as_u64().unwrap();
+            let t = &j["decode_transfers"];
+            assert_eq!(calls as usize, want.len() - 1, "{j}");
+            assert_eq!(t["h2d_bytes"].as_u64(), Some(32 * calls), "{j}");
+            assert_eq!(t["h2d_copies"].as_u64(), Some(3 * calls), "{j}");
+            assert_eq!(t["d2h_bytes"].as_u64(), Some(8 * calls), "{j}");
+            assert_eq!(t["d2h_copies"].as_u64(), Some(calls), "{j}");
             let peak = j["peak_device_bytes"].as_u64().unwrap();
             if extra.is_empty() {
                 assert!(
@@ -281,6 +290,12 @@ fn lowered_program_generates_the_same_ids_on_a_real_gpu() {
         for (prompt, want) in cases() {
             let j = etch_generate(&model, &prompt, want.len(), graphs);
             assert_eq!(ids(&j), want, "{graphs:?} prompt {prompt:?}");
+            // As on the simulated device, plus the 4-byte device error word read after each
+            // call (the allocator counts every host <-> device copy).
+            let calls = j["decode_calls"].as_u64().unwrap();
+            let t = &j["decode_transfers"];
+            assert_eq!(t["h2d_bytes"].as_u64(), Some(32 * calls), "{j}");
+            assert_eq!(t["d2h_bytes"].as_u64(), Some(12 * calls), "{j}");
         }
     }
     std::fs::remove_file(model).ok();

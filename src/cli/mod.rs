@@ -110,6 +110,36 @@ pub fn proc_status_bytes(field: &str) -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// The host ↔ device traffic counters of the allocator the module runs on: the simulated
+/// one, or the CUDA allocator when the program uses a device (None for CPU programs).
+pub fn device_transfers(
+    simulated: Option<&SimulatedAllocator>,
+    module: &Module,
+) -> Option<etch::TransferStats> {
+    use etch::DeviceAllocator;
+    if let Some(sim) = simulated {
+        return Some(sim.transfer_stats());
+    }
+    if !uses_device(module) {
+        return None;
+    }
+    #[cfg(feature = "cuda")]
+    if let Some(cuda) = &etch::devices_status().cuda {
+        return Some(cuda.transfer_stats());
+    }
+    None
+}
+
+/// True when a loaded method of `module` has tensors on a device.
+fn uses_device(module: &Module) -> bool {
+    module.method_names().iter().any(|n| {
+        module.is_method_loaded(n)
+            && module
+                .method_meta(n)
+                .is_ok_and(|m| m.tensor_devices().iter().any(|(d, _)| !d.is_cpu()))
+    })
+}
+
 /// The peak device bytes of the allocator the module ran on: the simulated one, or the
 /// CUDA allocator when the program used a device (None for CPU programs).
 pub fn peak_device_bytes(
@@ -119,13 +149,7 @@ pub fn peak_device_bytes(
     if let Some(sim) = simulated {
         return Some(("simulated cuda".into(), sim.stats().peak_bytes));
     }
-    let uses_device = module.method_names().iter().any(|n| {
-        module.is_method_loaded(n)
-            && module
-                .method_meta(n)
-                .is_ok_and(|m| m.tensor_devices().iter().any(|(d, _)| !d.is_cpu()))
-    });
-    if !uses_device {
+    if !uses_device(module) {
         return None;
     }
     #[cfg(feature = "cuda")]

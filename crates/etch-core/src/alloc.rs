@@ -6,6 +6,7 @@
 //! never writes device memory with a host `memcpy`.
 
 use crate::{ByteSource, DeviceType, Error, NUM_DEVICE_TYPES, Result};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 /// Default alignment of device allocations (upstream: `alignof(void*)`).
@@ -17,6 +18,66 @@ pub const SOURCE_CHUNK: usize = 8 << 20;
 /// An ordered queue of device work (a CUDA stream). `0` is the device's default stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct StreamId(pub u64);
+
+/// Host ↔ device traffic counted by an allocator since it was made: the bytes and the
+/// number of copies each way. Device-to-device copies are not counted (they do not cross
+/// the bus to the host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TransferStats {
+    /// Bytes copied from host to device.
+    pub h2d_bytes: u64,
+    /// Host-to-device copies (a staged copy counts once).
+    pub h2d_copies: u64,
+    /// Bytes copied from device to host.
+    pub d2h_bytes: u64,
+    /// Device-to-host copies.
+    pub d2h_copies: u64,
+}
+
+impl TransferStats {
+    /// The traffic between `earlier` and `self` (two readings of one allocator).
+    pub fn since(self, earlier: TransferStats) -> TransferStats {
+        TransferStats {
+            h2d_bytes: self.h2d_bytes.saturating_sub(earlier.h2d_bytes),
+            h2d_copies: self.h2d_copies.saturating_sub(earlier.h2d_copies),
+            d2h_bytes: self.d2h_bytes.saturating_sub(earlier.d2h_bytes),
+            d2h_copies: self.d2h_copies.saturating_sub(earlier.d2h_copies),
+        }
+    }
+}
+
+/// Lock-free counters behind [`TransferStats`], for allocator implementations.
+#[derive(Debug, Default)]
+pub struct TransferCounter {
+    h2d_bytes: AtomicU64,
+    h2d_copies: AtomicU64,
+    d2h_bytes: AtomicU64,
+    d2h_copies: AtomicU64,
+}
+
+impl TransferCounter {
+    /// Counts one host-to-device copy of `n` bytes.
+    pub fn h2d(&self, n: usize) {
+        self.h2d_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        self.h2d_copies.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one device-to-host copy of `n` bytes.
+    pub fn d2h(&self, n: usize) {
+        self.d2h_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        self.d2h_copies.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts so far.
+    pub fn get(&self) -> TransferStats {
+        TransferStats {
+            h2d_bytes: self.h2d_bytes.load(Ordering::Relaxed),
+            h2d_copies: self.h2d_copies.load(Ordering::Relaxed),
+            d2h_bytes: self.d2h_bytes.load(Ordering::Relaxed),
+            d2h_copies: self.d2h_copies.load(Ordering::Relaxed),
+        }
+    }
+}
 
 /// Allocates and copies memory of one device type.
 ///
@@ -141,6 +202,12 @@ pub trait DeviceAllocator: Send + Sync {
     /// kernels may run on it directly. Real accelerators return `false`.
     fn host_accessible(&self) -> bool {
         false
+    }
+
+    /// Host ↔ device traffic since the allocator was made (all zero for allocators that do
+    /// not count).
+    fn transfer_stats(&self) -> TransferStats {
+        TransferStats::default()
     }
 
     /// Declares that a kernel running on the device wrote `[ptr, ptr + n)` (used by the

@@ -13,7 +13,9 @@ pub mod source;
 pub mod tensor;
 pub mod value;
 
-pub use alloc::{DeviceAllocator, DeviceMemoryBuffer, DeviceRegistry, StreamId};
+pub use alloc::{
+    DeviceAllocator, DeviceMemoryBuffer, DeviceRegistry, StreamId, TransferCounter, TransferStats,
+};
 pub use device::{Device, DeviceType, NUM_DEVICE_TYPES};
 pub use error::{Error, ErrorCode, Result};
 pub use graph::{DeviceContext, DeviceExecHooks, DeviceGraph};

@@ -216,6 +216,8 @@ pub struct CudaAllocator {
     pinned: std::sync::Mutex<std::collections::BTreeMap<usize, usize>>,
     /// Pageable host→device copies of at least this many bytes go through pinned staging.
     staging_threshold: std::sync::atomic::AtomicUsize,
+    /// Host ↔ device traffic ([`DeviceAllocator::transfer_stats`]).
+    transfers: etch_core::TransferCounter,
 }
 
 /// Default size from which pageable host→device copies are staged through pinned memory.
@@ -344,6 +346,7 @@ impl CudaAllocator {
             live: Default::default(),
             pinned: Default::default(),
             staging_threshold: std::sync::atomic::AtomicUsize::new(DEFAULT_STAGING_THRESHOLD),
+            transfers: etch_core::TransferCounter::default(),
         })
     }
 
@@ -533,6 +536,7 @@ impl CudaAllocator {
         }
         Self::check_ptr(dst, "copy_host_to_device")?;
         let g = self.gpu(index)?;
+        self.transfers.h2d(src.len());
         let mut guard = g
             .staging
             .lock()
@@ -735,6 +739,7 @@ impl DeviceAllocator for CudaAllocator {
         }
         Self::check_ptr(dst, "copy_host_to_device")?;
         let g = self.gpu(index)?;
+        self.transfers.h2d(src.len());
         // SAFETY: `dst` is device memory of this context (the driver checks the range);
         // the caller keeps `src` alive until the stream is synchronised.
         unsafe {
@@ -760,6 +765,7 @@ impl DeviceAllocator for CudaAllocator {
         }
         Self::check_ptr(src, "copy_device_to_host")?;
         let g = self.gpu(index)?;
+        self.transfers.d2h(dst.len());
         // SAFETY: as above; `dst` is valid only after the stream is synchronised.
         unsafe {
             result::memcpy_dtoh_async(dst, src as usize as sys::CUdeviceptr, g.stream.cu_stream())
@@ -770,6 +776,10 @@ impl DeviceAllocator for CudaAllocator {
                 e,
             )
         })
+    }
+
+    fn transfer_stats(&self) -> etch_core::TransferStats {
+        self.transfers.get()
     }
 
     fn synchronize(&self, index: i8, _stream: StreamId) -> Result<()> {

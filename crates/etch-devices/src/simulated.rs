@@ -380,6 +380,16 @@ impl DeviceAllocator for SimulatedAllocator {
         Ok(())
     }
 
+    fn transfer_stats(&self) -> etch_core::TransferStats {
+        let s = self.stats();
+        etch_core::TransferStats {
+            h2d_bytes: s.h2d_bytes,
+            h2d_copies: s.h2d_copies,
+            d2h_bytes: s.d2h_bytes,
+            d2h_copies: s.d2h_copies,
+        }
+    }
+
     fn copy_host_to_device(&self, dst: *mut u8, src: &[u8], index: i8) -> Result<()> {
         let mut s = self.lock()?;
         let (key, off) = Self::find(&s, dst as usize, src.len(), index)?;

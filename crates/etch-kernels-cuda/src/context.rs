@@ -328,33 +328,29 @@ fn error_message(code: i32) -> &'static str {
 /// kernel recorded there since the last check (clearing it), for kernels called without a
 /// delegate's context. Allocates nothing.
 pub fn check_device_errors(cuda: &CudaAllocator, index: i8) -> Result<()> {
-    with_allocator(cuda, index, check_word)
+    with_allocator(cuda, index, |l| check_word(l, cuda, index))
 }
 
 impl CudaKernelContext {
     /// Waits for the device and returns, as an error, the first error this context's
-    /// kernels recorded since the last check (clearing it).
-    pub fn check_errors(&self) -> Result<()> {
-        self.with(check_word)
+    /// kernels recorded since the last check (clearing it). `cuda` is the allocator the
+    /// context was made from (the 4-byte read is one of its device-to-host copies).
+    pub fn check_errors(&self, cuda: &CudaAllocator) -> Result<()> {
+        self.with(|l| check_word(l, cuda, self.index))
     }
 }
 
-fn check_word(l: Launch<'_>) -> Result<()> {
-    let mut code = [0i32; 1];
-    let s = l.stream.cu_stream();
-    // SAFETY: the error word is a live i32 of this device; `code` outlives the copy, which
-    // completes before `synchronize` returns.
-    unsafe {
-        cudarc::driver::result::memcpy_dtoh_async(&mut code, l.state.err_ptr, s)
-            .map_err(|e| cuda_err("read device error word", e))?;
-    }
-    l.stream
-        .synchronize()
-        .map_err(|e| cuda_err("synchronize", e))?;
+fn check_word(l: Launch<'_>, cuda: &CudaAllocator, index: i8) -> Result<()> {
+    use etch_core::DeviceAllocator;
+    let mut code = [0u8; 4];
+    // Ordered after the kernels on the allocator's stream (the same stream), and waited for.
+    cuda.copy_device_to_host(&mut code, l.state.err_ptr as usize as *const u8, index)?;
+    let code = [i32::from_ne_bytes(code)];
     if code[0] == 0 {
         return Ok(());
     }
-    // SAFETY: as above; clears the 4-byte word on the stream.
+    let s = l.stream.cu_stream();
+    // SAFETY: the error word is a live i32 of this device; clears it on the stream.
     unsafe {
         cudarc::driver::result::memset_d8_async(l.state.err_ptr, 0, 4, s)
             .map_err(|e| cuda_err("clear device error word", e))?;

@@ -63,10 +63,12 @@ impl DeviceExecHooks for CudaHooks {
         device: Device,
         context: Option<&DeviceContext>,
     ) -> Result<()> {
-        match context.and_then(|c| c.downcast_ref::<CudaKernelContext>()) {
-            Some(k) => k.check_errors(),
-            None => with_cuda(devices, |c| check_device_errors(c, device.index)),
-        }
+        with_cuda(devices, |c| {
+            match context.and_then(|ctx| ctx.downcast_ref::<CudaKernelContext>()) {
+                Some(k) => k.check_errors(c),
+                None => check_device_errors(c, device.index),
+            }
+        })
     }
 }
 

@@ -7,8 +7,8 @@ mod tiktoken;
 
 use super::progress::Progress;
 use super::{
-    ModelOpts, Opened, decimal_bytes, device_constant_bytes, mib, peak_device_bytes,
-    proc_status_bytes,
+    ModelOpts, Opened, decimal_bytes, device_constant_bytes, device_transfers, mib,
+    peak_device_bytes, proc_status_bytes,
 };
 use etch::{Error, Result, SplitMix64};
 use program::{Convention, LlmProgram, Sampling};
@@ -272,6 +272,9 @@ struct Generated {
     ttft_s: f64,
     prefill_s: f64,
     decode_s: f64,
+    /// Decode calls made, and the host ↔ device traffic during them (device programs).
+    decode_calls: usize,
+    decode_transfers: Option<etch::TransferStats>,
 }
 
 /// Prefill, then decode one token per call until an EOS id, `max_new` tokens or the
@@ -281,6 +284,7 @@ fn generate(
     prompt: &[i64],
     eos: &[i64],
     a: &GenerateArgs,
+    transfers: impl Fn(&LlmProgram) -> Option<etch::TransferStats>,
     mut emit: impl FnMut(i64) -> Result<()>,
 ) -> Result<Generated> {
     let context = p.context_len();
@@ -310,6 +314,8 @@ fn generate(
     let mut pos = prompt.len();
     let mut ids = Vec::with_capacity(max_new);
     let mut stop = Stop::MaxNewTokens;
+    let mut decode_calls = 0;
+    let before = transfers(p);
     let t2 = Instant::now();
     while ids.len() < max_new {
         ids.push(next);
@@ -328,14 +334,18 @@ fn generate(
             break;
         }
         next = p.decode(fed, pos, &s, rng.next_f32())?;
+        decode_calls += 1;
         pos += 1;
     }
+    let decode_s = t2.elapsed().as_secs_f64();
     Ok(Generated {
         ids,
         stop,
         ttft_s: prefill_s,
         prefill_s,
-        decode_s: t2.elapsed().as_secs_f64(),
+        decode_s,
+        decode_calls,
+        decode_transfers: transfers(p).zip(before).map(|(after, b)| after.since(b)),
     })
 }
 
@@ -360,7 +370,9 @@ pub fn cmd_generate(a: &GenerateArgs) -> Result<()> {
     }
     let mut stream = l.text.as_ref().map(TextStream::new);
     let streaming = !a.json;
-    let mut g = generate(&mut l.program, &prompt, &eos, a, |id| {
+    let sim = l.simulated.clone();
+    let transfers = |p: &LlmProgram| device_transfers(sim.as_deref(), &p.module);
+    let mut g = generate(&mut l.program, &prompt, &eos, a, transfers, |id| {
         if !streaming {
             return Ok(());
         }
@@ -452,6 +464,13 @@ fn report(
             },
             "peak_host_bytes": peak_host,
             "peak_device_bytes": peak_device.as_ref().map(|d| d.1),
+            "decode_calls": g.decode_calls,
+            "decode_transfers": g.decode_transfers.map(|t| json!({
+                "h2d_bytes": t.h2d_bytes,
+                "h2d_copies": t.h2d_copies,
+                "d2h_bytes": t.d2h_bytes,
+                "d2h_copies": t.d2h_copies,
+            })),
         });
         if let Some(f) = &a.force_ids {
             let same = f.0.iter().zip(&g.ids).filter(|(x, y)| x == y).count();
@@ -484,6 +503,16 @@ fn report(
     }
     if let Some((dev, b)) = peak_device {
         line.push_str(&format!(" | peak device memory {} ({dev})", mib(b)));
+    }
+    if let (Some(t), n @ 1..) = (g.decode_transfers, g.decode_calls) {
+        let n = n as u64;
+        line.push_str(&format!(
+            " | per decode step {} B up in {:.1} copies, {} B down in {:.1}",
+            t.h2d_bytes / n,
+            t.h2d_copies as f64 / n as f64,
+            t.d2h_bytes / n,
+            t.d2h_copies as f64 / n as f64
+        ));
     }
     eprintln!("{line}");
     Ok(())
