@@ -147,7 +147,18 @@ def compare(a):
         "max_abs_logit_diff": float(d.max()),
         "mean_abs_logit_diff": float(d.mean()),
         "logit_abs_max": float(np.abs(ref).max()),
+        "rel_l2": float(np.linalg.norm(ref - got) / max(np.linalg.norm(ref), 1e-30)),
     }
+    # How close the reference's own top two are: with random weights the logits are nearly
+    # flat, and a pick whose margin is below the numeric noise is a coin toss for anyone.
+    part = np.sort(np.partition(ref, -2, axis=-1)[:, -2:], axis=-1)
+    margin = part[:, 1] - part[:, 0]
+    r["ref_margin_median"] = float(np.median(margin))
+    top5 = np.argpartition(ref, -5, axis=-1)[:, -5:]
+    r["top1_in_ref_top5"] = int(sum(top_got[i] in top5[i] for i in range(n)))
+    for t in (0.05, 0.1, 0.25):
+        m = margin >= t
+        r[f"agreement_margin_ge_{t}"] = f"{int((top_ref == top_got)[m].sum())}/{int(m.sum())}"
     print(json.dumps(r), flush=True)
 
 
