@@ -14,6 +14,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// Per device, shared by every delegate on it: the compiled module of each op family.
 pub(crate) struct Shared {
     arch: String,
+    /// Kernels launch with programmatic dependent launch (compute capability 9.0 and up,
+    /// unless `ETCH_CUDA_PDL=0`): each may start while the one before it finishes, and
+    /// waits for its writes at entry (`PDL_ENTRY` in common.cuh).
+    pdl: bool,
     ctx: Arc<CudaContext>,
     /// Locked only when a kernel is first looked up by a delegate.
     modules: Mutex<HashMap<Family, Arc<CudaModule>>>,
@@ -55,6 +59,7 @@ fn shared_for(cuda: &CudaAllocator, index: i8) -> Result<Arc<Shared>> {
         .map_err(|e| cuda_err("compute capability", e))?;
     let s = Arc::new(Shared {
         arch: format!("compute_{major}{minor}"),
+        pdl: major >= 9 && std::env::var("ETCH_CUDA_PDL").as_deref() != Ok("0"),
         ctx: c,
         modules: Mutex::new(HashMap::new()),
     });
@@ -293,18 +298,46 @@ impl Launch<'_> {
         c: LaunchConfig,
         args: &mut [*mut std::ffi::c_void],
     ) -> Result<()> {
-        // SAFETY: the caller's contract; the stream belongs to this device's context.
-        unsafe {
-            cudarc::driver::result::launch_kernel(
-                f,
-                c.grid_dim,
-                c.block_dim,
-                c.shared_mem_bytes,
-                self.stream.cu_stream(),
-                args,
-            )
+        if !self.state.shared.pdl {
+            // SAFETY: the caller's contract; the stream belongs to this device's context.
+            return unsafe {
+                cudarc::driver::result::launch_kernel(
+                    f,
+                    c.grid_dim,
+                    c.block_dim,
+                    c.shared_mem_bytes,
+                    self.stream.cu_stream(),
+                    args,
+                )
+            }
+            .map_err(|e| cuda_err("kernel launch", e));
         }
-        .map_err(|e| cuda_err("kernel launch", e))
+        use cudarc::driver::sys;
+        // SAFETY: an all-zero attribute value is valid (a union of plain integers).
+        let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+        value.programmaticStreamSerializationAllowed = 1;
+        let mut attr = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value,
+        };
+        let cfg = sys::CUlaunchConfig {
+            gridDimX: c.grid_dim.0,
+            gridDimY: c.grid_dim.1,
+            gridDimZ: c.grid_dim.2,
+            blockDimX: c.block_dim.0,
+            blockDimY: c.block_dim.1,
+            blockDimZ: c.block_dim.2,
+            sharedMemBytes: c.shared_mem_bytes,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        // SAFETY: the caller's contract (a kernel of this context whose parameters are
+        // `args`, each kernel waiting for the previous grid at entry); `cfg` and `attr`
+        // outlive the call, which copies them.
+        unsafe { sys::cuLaunchKernelEx(&cfg, f, args.as_mut_ptr(), std::ptr::null_mut()).result() }
+            .map_err(|e| cuda_err("kernel launch", e))
     }
 }
 

@@ -349,3 +349,29 @@ pub fn cuda_registry() -> KernelRegistry {
 pub fn op_support() -> Vec<(&'static str, &'static [ScalarType])> {
     table().into_iter().map(|(n, _, d)| (n, d)).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Family;
+
+    /// Kernels launch with programmatic dependent launch, so each must wait for the
+    /// previous grid before it touches memory: `PDL_ENTRY()` opens every kernel body.
+    #[test]
+    fn every_kernel_waits_for_the_previous_grid_first() {
+        for &f in Family::ALL {
+            let src = f.source();
+            let mut rest = src;
+            while let Some(i) = rest.find("__global__") {
+                let after = &rest[i..];
+                let body = after.find('{').expect("kernel body");
+                let first = after[body + 1..].trim_start_matches([' ', '\n', '\\']);
+                assert!(
+                    first.starts_with("PDL_ENTRY();"),
+                    "{f:?}: kernel does not start with PDL_ENTRY(): {}",
+                    &after[..body.min(120)]
+                );
+                rest = &after[body..];
+            }
+        }
+    }
+}

@@ -147,8 +147,8 @@ fn check(
 }
 
 /// A GDN call of the model's shapes: 16 key heads and 32 value heads of 128.
-fn gdn_args(rng: &mut Rng, dt: ScalarType, t: usize, p: i64) -> Vec<A> {
-    let (hk, dk, hv, dv, k) = (16, 128, 32, 128, 4);
+fn gdn_args(rng: &mut Rng, dt: ScalarType, t: usize, p: i64, dk: usize) -> Vec<A> {
+    let (hk, hv, dv, k) = (16, 32, 128, 4);
     let c = 2 * hk * dk + hv * dv;
     vec![
         A::In(rand(rng, dt, &[1, t, c], 2.0)),
@@ -166,9 +166,10 @@ fn gdn_args(rng: &mut Rng, dt: ScalarType, t: usize, p: i64) -> Vec<A> {
     ]
 }
 
-/// A MoE call: `e` experts of 128 over a hidden size of 512, top 8, shared expert of 256.
-fn moe_args(rng: &mut Rng, dt: ScalarType, rows: usize, e: usize) -> Vec<A> {
-    let (h, i, is) = (512, 128, 256);
+/// A MoE call: `e` experts of 128 over a hidden size of 512, top 8, shared expert of `is`
+/// (128: as wide as the experts, so one row takes moe_down_row).
+fn moe_args(rng: &mut Rng, dt: ScalarType, rows: usize, e: usize, is: usize) -> Vec<A> {
+    let (h, i) = (512, 128);
     let s = |n: usize| 1.7 / (n as f32).sqrt();
     vec![
         A::In(rand(rng, dt, &[rows, h], 1.0)),
@@ -226,30 +227,39 @@ fn etch_ops_match_the_cpu_at_model_sizes() {
     );
     let regs = (&cpu, &gpu);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    for (dt, t, p) in [(BF16, 1, 5), (BF16, 17, 0), (F32, 3, 2)] {
-        let args = gdn_args(&mut rng, dt, t, p);
+    // head_k_dim 256: the 16-warp entry points.
+    for (dt, t, p, dk) in [
+        (BF16, 1, 5, 128),
+        (BF16, 17, 0, 128),
+        (F32, 3, 2, 128),
+        (BF16, 2, 7, 256),
+    ] {
+        let args = gdn_args(&mut rng, dt, t, p, dk);
         check(
             regs,
             &devs,
-            &format!("gdn {dt} T={t} pos={p}"),
+            &format!("gdn {dt} T={t} pos={p} head_k_dim={dk}"),
             "etch::gated_delta_net.out",
             &args,
         );
     }
     // 640 experts: more than a block's threads (the routing's rank loop in chunks); 1100
     // rows: more unit tiles than moe_down's counters, so moe_combine sums.
-    for (dt, rows, e) in [
-        (BF16, 1, 64),
-        (BF16, 5, 64),
-        (F32, 3, 64),
-        (BF16, 1, 640),
-        (F32, 1100, 64),
+    for (dt, rows, e, is) in [
+        (BF16, 1, 64, 256),
+        (BF16, 1, 64, 128),
+        (BF16, 5, 64, 256),
+        (F32, 3, 64, 256),
+        (BF16, 1, 640, 128),
+        (F32, 1, 64, 128),
+        (F16, 1, 64, 128),
+        (F32, 1100, 64, 256),
     ] {
-        let args = moe_args(&mut rng, dt, rows, e);
+        let args = moe_args(&mut rng, dt, rows, e, is);
         check(
             regs,
             &devs,
-            &format!("moe {dt} rows={rows} experts={e}"),
+            &format!("moe {dt} rows={rows} experts={e} shared={is}"),
             "etch::moe.out",
             &args,
         );

@@ -35,7 +35,7 @@ __device__ __forceinline__ bool attn_pos_ok(const AttnArgs& a, i64 pos) {
     return pos >= 0 && pos < a.cache && a.seq <= a.cache - pos;
 }
 
-extern "C" __global__ void attn_cache_write(AttnArgs a) {
+extern "C" __global__ void attn_cache_write(AttnArgs a) { PDL_ENTRY();
     const i64 pos = *a.pos;
     if (!attn_pos_ok(a, pos)) {
         if (blockIdx.x == 0 && threadIdx.x == 0) set_error(a.err, 2);

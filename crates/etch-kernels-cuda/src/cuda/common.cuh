@@ -29,6 +29,19 @@ struct Geo {
     i64 st[4][MAXD];
 };
 
+// Programmatic dependent launch (sm_90 and up; the launcher sets the attribute): a kernel
+// may be scheduled while the one before it on the stream is still running. Every kernel
+// therefore starts with PDL_ENTRY: wait until the previous grid has finished and its writes
+// are visible (nothing is read or written before), then let the next grid be scheduled.
+// Without the attribute, or before sm_90, both instructions do nothing.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define PDL_TRIGGER() asm volatile("griddepcontrol.launch_dependents;" :::)
+#else
+#define PDL_WAIT() do {} while (0)
+#define PDL_TRIGGER() do {} while (0)
+#endif
+#define PDL_ENTRY() do { PDL_WAIT(); PDL_TRIGGER(); } while (0)
 #define GRID_LOOP(i, n) for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
 
 __device__ __forceinline__ float h2f(u16 h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }

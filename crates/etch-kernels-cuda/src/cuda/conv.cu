@@ -32,7 +32,7 @@ struct PackArgs {
     int es, pad;
     T4 v;
 };
-extern "C" __global__ void pack4(PackArgs a) {
+extern "C" __global__ void pack4(PackArgs a) { PDL_ENTRY();
     i64 total = a.v.n * a.v.c * a.v.h * a.v.w;
     GRID_LOOP(e, total) {
         i64 r = e;
@@ -59,7 +59,7 @@ struct ConvArgs {
 
 // col[b][c][i][j][p] = x[n0 + b][c][y*sh + i*dh - ph][x*sw + j*dw - pw] (0 outside), for
 // the chunk's items, every input channel c and output pixel p = (y, x).
-extern "C" __global__ void im2col(ConvArgs a) {
+extern "C" __global__ void im2col(ConvArgs a) { PDL_ENTRY();
     i64 npix = a.oh * a.ow;
     i64 total = a.nb * a.xv.c * a.kh * a.kw * npix;
     GRID_LOOP(e, total) {
@@ -97,8 +97,8 @@ template <typename C> __device__ void epilogue(const ConvArgs& a) {
         st(a.out, a.dt, out_off(a, a.n0 + b, c, p / a.ow, p % a.ow), v + bias_of<C>(a, c));
     }
 }
-extern "C" __global__ void conv_epilogue_f32(ConvArgs a) { epilogue<float>(a); }
-extern "C" __global__ void conv_epilogue_f64(ConvArgs a) { epilogue<double>(a); }
+extern "C" __global__ void conv_epilogue_f32(ConvArgs a) { PDL_ENTRY(); epilogue<float>(a); }
+extern "C" __global__ void conv_epilogue_f64(ConvArgs a) { PDL_ENTRY(); epilogue<double>(a); }
 
 // Transposed convolution: col[b][g][co][i][j][q] (q over input pixels, compute type) is
 // gathered into out[n0 + b][g*cout_g + co][oy][ox] (col2im) and the bias added.
@@ -124,8 +124,8 @@ template <typename C> __device__ void col2im(const ConvArgs& a) {
         st(a.out, a.dt, out_off(a, a.n0 + b, c, oy, ox), s + bias_of<C>(a, c));
     }
 }
-extern "C" __global__ void col2im_f32(ConvArgs a) { col2im<float>(a); }
-extern "C" __global__ void col2im_f64(ConvArgs a) { col2im<double>(a); }
+extern "C" __global__ void col2im_f32(ConvArgs a) { PDL_ENTRY(); col2im<float>(a); }
+extern "C" __global__ void col2im_f64(ConvArgs a) { PDL_ENTRY(); col2im<double>(a); }
 
 // Depthwise convolution (one input and one output channel per group), directly: one
 // thread per output element over the whole batch.
@@ -150,8 +150,8 @@ template <typename C> __device__ void depthwise(const ConvArgs& a) {
         st(a.out, a.dt, out_off(a, n, c, y, x), s + bias_of<C>(a, c));
     }
 }
-extern "C" __global__ void depthwise_f32(ConvArgs a) { depthwise<float>(a); }
-extern "C" __global__ void depthwise_f64(ConvArgs a) { depthwise<double>(a); }
+extern "C" __global__ void depthwise_f32(ConvArgs a) { PDL_ENTRY(); depthwise<float>(a); }
+extern "C" __global__ void depthwise_f64(ConvArgs a) { PDL_ENTRY(); depthwise<double>(a); }
 
 // ---- Pooling ----
 
@@ -196,8 +196,8 @@ template <typename C> __device__ void max_pool(const PoolArgs& a) {
             bi < 0 ? 0 : bi;
     }
 }
-extern "C" __global__ void max_pool2d_f32(PoolArgs a) { max_pool<float>(a); }
-extern "C" __global__ void max_pool2d_f64(PoolArgs a) { max_pool<double>(a); }
+extern "C" __global__ void max_pool2d_f32(PoolArgs a) { PDL_ENTRY(); max_pool<float>(a); }
+extern "C" __global__ void max_pool2d_f64(PoolArgs a) { PDL_ENTRY(); max_pool<double>(a); }
 
 template <typename C> __device__ void avg_pool(const PoolArgs& a) {
     i64 total = a.xv.n * a.xv.c * a.oh * a.ow;
@@ -219,8 +219,8 @@ template <typename C> __device__ void avg_pool(const PoolArgs& a) {
         st(a.out, a.dt, oi, div == 0 ? (C)0 : s / (C)div);
     }
 }
-extern "C" __global__ void avg_pool2d_f32(PoolArgs a) { avg_pool<float>(a); }
-extern "C" __global__ void avg_pool2d_f64(PoolArgs a) { avg_pool<double>(a); }
+extern "C" __global__ void avg_pool2d_f32(PoolArgs a) { PDL_ENTRY(); avg_pool<float>(a); }
+extern "C" __global__ void avg_pool2d_f64(PoolArgs a) { PDL_ENTRY(); avg_pool<double>(a); }
 
 template <typename C> __device__ void adaptive_avg_pool(const PoolArgs& a) {
     i64 total = a.xv.n * a.xv.c * a.oh * a.ow;
@@ -235,8 +235,8 @@ template <typename C> __device__ void adaptive_avg_pool(const PoolArgs& a) {
         st(a.out, a.dt, oi, s / (C)cnt);
     }
 }
-extern "C" __global__ void adaptive_avg_pool2d_f32(PoolArgs a) { adaptive_avg_pool<float>(a); }
-extern "C" __global__ void adaptive_avg_pool2d_f64(PoolArgs a) { adaptive_avg_pool<double>(a); }
+extern "C" __global__ void adaptive_avg_pool2d_f32(PoolArgs a) { PDL_ENTRY(); adaptive_avg_pool<float>(a); }
+extern "C" __global__ void adaptive_avg_pool2d_f64(PoolArgs a) { PDL_ENTRY(); adaptive_avg_pool<double>(a); }
 
 // ---- Upsampling (PyTorch's CPU index and weight arithmetic, rounded step by step) ----
 
@@ -275,8 +275,8 @@ template <typename C> __device__ void nearest(const UpArgs& a) {
         copy_el(a.out, di, a.x, si, a.es);
     }
 }
-extern "C" __global__ void upsample_nearest2d_f32(UpArgs a) { nearest<float>(a); }
-extern "C" __global__ void upsample_nearest2d_f64(UpArgs a) { nearest<double>(a); }
+extern "C" __global__ void upsample_nearest2d_f32(UpArgs a) { PDL_ENTRY(); nearest<float>(a); }
+extern "C" __global__ void upsample_nearest2d_f64(UpArgs a) { PDL_ENTRY(); nearest<double>(a); }
 
 // PyTorch's compute_source_index_and_lambda: source indices i0, i1 and weights w0, w1.
 template <typename C>
@@ -321,5 +321,5 @@ template <typename C> __device__ void bilinear(const UpArgs& a) {
         st(a.out, a.dt, n * a.ov.s[0] + c * a.ov.s[1] + y * a.ov.s[2] + xo * a.ov.s[3], v);
     }
 }
-extern "C" __global__ void upsample_bilinear2d_f32(UpArgs a) { bilinear<float>(a); }
-extern "C" __global__ void upsample_bilinear2d_f64(UpArgs a) { bilinear<double>(a); }
+extern "C" __global__ void upsample_bilinear2d_f32(UpArgs a) { PDL_ENTRY(); bilinear<float>(a); }
+extern "C" __global__ void upsample_bilinear2d_f64(UpArgs a) { PDL_ENTRY(); bilinear<double>(a); }

@@ -215,15 +215,15 @@ __device__ void ew_loop(i64 n, const EwArgs& a) {
     CASE(OP_GELU, 1) CASE(OP_GELU_TANH, 1) CASE(OP_ELU, 1)
 #define INT_OPS CASE(OP_BITWISE_AND, 2) CASE(OP_BITWISE_OR, 2) CASE(OP_BITWISE_XOR, 2) CASE(OP_BITWISE_NOT, 1)
 
-extern "C" __global__ void ew_f32(int op, i64 n, EwArgs a) {
+extern "C" __global__ void ew_f32(int op, i64 n, EwArgs a) { PDL_ENTRY();
     typedef float C;
     switch (op) { COMMON_OPS FLOAT_OPS }
 }
-extern "C" __global__ void ew_f64(int op, i64 n, EwArgs a) {
+extern "C" __global__ void ew_f64(int op, i64 n, EwArgs a) { PDL_ENTRY();
     typedef double C;
     switch (op) { COMMON_OPS FLOAT_OPS }
 }
-extern "C" __global__ void ew_i64(int op, i64 n, EwArgs a) {
+extern "C" __global__ void ew_i64(int op, i64 n, EwArgs a) { PDL_ENTRY();
     typedef i64 C;
     switch (op) { COMMON_OPS INT_OPS }
 }

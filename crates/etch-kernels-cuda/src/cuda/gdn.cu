@@ -10,8 +10,10 @@
 //   (reading [conv_state | mixed_qkv], state as zero when input_pos is 0), L2-normalises
 //   q and k, then per column: S *= exp(g); kv = S^T k; d = beta (v - kv); S += k d^T;
 //   o = S^T q, the sums over Dk split over the warps and added in shared memory.
-// - gdn_conv_state_*: one thread per (batch item, channel) shifts the last K-1 conv inputs
-//   into conv_state, after the recurrence has read the old state.
+// - the conv_state shift (the last K-1 conv inputs) at the end of gdn_recur: each block its
+//   v channels, and the last block of a key head (an atomic counter) its q and k channels;
+//   or, past GDN_COUNTERS (batch x key heads) or with ETCH_GDN_FUSE=0, gdn_conv_state_*, one
+//   thread per (batch item, channel), after the recurrence has read the old state.
 
 #define GDN_R 16                // state rows per thread
 #define GDN_WARPS 16            // at most (512 threads)
@@ -30,15 +32,23 @@ struct GdnArgs {
     void* out;            // [B, T, Hv, Dv]
     i64 batch, seq, ch, taps, hk, dk, hv, dv;
     float scale;          // Dk^-0.5
-    int pad;
+    int fuse_shift;       // gdn_recur shifts conv_state itself (gdn_done counters)
 };
+
+// Blocks done per (batch item, key head) when gdn_recur shifts conv_state (see there).
+#define GDN_COUNTERS 4096
+__device__ unsigned gdn_done[GDN_COUNTERS];
 
 // Element i of the conv input [conv_state | mixed_qkv] of (batch b, channel c): the state
 // for i < K-1 (zero when fresh), else token i-(K-1).
 template <int DT>
 __device__ __forceinline__ float gdn_x(const GdnArgs& g, i64 b, i64 c, i64 i, bool fresh) {
     const i64 keep = g.taps - 1;
-    if (i < keep) return fresh ? 0.0f : io_ld<DT>(g.conv_state, (b * g.ch + c) * keep + i);
+    if (i < keep) {
+        // Loaded before `fresh` is known (input_pos is read at the same time), then dropped.
+        const float v = io_ld<DT>(g.conv_state, (b * g.ch + c) * keep + i);
+        return fresh ? 0.0f : v;
+    }
     return io_ld<DT>(g.qkv, (b * g.seq + (i - keep)) * g.ch + c);
 }
 
@@ -82,6 +92,15 @@ __device__ void gdn_qk(const GdnArgs& g, i64 b, i64 kh, i64 t, bool fresh, float
     __syncthreads();
 }
 
+// conv_state[b, c] = the last K-1 elements of [conv_state | mixed_qkv] (zeros first when
+// fresh). In place: element j reads old element T+j >= j, never overwritten before.
+template <int DT>
+__device__ __forceinline__ void gdn_shift_channel(const GdnArgs& g, i64 b, i64 c, bool fresh) {
+    const i64 keep = g.taps - 1, r = b * g.ch + c;
+    for (i64 j = 0; j < keep; ++j)
+        io_st<DT>(g.conv_state, r * keep + j, gdn_x<DT>(g, b, c, g.seq + j, fresh));
+}
+
 template <int DT> __device__ void gdn_recur(const GdnArgs& g) {
     __shared__ float qs[GDN_MAXDK], ks[GDN_MAXDK];
     __shared__ float red_kv[GDN_WARPS][32], red_o[GDN_WARPS][32];  // [row group][column]
@@ -97,7 +116,8 @@ template <int DT> __device__ void gdn_recur(const GdnArgs& g) {
 #pragma unroll
     for (int r = 0; r < GDN_R; ++r) {
         const i64 i = w + (i64)G * r;
-        s[r] = (!fresh && col && i < g.dk) ? st[i * g.dv + j] : 0.0f;
+        const float v = (col && i < g.dk) ? st[i * g.dv + j] : 0.0f;
+        s[r] = fresh ? 0.0f : v;
     }
     const float decay = -expf(io_ld<DT>(g.a_log, h));
     const float bias = io_ld<DT>(g.dt_bias, h);
@@ -147,18 +167,30 @@ template <int DT> __device__ void gdn_recur(const GdnArgs& g) {
         const i64 i = w + (i64)G * r;
         if (col && i < g.dk) st[i * g.dv + j] = s[r];
     }
+    if (!g.fuse_shift) return;
+    // The conv_state shift, once every reader of a channel is done with the old state: the
+    // v channels of this block's columns (no other block reads them) now; the q and k
+    // channels of key head kh by the last of the (Hv/Hk) x tiles blocks that read them.
+    __syncthreads();
+    if (w == 0 && col) gdn_shift_channel<DT>(g, b, 2 * g.hk * g.dk + h * g.dv + j, fresh);
+    const unsigned readers = (unsigned)(g.hv / g.hk) * gridDim.x;
+    if (!last_block(&gdn_done[b * g.hk + kh], readers)) return;
+    for (i64 i = threadIdx.x; i < 2 * g.dk; i += blockDim.x) {
+        const i64 c = i < g.dk ? kh * g.dk + i : (g.hk + kh) * g.dk + (i - g.dk);
+        gdn_shift_channel<DT>(g, b, c, fresh);
+    }
 }
-IO_KERNELS(gdn_recur, GdnArgs, 512)
+// Entry points by block size: gdn_recur_* for head_k_dim <= 128 (at most 8 warps, so up to
+// 255 registers a thread hold the state rows without spilling), gdn_recur_w_* up to 256.
+IO_KERNELS(gdn_recur, GdnArgs, 256)
+template <int DT> __device__ __forceinline__ void gdn_recur_w(const GdnArgs& g) { gdn_recur<DT>(g); }
+IO_KERNELS(gdn_recur_w, GdnArgs, 512)
 
-// conv_state[b, c] = the last K-1 elements of [conv_state | mixed_qkv] (zeros first when
-// fresh). In place: element j reads old element T+j >= j, never overwritten before.
+
+// The conv_state shift as a kernel of its own (when gdn_recur does not do it), one thread
+// per (batch item, channel), after the recurrence has read the old state.
 template <int DT> __device__ void gdn_conv_state(const GdnArgs& g) {
     const bool fresh = *g.pos == 0;
-    const i64 keep = g.taps - 1;
-    GRID_LOOP(r, g.batch * g.ch) {
-        const i64 b = r / g.ch, c = r % g.ch;
-        for (i64 j = 0; j < keep; ++j)
-            io_st<DT>(g.conv_state, r * keep + j, gdn_x<DT>(g, b, c, g.seq + j, fresh));
-    }
+    GRID_LOOP(r, g.batch * g.ch) gdn_shift_channel<DT>(g, r / g.ch, r % g.ch, fresh);
 }
 IO_KERNELS(gdn_conv_state, GdnArgs, 256)

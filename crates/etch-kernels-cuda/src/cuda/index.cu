@@ -69,7 +69,7 @@ __device__ __forceinline__ void accumulate_elem(char* d, const char* s, int dt, 
     }
 }
 
-extern "C" __global__ void index_copy(i64 n, IdxArgs a) {
+extern "C" __global__ void index_copy(i64 n, IdxArgs a) { PDL_ENTRY();
     GRID_LOOP(t, n) {
         i64 r = t, od = 0, os = 0;
         i64 pos[MAXD];

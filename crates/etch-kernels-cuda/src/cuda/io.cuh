@@ -29,9 +29,8 @@ template <int DT> struct IoVec {
     enum { N = DT == DT_F32 ? 4 : 8 };
 };
 
-// The IoVec<DT>::N elements at p (16-byte aligned) into x[0..N) (x holds 8).
-template <int DT> __device__ __forceinline__ void io_ld16(const void* p, float* x) {
-    uint4 u = *(const uint4*)p;
+// The IoVec<DT>::N elements of the 16 bytes u into x[0..N) (x holds 8).
+template <int DT> __device__ __forceinline__ void io_cvt16(uint4 u, float* x) {
     unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
@@ -45,6 +44,11 @@ template <int DT> __device__ __forceinline__ void io_ld16(const void* p, float* 
             x[2 * k + 1] = h2f((u16)(w[k] >> 16));
         }
     }
+}
+
+// The IoVec<DT>::N elements at p (16-byte aligned) into x[0..N) (x holds 8).
+template <int DT> __device__ __forceinline__ void io_ld16(const void* p, float* x) {
+    io_cvt16<DT>(*(const uint4*)p, x);
 }
 
 // Stores x[0..IoVec<DT>::N) rounded to the IO dtype as 16 bytes at p (16-byte aligned).
@@ -94,14 +98,16 @@ template <typename Better> __device__ __forceinline__ void warp_best(float& v, i
 
 __device__ __forceinline__ bool aligned16(const void* p) { return ((u64)p & 15) == 0; }
 
-// <w1, x> and <w2, x> over n elements of IO-dtype rows, by one warp (every lane gets both):
-// 16-byte loads when the three rows are aligned, float accumulation. w2 may be null.
+// This lane's partial sums of <w1, x> and <w2, x> over n elements of IO-dtype rows (the
+// warp's lanes together cover the rows; warp_sum adds them): 16-byte loads when the three
+// rows are aligned, float accumulation. w2 may be null.
 template <int DT>
-__device__ void warp_dot2(const void* w1, const void* w2, const void* x, i64 n, float& r1,
-                          float& r2) {
+__device__ __forceinline__ void lane_dot2(const void* w1, const void* w2, const void* x, i64 n,
+                                          float& a1, float& a2) {
     const int lane = threadIdx.x & 31;
     const int V = IoVec<DT>::N;
-    float a1 = 0.0f, a2 = 0.0f;
+    a1 = 0.0f;
+    a2 = 0.0f;
     i64 done = 0;
     if (aligned16(w1) && aligned16(x) && (w2 == 0 || aligned16(w2))) {
         const i64 nv = n / V;
@@ -126,11 +132,19 @@ __device__ void warp_dot2(const void* w1, const void* w2, const void* x, i64 n, 
         a1 += io_ld<DT>(w1, i) * xv;
         if (w2) a2 += io_ld<DT>(w2, i) * xv;
     }
+}
+
+// <w1, x> and <w2, x> by one warp (every lane gets both); see lane_dot2.
+template <int DT>
+__device__ void warp_dot2(const void* w1, const void* w2, const void* x, i64 n, float& r1,
+                          float& r2) {
+    float a1, a2;
+    lane_dot2<DT>(w1, w2, x, n, a1, a2);
     r1 = warp_sum(a1);
     r2 = w2 ? warp_sum(a2) : 0.0f;
 }
 
-// <w, x> over n elements of IO-dtype rows, by one warp (every lane gets it).
+// <w, x> by one warp (every lane gets it).
 template <int DT> __device__ __forceinline__ float warp_dot(const void* w, const void* x, i64 n) {
     float r1, r2;
     warp_dot2<DT>(w, 0, x, n, r1, r2);
@@ -180,11 +194,27 @@ __device__ __forceinline__ float e_silu(float x) { return x * e_sigmoid(x); }
 // the template NAME<DT>(args), launched with at most THREADS threads a block.
 #define IO_KERNELS(NAME, ARGS, THREADS)                                                   \
     extern "C" __global__ void __launch_bounds__(THREADS) NAME##_f32(ARGS a) {            \
-        NAME<DT_F32>(a);                                                                  \
+        PDL_ENTRY(); NAME<DT_F32>(a);                                                     \
     }                                                                                     \
     extern "C" __global__ void __launch_bounds__(THREADS) NAME##_bf16(ARGS a) {           \
-        NAME<DT_BF16>(a);                                                                 \
+        PDL_ENTRY(); NAME<DT_BF16>(a);                                                    \
     }                                                                                     \
     extern "C" __global__ void __launch_bounds__(THREADS) NAME##_f16(ARGS a) {            \
-        NAME<DT_F16>(a);                                                                  \
+        PDL_ENTRY(); NAME<DT_F16>(a);                                                     \
     }
+
+// True for the one block of a group (counter *c, `blocks` blocks) that arrives last, after
+// every block's global writes (and reads) are done and visible; that block resets the
+// counter, so the next launch starts from zero (module globals start zeroed; one stream runs
+// the kernels in order). Every thread of the block must call it.
+__device__ bool last_block(unsigned* c, unsigned blocks) {
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(c, 1u) == blocks - 1;
+        if (last) *c = 0;
+    }
+    __syncthreads();
+    return last;
+}

@@ -11,7 +11,7 @@ struct IMatArgs {
     i64 alpha, beta;
 };
 
-extern "C" __global__ void imatmul(IMatArgs p) {
+extern "C" __global__ void imatmul(IMatArgs p) { PDL_ENTRY();
     i64 total = p.batch * p.m * p.n;
     GRID_LOOP(idx, total) {
         i64 j = idx % p.n;

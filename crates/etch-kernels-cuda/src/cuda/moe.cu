@@ -16,6 +16,8 @@
 //   that all k+1 rows of a unit are read in parallel;
 // - moe_down_* also combines when fuse_combine (the last of the k+1 slot blocks of a unit
 //   tile, by an atomic counter); else moe_combine_*:
+// - moe_down_row_* replaces moe_down and moe_combine for one row (decode): a warp per hidden
+//   unit over all k+1 slots, combined in registers;
 // - moe_combine_*: one thread per hidden unit sums the slots in ascending expert order
 //   (each add rounded), then adds the gated shared expert.
 // Every dot product reads a weight row once with 16-byte loads (GEMV): decode reads just
@@ -52,20 +54,6 @@ extern __shared__ float moe_smem[];
 #define MOE_COUNTERS 65536
 __device__ unsigned moe_logits_done[MOE_COUNTERS];
 __device__ unsigned moe_down_done[MOE_COUNTERS];
-
-// True for the one block of a group (counter *c, `blocks` blocks) that arrives last, after
-// every block's global writes are visible; that block resets the counter.
-__device__ bool moe_last_block(unsigned* c, unsigned blocks) {
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(c, 1u) == blocks - 1;
-        if (last) *c = 0;
-    }
-    __syncthreads();
-    return last;
-}
 
 // True when (v, i) ranks before (bv, bi) in the top-k: not NaN over NaN, larger, or equal
 // at a lower index (an index < 0: no expert).
@@ -180,7 +168,7 @@ template <int DT> __device__ void moe_logits(const MoeArgs& a) {
             a.logits[m * a.experts + e] = l;
     }
     // Fused routing (one row per grid z): the row's last block routes it.
-    if (!a.fuse_route || !moe_last_block(&moe_logits_done[blockIdx.z], gridDim.x)) return;
+    if (!a.fuse_route || !last_block(&moe_logits_done[blockIdx.z], gridDim.x)) return;
     moe_route_row<DT>(a, blockIdx.z, a.logits + blockIdx.z * a.experts);
 }
 IO_KERNELS(moe_logits, MoeArgs, 256)
@@ -256,7 +244,7 @@ template <int DT> __device__ void moe_down(const MoeArgs& a) {
     // Fused combine (one row per grid z): the last slot block of a unit tile sums it.
     if (!a.fuse_combine) return;
     unsigned* c = &moe_down_done[blockIdx.z * gridDim.x + blockIdx.x];
-    if (!moe_last_block(c, gridDim.y)) return;
+    if (!last_block(c, gridDim.y)) return;
     // The tile's (k+1) x units values into shared memory in parallel, then one thread per
     // unit sums them in order.
     const i64 units = (blockDim.x >> 5) * MOE_DOWN_R, m = blockIdx.z, t0 = blockIdx.x * units;
@@ -272,6 +260,73 @@ template <int DT> __device__ void moe_down(const MoeArgs& a) {
     io_st<DT>(a.out, m * a.hidden + t0 + threadIdx.x, acc + ys[k * units + threadIdx.x]);
 }
 IO_KERNELS(moe_down, MoeArgs, 256)
+
+// Decode (one row): one warp per hidden unit h reads the h-th down row of all k+1 slots
+// (the k selected experts, then the shared expert: k + 1 <= MOE_ROW_SLOTS, inter ==
+// sinter, rows 16-byte aligned, checked by the launcher), each step issuing the 16-byte
+// loads of every slot before any arithmetic, and combines them in registers in
+// moe_combine's order: no ys scratch, no counter, no second pass. The block first stages
+// the k+1 activation rows in shared memory (dynamic, (k+1) x width elements), so that a
+// lane's registers hold only weights: 3 blocks of 256 fit an SM, and the grid one wave.
+#define MOE_ROW_SLOTS 9
+template <int DT> __device__ void moe_down_row(const MoeArgs& a) {
+    const int lane = threadIdx.x & 31;
+    const int es = DT == DT_F32 ? 4 : 2, V = IoVec<DT>::N;
+    const i64 h = blockIdx.x * (i64)(blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int k = (int)a.top_k;
+    char* xs = (char*)moe_smem;
+    const i64 xbytes = (k + 1) * a.width * es;
+    for (i64 o = threadIdx.x * 16; o < xbytes; o += blockDim.x * 16)
+        *(uint4*)(xs + o) = *(const uint4*)((const char*)a.act + o);
+    __syncthreads();
+    if (h >= a.hidden) return;
+    const int mine = lane < k ? a.sel[lane] : 0;
+    const char* row[MOE_ROW_SLOTS];
+    float part[MOE_ROW_SLOTS];
+#pragma unroll
+    for (int s = 0; s < MOE_ROW_SLOTS; ++s) {
+        const i64 e = __shfl_sync(FULL_MASK, mine, s);
+        row[s] = s < k ? (const char*)a.down + (e * a.hidden + h) * a.inter * es
+                       : (const char*)a.sd + h * a.sinter * es;
+        part[s] = 0.0f;
+    }
+    const i64 nv = a.inter / V;
+    for (i64 c = lane; c < nv; c += 32) {
+        uint4 w[MOE_ROW_SLOTS];
+#pragma unroll
+        for (int s = 0; s < MOE_ROW_SLOTS; ++s)
+            if (s <= k) w[s] = *(const uint4*)(row[s] + c * 16);
+#pragma unroll
+        for (int s = 0; s < MOE_ROW_SLOTS; ++s) {
+            if (s > k) continue;
+            float wf[8], xf[8];
+            io_cvt16<DT>(w[s], wf);
+            io_cvt16<DT>(*(const uint4*)(xs + s * a.width * es + c * 16), xf);
+#pragma unroll
+            for (int q = 0; q < V; ++q) part[s] += wf[q] * xf[q];
+        }
+    }
+    float acc = 0.0f, shared_y = 0.0f;
+#pragma unroll
+    for (int s = 0; s < MOE_ROW_SLOTS; ++s) {
+        if (s > k) continue;
+        const float y = io_rnd<DT>(warp_sum(part[s]));
+        // Expert slots: round(round(dot) * w), added in ascending expert order; the shared
+        // slot: round(gate * round(dot)), added last.
+        if (s < k) acc = io_rnd<DT>(acc + io_rnd<DT>(y * a.wsel[s]));
+        else shared_y = io_rnd<DT>(a.sgate[0] * y);
+    }
+    if (lane == 0) io_st<DT>(a.out, h, acc + shared_y);
+}
+extern "C" __global__ void __launch_bounds__(256, 3) moe_down_row_f32(MoeArgs a) {
+    PDL_ENTRY(); moe_down_row<DT_F32>(a);
+}
+extern "C" __global__ void __launch_bounds__(256, 3) moe_down_row_bf16(MoeArgs a) {
+    PDL_ENTRY(); moe_down_row<DT_BF16>(a);
+}
+extern "C" __global__ void __launch_bounds__(256, 3) moe_down_row_f16(MoeArgs a) {
+    PDL_ENTRY(); moe_down_row<DT_F16>(a);
+}
 
 // One thread per (row, hidden unit): the slots summed in ascending expert order (each add
 // rounded), plus the gated shared expert.

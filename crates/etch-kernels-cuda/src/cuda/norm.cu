@@ -55,8 +55,8 @@ template <typename C> __device__ void softmax_rows(const RowArgs& a) {
         }
     }
 }
-extern "C" __global__ void softmax_f32(RowArgs a) { softmax_rows<float>(a); }
-extern "C" __global__ void softmax_f64(RowArgs a) { softmax_rows<double>(a); }
+extern "C" __global__ void softmax_f32(RowArgs a) { PDL_ENTRY(); softmax_rows<float>(a); }
+extern "C" __global__ void softmax_f64(RowArgs a) { PDL_ENTRY(); softmax_rows<double>(a); }
 
 struct LnArgs {
     const void* in;
@@ -98,8 +98,8 @@ template <typename C> __device__ void layer_norm_rows(const LnArgs& a) {
         }
     }
 }
-extern "C" __global__ void layer_norm_f32(LnArgs a) { layer_norm_rows<float>(a); }
-extern "C" __global__ void layer_norm_f64(LnArgs a) { layer_norm_rows<double>(a); }
+extern "C" __global__ void layer_norm_f32(LnArgs a) { PDL_ENTRY(); layer_norm_rows<float>(a); }
+extern "C" __global__ void layer_norm_f64(LnArgs a) { PDL_ENTRY(); layer_norm_rows<double>(a); }
 
 // ---- Batch and group normalisation ----
 // A "channel row" r holds the elements normalised together: batch norm's channel r (every
@@ -178,8 +178,8 @@ template <typename C> __device__ void moments_norm(const BnArgs& a) {
         __syncthreads();
     }
 }
-extern "C" __global__ void moments_norm_f32(BnArgs a) { moments_norm<float>(a); }
-extern "C" __global__ void moments_norm_f64(BnArgs a) { moments_norm<double>(a); }
+extern "C" __global__ void moments_norm_f32(BnArgs a) { PDL_ENTRY(); moments_norm<float>(a); }
+extern "C" __global__ void moments_norm_f64(BnArgs a) { PDL_ENTRY(); moments_norm<double>(a); }
 
 // Batch norm with running statistics: channel blockIdx.x, its elements split over
 // blockIdx.y; computed in C as the CPU kernel does.
@@ -196,8 +196,8 @@ template <typename C> __device__ void batch_norm_stats(const BnArgs& a) {
         }
     }
 }
-extern "C" __global__ void batch_norm_f32(BnArgs a) { batch_norm_stats<float>(a); }
-extern "C" __global__ void batch_norm_f64(BnArgs a) { batch_norm_stats<double>(a); }
+extern "C" __global__ void batch_norm_f32(BnArgs a) { PDL_ENTRY(); batch_norm_stats<float>(a); }
+extern "C" __global__ void batch_norm_f64(BnArgs a) { PDL_ENTRY(); batch_norm_stats<double>(a); }
 
 // ---- etch::rms_norm / etch::rms_norm_gated / etch::add_rms_norm (Qwen 3.5) ----
 // One block per row (grid-stride over rows); the sum of squares in f32 over the block.
@@ -222,7 +222,7 @@ __device__ __forceinline__ float rnd_dt(float v, int dt) {
     return v;
 }
 
-extern "C" __global__ void etch_rms_norm(RmsArgs a) {
+extern "C" __global__ void etch_rms_norm(RmsArgs a) { PDL_ENTRY();
     __shared__ float sh[32];
     for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
         const i64 base = r * a.n;

@@ -142,6 +142,6 @@ template <typename C> __device__ void reduce_all(const RedArgs& a) {
     }
 }
 
-extern "C" __global__ void reduce_f32(RedArgs a) { reduce_all<float>(a); }
-extern "C" __global__ void reduce_f64(RedArgs a) { reduce_all<double>(a); }
-extern "C" __global__ void reduce_i64(RedArgs a) { reduce_all<i64>(a); }
+extern "C" __global__ void reduce_f32(RedArgs a) { PDL_ENTRY(); reduce_all<float>(a); }
+extern "C" __global__ void reduce_f64(RedArgs a) { PDL_ENTRY(); reduce_all<double>(a); }
+extern "C" __global__ void reduce_i64(RedArgs a) { PDL_ENTRY(); reduce_all<i64>(a); }

@@ -57,7 +57,7 @@ __device__ void cumsum_rows(const RowArgs& a, C* sh) {
     }
 }
 
-extern "C" __global__ void cumsum(RowArgs a) {
+extern "C" __global__ void cumsum(RowArgs a) { PDL_ENTRY();
     __shared__ double shd[1024];
     if (a.flag) cumsum_rows<double>(a, shd);
     else cumsum_rows<i64>(a, (i64*)shd);
@@ -130,11 +130,11 @@ __device__ void sort_rows(const RowArgs& a, char* mem) {
 extern __shared__ __align__(16) unsigned char sort_smem[];
 
 // Sorts each row by its values as double (floating dtypes) or i64 (integers, bools).
-extern "C" __global__ void sort_f64(RowArgs a) {
+extern "C" __global__ void sort_f64(RowArgs a) { PDL_ENTRY();
     char* mem = a.work ? a.work + blockIdx.x * a.m * 16 : (char*)sort_smem;
     sort_rows<double>(a, mem);
 }
-extern "C" __global__ void sort_i64(RowArgs a) {
+extern "C" __global__ void sort_i64(RowArgs a) { PDL_ENTRY();
     char* mem = a.work ? a.work + blockIdx.x * a.m * 16 : (char*)sort_smem;
     sort_rows<i64>(a, mem);
 }

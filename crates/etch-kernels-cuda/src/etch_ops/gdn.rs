@@ -1,8 +1,8 @@
 //! `etch::gated_delta_net.out` (gdn.cu), decoded by the CPU kernels' `gdn_call`: a
 //! recurrence kernel with one block per (batch item, value head, tile of 32 value
 //! columns), its state columns in registers, looping over the tokens (the conv, SiLU and
-//! q/k L2 norm computed on the fly), then a kernel shifting the conv inputs into
-//! `conv_state`. `input_pos` is read on the device (0: both states start from zero).
+//! q/k L2 norm computed on the fly), which then shifts the conv inputs into `conv_state`
+//! (or a kernel of its own does). `input_pos` is read on the device (0: both states start from zero).
 
 use super::{grid_dim, io_kernel};
 use crate::Family;
@@ -35,7 +35,7 @@ struct GdnArgs {
     hv: i64,
     dv: i64,
     scale: f32,
-    pad: i32,
+    fuse_shift: i32,
 }
 // SAFETY: plain `#[repr(C)]` data laid out as the CUDA struct.
 unsafe impl cudarc::driver::DeviceRepr for GdnArgs {}
@@ -43,6 +43,16 @@ unsafe impl cudarc::driver::DeviceRepr for GdnArgs {}
 /// State rows a thread holds (`GDN_R`) and warps a block has at most (`GDN_WARPS`).
 const ROWS_PER_THREAD: usize = 16;
 const MAX_WARPS: usize = 16;
+
+/// Counters of gdn_recur's fused conv_state shift (`GDN_COUNTERS`): batch x key heads.
+const COUNTERS: usize = 4096;
+
+/// Whether gdn_recur shifts conv_state itself (`ETCH_GDN_FUSE=0`: a kernel of its own, for
+/// comparisons).
+fn fusing() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ETCH_GDN_FUSE").map_or(true, |v| v != "0"))
+}
 
 /// `etch::gated_delta_net.out` on CUDA.
 pub(crate) fn gated_delta_net_out(ctx: &mut KernelContext<'_>) -> Result<()> {
@@ -80,7 +90,16 @@ pub(crate) fn gated_delta_net_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         return Ok(());
     }
     let dt = c.qkv.dtype();
-    let recur = io_kernel(op, dt, ["gdn_recur_f32", "gdn_recur_bf16", "gdn_recur_f16"])?;
+    // Up to 8 warps: the entry points compiled for 256 threads (no register spills).
+    let recur = if warps <= 8 {
+        io_kernel(op, dt, ["gdn_recur_f32", "gdn_recur_bf16", "gdn_recur_f16"])?
+    } else {
+        io_kernel(
+            op,
+            dt,
+            ["gdn_recur_w_f32", "gdn_recur_w_bf16", "gdn_recur_w_f16"],
+        )?
+    };
     let shift = io_kernel(
         op,
         dt,
@@ -90,6 +109,8 @@ pub(crate) fn gated_delta_net_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             "gdn_conv_state_f16",
         ],
     )?;
+    // gdn_recur shifts conv_state itself while its counters suffice (`GDN_COUNTERS`).
+    let fuse_shift = c.batch * c.hk <= COUNTERS && fusing();
     let mut a = GdnArgs {
         qkv: ptr(&c.qkv),
         a: ptr(&c.a),
@@ -110,7 +131,7 @@ pub(crate) fn gated_delta_net_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         hv: c.hv as i64,
         dv: c.dv as i64,
         scale: 1.0 / (c.dk as f32).sqrt(),
-        pad: 0,
+        fuse_shift: fuse_shift as i32,
     };
     let cfg = LaunchConfig {
         grid_dim: grid,
@@ -126,6 +147,9 @@ pub(crate) fn gated_delta_net_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         // checked; the argument matches `gdn_recur_*(GdnArgs)`. The recurrence reads the
         // old conv_state before the shift (same stream) overwrites it.
         unsafe { l.launch_with(f, cfg, &mut args) }?;
+        if fuse_shift {
+            return Ok(());
+        }
         // SAFETY: as above, for `gdn_conv_state_*(GdnArgs)`.
         unsafe { l.launch_with(g, shift_cfg, &mut args) }
     })

@@ -62,6 +62,16 @@ fn fusing() -> bool {
     *ON.get_or_init(|| std::env::var("ETCH_MOE_FUSE").map_or(true, |v| v != "0"))
 }
 
+/// Whether one-row calls (decode) use `moe_down_row` (`ETCH_MOE_DOWN_ROW=0` keeps
+/// moe_down and its combine, for comparisons).
+fn down_by_row() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ETCH_MOE_DOWN_ROW").map_or(true, |v| v != "0"))
+}
+
+/// Slots (`k + 1`) moe_down_row handles at most (`MOE_ROW_SLOTS`).
+const ROW_SLOTS: usize = 9;
+
 fn check(op: &str, c: &MoeCall<'_>) -> Result<()> {
     same_device(
         op,
@@ -116,6 +126,7 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let up = names(["moe_up_f32", "moe_up_bf16", "moe_up_f16"])?;
     let down = names(["moe_down_f32", "moe_down_bf16", "moe_down_f16"])?;
     let combine = names(["moe_combine_f32", "moe_combine_bf16", "moe_combine_f16"])?;
+    let down_row = names(["moe_down_row_f32", "moe_down_row_bf16", "moe_down_row_f16"])?;
     let warps = (THREADS / 32) as usize;
     let grid_rows = rows.min(MAX_GRID_ROWS) as u32;
     let cfg = |grid_dim: (u32, u32, u32), smem: usize| LaunchConfig {
@@ -150,12 +161,27 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     // this runs every step when CUDA graphs are off).
     let route_cfg = cfg((rows.min(1 << 30) as u32, 1, 1), route_smem);
     let down_smem = if fuse_combine { down_smem } else { 0 };
+    // One row: a warp per hidden unit over every slot, combined in registers.
+    // Its vector loads need equal expert and shared widths and 16-byte aligned rows (the
+    // activation rows are: `width` is a multiple of 8 elements).
+    let aligned = |t: &etch_core::TensorRef<'_>| ptr(t) % 16 == 0;
+    let row_smem = (k + 1) * width * es;
+    let by_row = rows == 1
+        && k < ROW_SLOTS
+        && row_smem <= 48 << 10
+        && c.inter == c.shared_inter
+        && (c.inter * es) % 16 == 0
+        && aligned(&c.down)
+        && aligned(&c.shared_down)
+        && down_by_row();
+    let row_units = grid_dim(op, "hidden units", c.hidden.div_ceil(warps), 1 << 30)?;
     let launches = [
         Some((logits, cfg((e_units, 1, grid_rows), route_smem))),
         (!fuse_route).then_some((route, route_cfg)),
         Some((up, cfg((units, k as u32 + 1, grid_rows), 0))),
-        Some((down, cfg((h_units, k as u32 + 1, grid_rows), down_smem))),
-        (!fuse_combine).then_some((combine, cfg((outs, 1, 1), 0))),
+        (!by_row).then_some((down, cfg((h_units, k as u32 + 1, grid_rows), down_smem))),
+        (!by_row && !fuse_combine).then_some((combine, cfg((outs, 1, 1), 0))),
+        by_row.then_some((down_row, cfg((row_units, 1, 1), row_smem))),
     ];
     let mut a = MoeArgs {
         x: ptr(&c.x),
