@@ -21,9 +21,15 @@
 // - moe_combine_*: one thread per hidden unit sums the slots in ascending expert order
 //   (each add rounded), then adds the gated shared expert.
 // Every dot product reads a weight row once with 16-byte loads (GEMV): decode reads just
-// the selected experts. Prefill runs the same GEMVs per (row, expert), so an expert's
-// weights are read once per row that selects it (M rows cost M decode steps of weight
-// traffic); a grouped GEMM over the rows of each expert is the faster prefill path.
+// the selected experts. Many rows (long prefills: from ETCH_MOE_BY_EXPERT_FROM, default 512)
+// go expert-major instead, so that each expert's weights are read once, not once per row
+// that selects it:
+// - moe_lists_*: one block per expert: its (row, slot) pairs in row order;
+// - moe_up_ex_* / moe_down_ex_*: a block per (tile of 8 units, expert or shared expert)
+//   holds the tile's weight rows in registers and runs over the expert's pairs (the up
+//   kernel stages 8 rows of x at a time in shared memory); moe_combine then sums.
+// Same rounding points and the same per-lane summation order as the row kernels. A
+// tensor-core grouped GEMM would be faster still.
 
 struct MoeArgs {
     const void* x;        // [M, H]
@@ -44,6 +50,8 @@ struct MoeArgs {
     i64 rows, hidden, experts, inter, sinter, top_k, width;
     i64 fuse_route;       // moe_logits routes (see below); else moe_route runs
     i64 fuse_combine;     // moe_down combines; else moe_combine runs
+    int* lists;           // [E, M] expert-major: the pairs m*(k+1)+j that selected expert e
+    int* counts;          // [E] how many
 };
 
 extern __shared__ float moe_smem[];
@@ -343,3 +351,127 @@ template <int DT> __device__ void moe_combine(const MoeArgs& a) {
     }
 }
 IO_KERNELS(moe_combine, MoeArgs, 256)
+
+// ---- Expert-major kernels for several rows (see the top of the file) ----
+#define MOE_EX_VEC 8  // 16-byte chunks of a weight row a lane holds: rows of <= 4096 bytes
+#define MOE_EX_TOK 8  // x rows staged per step in moe_up_ex
+
+// One block per expert e: the pairs m*(k+1)+j with sel[m, j] == e, in row order.
+template <int DT> __device__ void moe_lists(const MoeArgs& a) {
+    __shared__ int warp_n[32];
+    const int e = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const i64 K = a.top_k, total = a.rows * K;
+    int base = 0;
+    for (i64 b0 = 0; b0 < total; b0 += blockDim.x) {
+        const i64 idx = b0 + threadIdx.x;
+        const bool hit = idx < total && a.sel[idx] == e;
+        const unsigned mask = __ballot_sync(FULL_MASK, hit);
+        if (lane == 0) warp_n[w] = __popc(mask);
+        __syncthreads();
+        int at = base + __popc(mask & ((1u << lane) - 1u));
+        for (int q = 0; q < w; ++q) at += warp_n[q];
+        if (hit) a.lists[(i64)e * a.rows + at] = (int)((idx / K) * (K + 1) + idx % K);
+        for (int q = 0; q < nw; ++q) base += warp_n[q];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) a.counts[e] = base;
+}
+IO_KERNELS(moe_lists, MoeArgs, 256)
+
+// The t-th pair of slot block e (the shared expert, e == E, takes every row's slot k).
+__device__ __forceinline__ i64 moe_pair(const MoeArgs& a, int e, i64 t) {
+    return e == a.experts ? t * (a.top_k + 1) + a.top_k : (i64)a.lists[(i64)e * a.rows + t];
+}
+
+// Loads a weight row of `bytes` (a multiple of 16, <= 32 * 16 * MOE_EX_VEC) into this
+// lane's chunks lane, lane + 32, ... (zeros past the end or when !active).
+__device__ __forceinline__ void moe_ex_row(const char* row, i64 bytes, bool active, uint4* r) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int q = 0; q < MOE_EX_VEC; ++q) {
+        const i64 c = lane + 32 * q;
+        r[q] = active && c * 16 < bytes ? *(const uint4*)(row + c * 16) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+// This lane's part of <w, x> over its chunks (x a row of `bytes` in memory).
+template <int DT>
+__device__ __forceinline__ float moe_ex_dot(const uint4* w, const char* x, i64 bytes) {
+    const int lane = threadIdx.x & 31, V = IoVec<DT>::N;
+    float acc = 0.0f;
+#pragma unroll
+    for (int q = 0; q < MOE_EX_VEC; ++q) {
+        const i64 c = lane + 32 * q;
+        if (c * 16 >= bytes) break;
+        float wf[8], xf[8];
+        io_cvt16<DT>(w[q], wf);
+        io_cvt16<DT>(*(const uint4*)(x + c * 16), xf);
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc += wf[k] * xf[k];
+    }
+    return acc;
+}
+
+// Block (tile of 8 units, slot block e): act[pair, i] = round(round(silu(g)) * u) for the
+// expert's pairs, g and u its gate and up rows (in registers) against the pair's x row.
+template <int DT> __device__ void moe_up_ex(const MoeArgs& a) {
+    const int lane = threadIdx.x & 31, es = DT == DT_F32 ? 4 : 2;
+    const int e = blockIdx.y;
+    const bool shared = e == a.experts;
+    const i64 n_e = shared ? a.rows : a.counts[e];
+    if (n_e == 0) return;
+    const i64 ni = shared ? a.sinter : a.inter, rb = a.hidden * es;
+    const i64 i = blockIdx.x * (i64)(blockDim.x >> 5) + (threadIdx.x >> 5);
+    const bool active = i < ni;
+    const char* gate = shared ? (const char*)a.sg + i * rb
+                              : (const char*)a.gate_up + ((i64)e * 2 * a.inter + i) * rb;
+    const char* up = shared ? (const char*)a.su + i * rb : gate + a.inter * rb;
+    uint4 g[MOE_EX_VEC], u[MOE_EX_VEC];
+    moe_ex_row(gate, rb, active, g);
+    moe_ex_row(up, rb, active, u);
+    char* xs = (char*)moe_smem;  // [MOE_EX_TOK][rb]
+    const i64 nv = rb / 16;
+    for (i64 t0 = 0; t0 < n_e; t0 += MOE_EX_TOK) {
+        const i64 nt = n_e - t0 < MOE_EX_TOK ? n_e - t0 : MOE_EX_TOK;
+        __syncthreads();  // the previous step is done with xs
+        for (i64 o = threadIdx.x; o < nt * nv; o += blockDim.x) {
+            const i64 r = o / nv, c = o % nv;
+            const i64 m = moe_pair(a, e, t0 + r) / (a.top_k + 1);
+            *(uint4*)(xs + r * rb + c * 16) = *(const uint4*)((const char*)a.x + m * rb + c * 16);
+        }
+        __syncthreads();
+        if (!active) continue;
+        for (i64 r = 0; r < nt; ++r) {
+            const float gs = io_rnd<DT>(warp_sum(moe_ex_dot<DT>(g, xs + r * rb, rb)));
+            const float us = io_rnd<DT>(warp_sum(moe_ex_dot<DT>(u, xs + r * rb, rb)));
+            if (lane == 0)
+                io_st<DT>(a.act, moe_pair(a, e, t0 + r) * a.width + i,
+                          io_rnd<DT>(io_rnd<DT>(e_silu(gs)) * us));
+        }
+    }
+}
+IO_KERNELS(moe_up_ex, MoeArgs, 256)
+
+// Block (tile of 8 hidden units, slot block e): ys[pair, h] as moe_down computes it, the
+// down row in registers against each pair's activation row (read through L1/L2).
+template <int DT> __device__ void moe_down_ex(const MoeArgs& a) {
+    const int lane = threadIdx.x & 31, es = DT == DT_F32 ? 4 : 2;
+    const int e = blockIdx.y;
+    const bool shared = e == a.experts;
+    const i64 n_e = shared ? a.rows : a.counts[e];
+    const i64 h = blockIdx.x * (i64)(blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (n_e == 0 || h >= a.hidden) return;
+    const i64 K = a.top_k, rb = (shared ? a.sinter : a.inter) * es;
+    const char* row = shared ? (const char*)a.sd + h * rb
+                             : (const char*)a.down + ((i64)e * a.hidden + h) * rb;
+    uint4 d[MOE_EX_VEC];
+    moe_ex_row(row, rb, true, d);
+    for (i64 t = 0; t < n_e; ++t) {
+        const i64 pair = moe_pair(a, e, t), m = pair / (K + 1), j = pair % (K + 1);
+        const float y = io_rnd<DT>(warp_sum(moe_ex_dot<DT>(d, (const char*)a.act + pair * a.width * es, rb)));
+        // Expert slots: round(round(dot) * w); the shared slot: round(gate * round(dot)).
+        if (lane == 0)
+            a.ys[pair * a.hidden + h] = shared ? io_rnd<DT>(a.sgate[m] * y) : io_rnd<DT>(y * a.wsel[m * K + j]);
+    }
+}
+IO_KERNELS(moe_down_ex, MoeArgs, 256)
