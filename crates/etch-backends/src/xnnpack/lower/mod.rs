@@ -1,0 +1,127 @@
+//! Lowering of XNNPACK nodes to plan steps, one module per node family.
+
+mod conv;
+mod elementwise;
+mod gemm;
+mod shape;
+
+use super::graph::{Node, Op, UnaryOp};
+use super::plan::{Builder, scalar_type};
+use etch_core::{Device, Dynamism, Error, Result, TensorImpl};
+
+/// Lowers node `i`.
+pub fn node(b: &mut Builder<'_>, i: usize, node: &Node) -> Result<()> {
+    b.node = i as u32;
+    let r = match &node.op {
+        Op::Binary { op, a, b: y, out } => elementwise::binary(b, node, *op, [*a, *y, *out]),
+        Op::Unary { op, input, output } => match op {
+            UnaryOp::Copy => shape::reshape(b, [*input, *output]),
+            _ => elementwise::unary(b, node, *op, *input, *output),
+        },
+        Op::Elu {
+            alpha,
+            input,
+            output,
+        } => elementwise::param_unary(b, node, true, *alpha, [*input, *output]),
+        Op::LeakyRelu {
+            slope,
+            input,
+            output,
+        } => elementwise::param_unary(b, node, false, *slope, [*input, *output]),
+        Op::FullyConnected {
+            input,
+            filter,
+            bias,
+            output,
+            flags,
+        } => gemm::fully_connected(b, node, [*input, *filter, *output], *bias, *flags),
+        Op::BatchMatMul {
+            a,
+            b: w,
+            out,
+            flags,
+        } => gemm::batch_matmul(b, node, [*a, *w, *out], *flags),
+        Op::Conv(c) => conv::convolution(b, node, c),
+        Op::Pool(p) => conv::pooling(b, node, p),
+        Op::ResizeBilinear {
+            height,
+            width,
+            flags,
+            input,
+            output,
+        } => conv::resize_bilinear(b, node, [*height, *width], *flags, [*input, *output]),
+        Op::Transpose {
+            perm,
+            input,
+            output,
+        } => shape::transpose(b, perm, [*input, *output]),
+        Op::Reshape { input, output, .. } => shape::reshape(b, [*input, *output]),
+        Op::Slice {
+            offsets,
+            input,
+            output,
+            ..
+        } => shape::slice(b, offsets, [*input, *output]),
+        Op::Pad {
+            pre,
+            post,
+            value,
+            input,
+            output,
+        } => shape::pad(b, pre, post, *value, [*input, *output]),
+        Op::Concat {
+            axis,
+            inputs,
+            output,
+        } => shape::concat(b, *axis, inputs, *output),
+        Op::Unsupported => Err(Error::not_supported(format!(
+            "etch does not run {} nodes yet",
+            node.name
+        ))),
+    };
+    r.map_err(|e| e.context(format!("XNNPACK node {i} ({})", node.name)))
+}
+
+/// Constant `id` read through a view (`sizes` in `dim_order` over its bytes), copied into
+/// a new contiguous constant of those sizes (a weight repacked at init).
+pub fn repack_constant(
+    b: &mut Builder<'_>,
+    id: u32,
+    sizes: &[usize],
+    dim_order: Option<&[u8]>,
+) -> Result<u32> {
+    let dtype = scalar_type(b.value(id), id)?;
+    let src = b.constant_bytes(id)?;
+    // The view's strides, from its dim order.
+    let view = TensorImpl::new(
+        dtype,
+        sizes,
+        dim_order,
+        Dynamism::Static,
+        Device::CPU,
+        std::ptr::null_mut(),
+        src.len(),
+    )?;
+    let es = dtype.element_size();
+    if view.nbytes() != src.len() {
+        return Err(Error::invalid_program(format!(
+            "repacking value {id} of {} bytes as {sizes:?}",
+            src.len()
+        )));
+    }
+    let strides = view.strides();
+    let mut dst = Vec::with_capacity(src.len());
+    let mut idx = vec![0usize; sizes.len()];
+    for _ in 0..view.numel() {
+        let off: usize = idx.iter().zip(strides).map(|(i, s)| i * s).sum::<usize>() * es;
+        dst.extend_from_slice(&src[off..off + es]);
+        for d in (0..sizes.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < sizes[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    b.owned(dtype, sizes, &dst)
+}
