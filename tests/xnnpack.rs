@@ -51,6 +51,7 @@ fn every_xnnpack_fixture_is_tested() {
         "tiny_cnn",
         "tiny_transformer",
         "elementwise",
+        "more_nodes",
         "mobilenet_v2_025",
     ];
     for n in &names {
@@ -71,6 +72,11 @@ fn tiny_transformer() {
 #[test]
 fn elementwise() {
     run_fixture("elementwise");
+}
+
+#[test]
+fn more_nodes() {
+    run_fixture("more_nodes");
 }
 
 #[test]
@@ -105,7 +111,7 @@ fn mutated_payloads_never_panic() {
         state ^= state << 17;
         state
     };
-    for name in ["tiny_cnn", "tiny_transformer", "elementwise"] {
+    for name in ["tiny_cnn", "tiny_transformer", "elementwise", "more_nodes"] {
         let pte = fixtures_dir().join(format!("xnnpack/{name}/model.pte"));
         let original = std::fs::read(&pte).unwrap();
         let dir = fixtures_dir().join("xnnpack");

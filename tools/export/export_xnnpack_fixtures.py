@@ -142,6 +142,29 @@ class Elementwise(nn.Module):
         return torch.clamp(s, -3.0, 3.0), torch.sigmoid(m).softmax(-1)
 
 
+class MoreNodes(nn.Module):
+    """PReLU, amax over H (max pooling), padded average pooling without the padding in the
+    count, plain max pooling, aligned-corner resize, a product of two activations (mm),
+    squeeze/unsqueeze, hardtanh."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(4, 6, 3, padding=1)
+        self.prelu = nn.PReLU(6)
+        self.fc = nn.Linear(10, 6)
+
+    def forward(self, x, m):
+        y = self.prelu(self.c(x))
+        a = torch.amax(y, 2, keepdim=True)
+        p = F.avg_pool2d(y, 3, stride=2, padding=1, count_include_pad=False)
+        q = F.max_pool2d(y, 2)
+        r = F.interpolate(q, size=(5, 7), mode="bilinear", align_corners=True)
+        f = self.fc(m)
+        s = torch.mm(f, f.t().contiguous())
+        t = F.hardtanh(s.unsqueeze(-1), -0.5, 0.5).squeeze(-1)
+        return a, p, r, t
+
+
 def mobilenet_v2_small():
     """torchvision's mobilenet_v2 at width 0.25, its last 1x1 conv cut from 1280 to 256
     channels (the fixture stays under 1 MB)."""
@@ -160,6 +183,7 @@ MODELS = {
     "tiny_cnn": (TinyCNN, lambda: (torch.randn(1, 3, 24, 24),)),
     "tiny_transformer": (TinyTransformer, lambda: (torch.randn(2, 8, 32),)),
     "elementwise": (Elementwise, lambda: (torch.randn(2, 4, 16), torch.randn(2, 4, 16))),
+    "more_nodes": (MoreNodes, lambda: (torch.randn(1, 4, 9, 11), torch.randn(5, 10))),
     "mobilenet_v2_025": (mobilenet_v2_small, lambda: (torch.randn(1, 3, 64, 64),)),
 }
 

@@ -5,6 +5,7 @@
 use super::super::graph::{BinaryOp, Node, UnaryOp};
 use super::super::plan::Builder;
 use etch_core::{Error, KernelContext, Result};
+use etch_kernels::binary::{PRelu, tensor_tensor};
 use etch_kernels::unary::{Hardswish, unary_float};
 
 /// Checks that `out`'s shape is the numpy broadcast of `x`'s and `y`'s.
@@ -68,14 +69,14 @@ pub fn binary(b: &mut Builder<'_>, node: &Node, op: BinaryOp, ids: [u32; 3]) -> 
         BinaryOp::Div => b.kernel("aten::div.out", &[x, y, o])?,
         BinaryOp::Min => b.kernel("aten::minimum.out", &[x, y, o])?,
         BinaryOp::Max => b.kernel("aten::maximum.out", &[x, y, o])?,
-        BinaryOp::PRelu => {
-            return Err(Error::not_supported(
-                "XNNPReLU is not supported by etch yet",
-            ));
-        }
+        BinaryOp::PRelu => b.kernel_fn("XNNPReLU", prelu_out, &[x, y, o]),
     }
     b.clamp(o, node.clamp);
     Ok(())
+}
+
+fn prelu_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    tensor_tensor(ctx, "XNNPReLU", PRelu, 2)
 }
 
 fn hardswish_out(ctx: &mut KernelContext<'_>) -> Result<()> {
