@@ -52,6 +52,8 @@ fn every_xnnpack_fixture_is_tested() {
         "tiny_transformer",
         "elementwise",
         "more_nodes",
+        "hf_llama",
+        "hf_qwen3",
         "mobilenet_v2_025",
     ];
     for n in &names {
@@ -77,6 +79,16 @@ fn elementwise() {
 #[test]
 fn more_nodes() {
     run_fixture("more_nodes");
+}
+
+#[test]
+fn hf_llama() {
+    run_fixture("hf_llama");
+}
+
+#[test]
+fn hf_qwen3() {
+    run_fixture("hf_qwen3");
 }
 
 #[test]

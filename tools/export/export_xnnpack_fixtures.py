@@ -178,12 +178,34 @@ def mobilenet_v2_small():
     return m
 
 
+def hf_decoder(kind: str):
+    """A tiny HF Llama or Qwen3 causal LM returning logits (eager attention, no cache)."""
+    import transformers as tf
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from export_models import HFLogits
+
+    common = dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, intermediate_size=64, max_position_embeddings=32,
+                  use_cache=False)
+    if kind == "llama":
+        cfg = tf.LlamaConfig(**common)
+        model = tf.LlamaForCausalLM
+    else:
+        cfg = tf.Qwen3Config(head_dim=8, **common)
+        model = tf.Qwen3ForCausalLM
+    cfg._attn_implementation = "eager"
+    return HFLogits(model(cfg), "logits", use_cache=False)
+
+
 # name -> (make model, inputs)
 MODELS = {
     "tiny_cnn": (TinyCNN, lambda: (torch.randn(1, 3, 24, 24),)),
     "tiny_transformer": (TinyTransformer, lambda: (torch.randn(2, 8, 32),)),
     "elementwise": (Elementwise, lambda: (torch.randn(2, 4, 16), torch.randn(2, 4, 16))),
     "more_nodes": (MoreNodes, lambda: (torch.randn(1, 4, 9, 11), torch.randn(5, 10))),
+    "hf_llama": (lambda: hf_decoder("llama"), lambda: (torch.randint(0, 128, (1, 12)),)),
+    "hf_qwen3": (lambda: hf_decoder("qwen3"), lambda: (torch.randint(0, 128, (1, 12)),)),
     "mobilenet_v2_025": (mobilenet_v2_small, lambda: (torch.randn(1, 3, 64, 64),)),
 }
 
@@ -228,7 +250,7 @@ def export_fixture(name: str) -> dict:
     for k, x in enumerate(inputs):
         np.save(os.path.join(d, f"forward_0_in{k}.npy"), x.numpy())
         case["inputs"].append(f"{name}/forward_0_in{k}.npy")
-        case["input_dtypes"].append("float32")
+        case["input_dtypes"].append(str(x.dtype).replace("torch.", ""))
     for k, o in enumerate(outs):
         np.save(os.path.join(d, f"forward_0_out{k}.npy"), o.numpy())
         case["expected"].append(f"{name}/forward_0_out{k}.npy")
@@ -273,15 +295,58 @@ def check_torchvision(size: int, etch: str) -> int:
     return 0 if worst < 1e-4 else 1
 
 
+def check_hf(etch: str, only: list) -> int:
+    """The HF models of export_models.py (tiny configs), delegated to XNNPACK."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import export_models
+
+    out_dir = os.path.join(REPO_ROOT, "target", "xnnpack_models")
+    os.makedirs(out_dir, exist_ok=True)
+    failed = 0
+    for name, make, inputs in export_models.hf_models():
+        if only and name not in only:
+            continue
+        torch.manual_seed(0)
+        try:
+            model = make().eval()
+            prog = export_xnnpack(model, inputs)
+        except Exception as e:  # noqa: BLE001
+            print(f"{name}: export failed: {type(e).__name__}: {str(e)[:200]}")
+            continue
+        pte = os.path.join(out_dir, f"hf_{name}.xnnpack.pte")
+        with open(pte, "wb") as f:
+            f.write(prog.buffer)
+        ref = run_executorch(prog.buffer, inputs)[0].numpy()
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [etch, "run", pte, "--output-dir", tmp]
+            for k, x in enumerate(inputs):
+                np.save(os.path.join(tmp, f"in{k}.npy"), x.numpy())
+                cmd += ["--input", os.path.join(tmp, f"in{k}.npy")]
+            r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if r.returncode != 0:
+                print(f"{name}: etch failed: {r.stderr.strip()[:300]}")
+                failed += 1
+                continue
+            got = np.load(os.path.join(tmp, "output_0.npy"))
+        diff = np.abs(got - ref).max()
+        rel = diff / max(np.abs(ref).max(), 1e-12)
+        failed += rel > 1e-4
+        print(f"{name}: max |etch - ExecuTorch| = {diff:.3g} ({rel:.3g} of max |out|)")
+    return 1 if failed else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="")
     ap.add_argument("--torchvision", action="store_true")
+    ap.add_argument("--hf", action="store_true")
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--etch", default=os.path.join(REPO_ROOT, "target", "release", "etch"))
     args = ap.parse_args()
     if args.torchvision:
         return check_torchvision(args.size, args.etch)
+    if args.hf:
+        return check_hf(args.etch, [n for n in args.only.split(",") if n])
     names = [n for n in args.only.split(",") if n] or list(MODELS)
     path = os.path.join(OUT, "manifest.json")
     manifest = []
