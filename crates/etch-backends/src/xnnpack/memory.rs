@@ -3,7 +3,7 @@
 //! Values whose lifetimes overlap never share bytes, so a node's output never overlaps
 //! one of its inputs.
 
-use super::graph::Graph;
+use super::graph::{Graph, Op, UnaryOp};
 use etch_core::{Error, HOST_ALIGNMENT, Result};
 
 /// Where each value lives.
@@ -124,4 +124,59 @@ pub fn plan(g: &Graph) -> Result<MemoryPlan> {
         storage,
         arena_bytes,
     })
+}
+
+/// Whether each node reads and writes its 4-d operands through their strides, so that
+/// they may be laid out channels-first (NCHW in memory) rather than as XNNPACK's NHWC.
+fn strided_operands(op: &Op) -> bool {
+    match op {
+        Op::Conv(_)
+        | Op::Pool(_)
+        | Op::ResizeBilinear { .. }
+        | Op::Binary { .. }
+        | Op::Elu { .. }
+        | Op::LeakyRelu { .. }
+        | Op::Transpose { .. }
+        | Op::Concat { .. }
+        | Op::Pad { .. }
+        | Op::Slice { .. } => true,
+        Op::Unary { op, .. } => !matches!(
+            op,
+            UnaryOp::Softmax | UnaryOp::Copy | UnaryOp::Convert | UnaryOp::GlobalAvgPool
+        ),
+        _ => false,
+    }
+}
+
+/// The values to lay out channels-first: in a graph with convolutions or pooling, every
+/// internal 4-d value that only nodes with strided operands touch (global average pooling
+/// may read it too). etch's convolution and pooling kernels are fastest on NCHW data, and
+/// the elementwise and data-movement kernels take either layout.
+pub fn channels_first(g: &Graph) -> Vec<bool> {
+    let spatial = g
+        .nodes
+        .iter()
+        .any(|n| matches!(n.op, Op::Conv(_) | Op::Pool(_)));
+    let mut cf: Vec<bool> = g
+        .values
+        .iter()
+        .map(|v| spatial && v.dims.len() == 4 && v.constant == 0 && v.external_id.is_none())
+        .collect();
+    for n in &g.nodes {
+        let ok = strided_operands(&n.op);
+        let reads_only = matches!(
+            n.op,
+            Op::Unary {
+                op: UnaryOp::GlobalAvgPool,
+                ..
+            }
+        );
+        for &id in n.op.inputs().iter() {
+            cf[id] &= ok || reads_only;
+        }
+        for &id in n.op.outputs().iter() {
+            cf[id] &= ok;
+        }
+    }
+    cf
 }

@@ -28,7 +28,7 @@ mod plan;
 
 pub(crate) use generated::fb_xnnpack as fb;
 
-use etch_core::{AlignedBuf, Error, KernelContext, Result};
+use etch_core::{Error, KernelContext, Result};
 use etch_format::NamedDataMap;
 use etch_runtime::{Backend, BackendInitContext, CompileSpec, Delegate};
 use graph::{ConstantSource, Graph};
@@ -47,12 +47,12 @@ impl XnnpackBackend {
     }
 }
 
-/// Loads the bytes of every constant value into its own aligned buffer.
-fn load_constants(
+/// Finds the bytes of every constant value (exactly its size), checking their ranges.
+fn load_constants<'a>(
     g: &Graph,
-    constant_data: &[u8],
-    named: Option<&dyn NamedDataMap>,
-) -> Result<Vec<Option<AlignedBuf>>> {
+    constant_data: &'a [u8],
+    named: Option<&'a dyn NamedDataMap>,
+) -> Result<Vec<Option<&'a [u8]>>> {
     let mut out = Vec::with_capacity(g.values.len());
     for (id, v) in g.values.iter().enumerate() {
         if v.constant == 0 {
@@ -92,7 +92,7 @@ fn load_constants(
                 &v.dims[..]
             )));
         }
-        out.push(Some(AlignedBuf::from_bytes(&bytes[..need])?));
+        out.push(Some(&bytes[..need]));
     }
     Ok(out)
 }

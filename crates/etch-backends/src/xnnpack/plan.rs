@@ -86,7 +86,12 @@ pub struct Builder<'g> {
     /// The graph being planned.
     pub graph: &'g Graph,
     mem: MemoryPlan,
-    /// Data pointer of each constant value.
+    /// Values laid out channels-first (see [`super::memory::channels_first`]).
+    channels_first: Vec<bool>,
+    /// The bytes of each constant value (exactly its size), in the payload or named data.
+    const_src: Vec<Option<&'g [u8]>>,
+    /// Data pointer of each constant value copied into the plan (on first direct use;
+    /// constants used only through a repacked copy are never copied as they are).
     const_ptrs: Vec<*mut u8>,
     /// Views of arena values: (table entry, arena offset), pointed at the arena by `finish`.
     arena_views: Vec<(u32, usize)>,
@@ -106,33 +111,27 @@ pub struct Builder<'g> {
 
 impl<'g> Builder<'g> {
     /// Starts a plan over the constants' bytes. `limit` caps the bytes the plan allocates
-    /// (arena and repacked or scratch buffers).
+    /// (arena, constants and repacked or scratch buffers).
     pub fn new(
         graph: &'g Graph,
         mem: MemoryPlan,
-        constants: Vec<Option<AlignedBuf>>,
+        constants: Vec<Option<&'g [u8]>>,
         limit: Option<u64>,
     ) -> Result<Self> {
-        let mut buffers = Vec::new();
-        let mut const_ptrs = vec![std::ptr::null_mut(); graph.values.len()];
-        for (id, c) in constants.into_iter().enumerate() {
-            if let Some(mut b) = c {
-                const_ptrs[id] = b.as_mut_ptr();
-                buffers.push(b);
-            }
-        }
         let mut b = Builder {
             graph,
+            channels_first: super::memory::channels_first(graph),
             default_view: vec![None; graph.values.len()],
             mem,
-            const_ptrs,
+            const_ptrs: vec![std::ptr::null_mut(); constants.len()],
+            const_src: constants,
             arena_views: Vec::new(),
             values: Vec::new(),
             args: Vec::new(),
             steps: Vec::new(),
             step_nodes: Vec::new(),
             bindings: Vec::new(),
-            buffers,
+            buffers: Vec::new(),
             bytes: 0,
             limit,
             node: 0,
@@ -163,17 +162,33 @@ impl<'g> Builder<'g> {
         self.mem.storage[id as usize] == Storage::Constant
     }
 
-    /// The bytes of constant `id` (its own buffer, in XNNPACK's layout).
-    pub fn constant_bytes(&self, id: u32) -> Result<&[u8]> {
-        let n = super::memory::value_bytes(self.graph, id as usize)?;
+    /// The bytes of constant `id`, in XNNPACK's layout.
+    pub fn constant_bytes(&self, id: u32) -> Result<&'g [u8]> {
+        self.const_src
+            .get(id as usize)
+            .copied()
+            .flatten()
+            .ok_or_else(|| Error::internal(format!("value {id} is not a loaded constant")))
+    }
+
+    /// Copies constant `id` into the plan (once) and returns its data pointer.
+    fn constant_ptr(&mut self, id: u32) -> Result<*mut u8> {
         let p = self.const_ptrs[id as usize];
-        if !self.is_constant(id) || p.is_null() {
-            return Err(Error::internal(format!(
-                "value {id} is not a loaded constant"
-            )));
+        if !p.is_null() {
+            return Ok(p);
         }
-        // SAFETY: constants own a buffer of at least `n` bytes (checked when loaded).
-        Ok(unsafe { std::slice::from_raw_parts(p, n) })
+        let src = self.constant_bytes(id)?;
+        self.reserve(src.len())?;
+        let mut buf = AlignedBuf::from_bytes(src)?;
+        let p = buf.as_mut_ptr();
+        self.buffers.push(buf);
+        self.const_ptrs[id as usize] = p;
+        Ok(p)
+    }
+
+    /// Table entry `i`.
+    pub fn entry(&self, i: u32) -> &EValue {
+        &self.values[i as usize]
     }
 
     fn push(&mut self, v: EValue) -> u32 {
@@ -181,14 +196,43 @@ impl<'g> Builder<'g> {
         (self.values.len() - 1) as u32
     }
 
-    /// A view of value `id` with `sizes` (same element count) and a dim order.
+    /// A view of value `id` with `sizes` (same element count) and a dim order, over its
+    /// bytes in XNNPACK's layout (not for values laid out channels-first).
     pub fn view(&mut self, id: u32, sizes: &[usize], dim_order: Option<&[u8]>) -> Result<u32> {
+        if self.channels_first[id as usize] {
+            return Err(Error::internal(format!(
+                "value {id} is laid out channels-first; it has no flat view"
+            )));
+        }
+        self.raw_view(id, sizes, dim_order)
+    }
+
+    /// An NHWC value `[n, h, w, c]` viewed as NCHW `[n, c, h, w]` (channels-last dim order
+    /// unless the value is laid out channels-first), and those sizes.
+    pub fn nchw(&mut self, id: u32, what: &str) -> Result<(u32, [usize; 4])> {
+        let d = self.value(id).dims;
+        if d.len() != 4 {
+            return Err(Error::invalid_program(format!(
+                "{what} {:?} is not a 4-d NHWC tensor",
+                &d[..]
+            )));
+        }
+        let s = [d[0], d[3], d[1], d[2]];
+        let order: Option<&[u8]> = if self.channels_first[id as usize] {
+            None
+        } else {
+            Some(&[0, 2, 3, 1])
+        };
+        Ok((self.raw_view(id, &s, order)?, s))
+    }
+
+    fn raw_view(&mut self, id: u32, sizes: &[usize], dim_order: Option<&[u8]>) -> Result<u32> {
         let v = self.value(id);
         let dtype = scalar_type(v, id)?;
         let bytes = super::memory::value_bytes(self.graph, id as usize)?;
         let storage = self.mem.storage[id as usize];
         let ptr = match storage {
-            Storage::Constant => self.const_ptrs[id as usize],
+            Storage::Constant => self.constant_ptr(id)?,
             _ => std::ptr::null_mut(),
         };
         let t = TensorImpl::new(
@@ -224,7 +268,12 @@ impl<'g> Builder<'g> {
             return Ok(i);
         }
         let dims = self.value(id).dims;
-        let i = self.view(id, &dims, None)?;
+        let order: Option<&[u8]> = if self.channels_first[id as usize] {
+            Some(&[0, 3, 1, 2])
+        } else {
+            None
+        };
+        let i = self.raw_view(id, &dims, order)?;
         self.default_view[id as usize] = Some(i);
         Ok(i)
     }

@@ -14,17 +14,8 @@ use etch_kernels::conv::pool_out_size;
 /// Channels-last dim order of an NCHW view.
 const NHWC: [u8; 4] = [0, 2, 3, 1];
 
-/// An NHWC value `[n, h, w, c]` viewed as NCHW `[n, c, h, w]`.
 fn nchw(b: &mut Builder<'_>, id: u32, what: &str) -> Result<(u32, [usize; 4])> {
-    let d = b.value(id).dims;
-    if d.len() != 4 {
-        return Err(Error::invalid_program(format!(
-            "{what} {:?} is not a 4-d NHWC tensor",
-            &d[..]
-        )));
-    }
-    let s = [d[0], d[3], d[1], d[2]];
-    Ok((b.view(id, &s, Some(&NHWC))?, s))
+    b.nchw(id, what)
 }
 
 fn symmetric(p: [u32; 4], what: &str) -> Result<[i64; 2]> {

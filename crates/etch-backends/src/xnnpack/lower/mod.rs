@@ -110,16 +110,19 @@ pub fn repack_constant(
         )));
     }
     let strides = view.strides();
-    let mut dst = Vec::with_capacity(src.len());
-    let mut idx = vec![0usize; sizes.len()];
-    for _ in 0..view.numel() {
-        let off: usize = idx.iter().zip(strides).map(|(i, s)| i * s).sum::<usize>() * es;
-        dst.extend_from_slice(&src[off..off + es]);
+    let mut dst = vec![0u8; src.len()];
+    // An odometer over the view's index, in row-major order, tracking the source offset.
+    let mut idx = [0usize; etch_core::MAX_DIMS];
+    let mut off = 0usize;
+    for chunk in dst.chunks_exact_mut(es) {
+        chunk.copy_from_slice(&src[off * es..off * es + es]);
         for d in (0..sizes.len()).rev() {
             idx[d] += 1;
+            off += strides[d];
             if idx[d] < sizes[d] {
                 break;
             }
+            off -= strides[d] * sizes[d];
             idx[d] = 0;
         }
     }

@@ -1,7 +1,7 @@
 //! Data movement: static transpose, reshape, slice, constant pad, concatenation.
 
 use super::super::plan::Builder;
-use etch_core::{Error, Result};
+use etch_core::{EValue, Error, Result};
 use etch_kernels::util::Shape;
 
 fn dims_err(what: &str, detail: String) -> Error {
@@ -63,15 +63,14 @@ pub fn slice(b: &mut Builder<'_>, offsets: &Shape, [input, output]: [u32; 2]) ->
     }
     // Views first: they check that the values' sizes fit memory.
     let (x, o) = (b.tensor(input)?, b.tensor(output)?);
-    // Row-major strides of the input; the slice is a strided view of it.
-    let mut strides = vec![0i64; di.len()];
-    let mut acc = 1i64;
-    let mut offset = 0i64;
-    for d in (0..di.len()).rev() {
-        strides[d] = acc;
-        offset += (offsets[d] as i64).saturating_mul(acc);
-        acc = acc.saturating_mul(di[d].max(1) as i64);
-    }
+    // The slice is a strided view of the input's memory (in whichever layout it has).
+    let EValue::Tensor(t) = b.entry(x) else {
+        return Err(Error::internal("slice input is not a tensor"));
+    };
+    let strides: Vec<i64> = t.strides().iter().map(|&s| s as i64).collect();
+    let offset = (0..di.len()).fold(0i64, |acc, d| {
+        acc.saturating_add((offsets[d] as i64).saturating_mul(strides[d]))
+    });
     let sizes: Vec<i64> = dout.iter().map(|&s| s as i64).collect();
     let (sz, st, off) = (b.ints(&sizes), b.ints(&strides), b.int(offset));
     b.kernel("aten::as_strided_copy.out", &[x, sz, st, off, o])
