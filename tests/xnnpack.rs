@@ -55,6 +55,8 @@ fn every_xnnpack_fixture_is_tested() {
         "hf_llama",
         "hf_qwen3",
         "mobilenet_v2_025",
+        "tiny_cnn_fp16",
+        "tiny_transformer_fp16",
     ];
     for n in &names {
         assert!(tested.contains(&n.as_str()), "fixture {n} has no test");
@@ -94,6 +96,16 @@ fn hf_qwen3() {
 #[test]
 fn mobilenet_v2_025() {
     run_fixture("mobilenet_v2_025");
+}
+
+#[test]
+fn tiny_cnn_fp16() {
+    run_fixture("tiny_cnn_fp16");
+}
+
+#[test]
+fn tiny_transformer_fp16() {
+    run_fixture("tiny_transformer_fp16");
 }
 
 #[test]

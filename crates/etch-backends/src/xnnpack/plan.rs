@@ -157,6 +157,11 @@ impl<'g> Builder<'g> {
         &self.graph.values[id as usize]
     }
 
+    /// The scalar type of value `id`.
+    pub fn dtype(&self, id: u32) -> Result<ScalarType> {
+        scalar_type(self.value(id), id)
+    }
+
     /// Whether value `id` is a constant.
     pub fn is_constant(&self, id: u32) -> bool {
         self.mem.storage[id as usize] == Storage::Constant

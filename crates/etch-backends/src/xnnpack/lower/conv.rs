@@ -7,7 +7,7 @@ use super::super::graph::{
     ConvKind, ConvParams, FLAG_ALIGN_CORNERS, FLAG_TENSORFLOW_LEGACY_MODE, Node, PoolParams,
 };
 use super::super::plan::Builder;
-use super::repack_constant;
+use super::{constant_as, repack_constant};
 use etch_core::{Error, Result, ScalarType};
 use etch_kernels::conv::pool_out_size;
 
@@ -30,7 +30,13 @@ fn symmetric(p: [u32; 4], what: &str) -> Result<[i64; 2]> {
 
 /// The filter as a PyTorch weight (`[cout, cin/g, kh, kw]`, or `[cin, cout/g, kh, kw]` for
 /// a transposed convolution).
-fn filter(b: &mut Builder<'_>, c: &ConvParams, kh: usize, kw: usize) -> Result<u32> {
+fn filter(
+    b: &mut Builder<'_>,
+    c: &ConvParams,
+    kh: usize,
+    kw: usize,
+    to: ScalarType,
+) -> Result<u32> {
     let (g, gi, go) = (
         c.groups as usize,
         c.group_input_channels as usize,
@@ -48,22 +54,33 @@ fn filter(b: &mut Builder<'_>, c: &ConvParams, kh: usize, kw: usize) -> Result<u
         )));
     }
     match c.kind {
-        ConvKind::Conv => repack_or_view(b, c.filter, &[g * go, gi, kh, kw], &NHWC),
-        ConvKind::Depthwise => repack_or_view(b, c.filter, &[g * go, 1, kh, kw], &[1, 2, 3, 0]),
-        ConvKind::Transpose => transposed_filter(b, c.filter, [g, gi, go, kh, kw]),
+        ConvKind::Conv => repack_or_view(b, c.filter, &[g * go, gi, kh, kw], &NHWC, to),
+        ConvKind::Depthwise => repack_or_view(b, c.filter, &[g * go, 1, kh, kw], &[1, 2, 3, 0], to),
+        ConvKind::Transpose => transposed_filter(b, c.filter, [g, gi, go, kh, kw], to),
     }
 }
 
-fn repack_or_view(b: &mut Builder<'_>, id: u32, sizes: &[usize], order: &[u8]) -> Result<u32> {
+fn repack_or_view(
+    b: &mut Builder<'_>,
+    id: u32,
+    sizes: &[usize],
+    order: &[u8],
+    to: ScalarType,
+) -> Result<u32> {
     if b.is_constant(id) {
-        repack_constant(b, id, sizes, Some(order))
+        repack_constant(b, id, sizes, Some(order), to)
     } else {
         b.view(id, sizes, Some(order))
     }
 }
 
 /// XNNPACK's `[g*go, kh, kw, gi]` as PyTorch's transposed weight `[g*gi, go, kh, kw]`.
-fn transposed_filter(b: &mut Builder<'_>, id: u32, [g, gi, go, kh, kw]: [usize; 5]) -> Result<u32> {
+fn transposed_filter(
+    b: &mut Builder<'_>,
+    id: u32,
+    [g, gi, go, kh, kw]: [usize; 5],
+    to: ScalarType,
+) -> Result<u32> {
     if !b.is_constant(id) {
         return Err(Error::not_supported(
             "XNNConvTranspose2d with a filter computed at run time",
@@ -86,7 +103,8 @@ fn transposed_filter(b: &mut Builder<'_>, id: u32, [g, gi, go, kh, kw]: [usize; 
             }
         }
     }
-    b.owned(dtype, &[g * gi, go, kh, kw], &dst)
+    let dst = super::convert(&dst, dtype, to)?;
+    b.owned(to, &[g * gi, go, kh, kw], &dst)
 }
 
 /// Output length along one dim, as XNNPACK computes it.
@@ -139,8 +157,10 @@ pub fn convolution(b: &mut Builder<'_>, node: &Node, c: &ConvParams) -> Result<(
             node.name, xs, os
         )));
     }
-    let w = filter(b, c, kh, kw)?;
+    let dtype = b.dtype(c.input)?;
+    let w = filter(b, c, kh, kw, dtype)?;
     let bias = match c.bias {
+        Some(id) if b.is_constant(id) => constant_as(b, id, dtype)?,
         Some(id) => b.tensor(id)?,
         None => b.none(),
     };

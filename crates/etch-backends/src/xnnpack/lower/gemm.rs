@@ -2,7 +2,7 @@
 
 use super::super::graph::{FLAG_TRANSPOSE_WEIGHTS, Node};
 use super::super::plan::Builder;
-use super::repack_constant;
+use super::{constant_as, repack_constant};
 use etch_core::{Error, Result};
 
 /// `out[..., n] = sum_k in[..., k] * filter[n, k] + bias[n]` (filter `[k, n]` with
@@ -46,14 +46,17 @@ pub fn fully_connected(
             &b.value(input).dims[..]
         )));
     }
+    let dtype = b.dtype(input)?;
     let w = match (transposed, b.is_constant(filter)) {
-        (false, _) => b.tensor(filter)?,
-        (true, true) => repack_constant(b, filter, &[n, k], Some(&[1, 0]))?,
+        (false, true) => constant_as(b, filter, dtype)?,
+        (false, false) => b.tensor(filter)?,
+        (true, true) => repack_constant(b, filter, &[n, k], Some(&[1, 0]), dtype)?,
         (true, false) => b.view(filter, &[n, k], Some(&[1, 0]))?,
     };
     let x = b.view(input, &[m, k], None)?;
     let o = b.view(output, &[m, n], None)?;
     let bias = match bias {
+        Some(id) if b.is_constant(id) => constant_as(b, id, dtype)?,
         Some(id) => b.tensor(id)?,
         None => b.none(),
     };

@@ -7,7 +7,7 @@ mod shape;
 
 use super::graph::{Node, Op, UnaryOp};
 use super::plan::{Builder, scalar_type};
-use etch_core::{Device, Dynamism, Error, Result, TensorImpl};
+use etch_core::{Device, Dynamism, Error, Result, ScalarType, TensorImpl, bf16, f16};
 
 /// Lowers node `i`.
 pub fn node(b: &mut Builder<'_>, i: usize, node: &Node) -> Result<()> {
@@ -83,12 +83,14 @@ pub fn node(b: &mut Builder<'_>, i: usize, node: &Node) -> Result<()> {
 }
 
 /// Constant `id` read through a view (`sizes` in `dim_order` over its bytes), copied into
-/// a new contiguous constant of those sizes (a weight repacked at init).
+/// a new contiguous constant of those sizes (a weight repacked at init), converted to
+/// `to` (XNNPACK keeps fp32 filters and biases in fp16 graphs).
 pub fn repack_constant(
     b: &mut Builder<'_>,
     id: u32,
     sizes: &[usize],
     dim_order: Option<&[u8]>,
+    to: ScalarType,
 ) -> Result<u32> {
     let dtype = scalar_type(b.value(id), id)?;
     let src = b.constant_bytes(id)?;
@@ -126,5 +128,50 @@ pub fn repack_constant(
             idx[d] = 0;
         }
     }
-    b.owned(dtype, sizes, &dst)
+    let dst = convert(&dst, dtype, to)?;
+    b.owned(to, sizes, &dst)
+}
+
+/// Constant `id` as a contiguous tensor of dtype `to` (itself when it already is).
+pub fn constant_as(b: &mut Builder<'_>, id: u32, to: ScalarType) -> Result<u32> {
+    if scalar_type(b.value(id), id)? == to {
+        return b.tensor(id);
+    }
+    let dims = b.value(id).dims;
+    repack_constant(b, id, &dims, None, to)
+}
+
+/// Converts little-endian elements between the float dtypes.
+pub fn convert(bytes: &[u8], from: ScalarType, to: ScalarType) -> Result<Vec<u8>> {
+    use ScalarType::{BFloat16, Float, Half};
+    if from == to {
+        return Ok(bytes.to_vec());
+    }
+    let vals: Vec<f32> = match from {
+        Float => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        Half => bytes
+            .chunks_exact(2)
+            .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        BFloat16 => bytes
+            .chunks_exact(2)
+            .map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        _ => return Err(Error::not_supported(format!("a {from} constant as {to}"))),
+    };
+    Ok(match to {
+        Float => vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Half => vals
+            .iter()
+            .flat_map(|v| f16::from_f32(*v).to_le_bytes())
+            .collect(),
+        BFloat16 => vals
+            .iter()
+            .flat_map(|v| bf16::from_f32(*v).to_le_bytes())
+            .collect(),
+        _ => return Err(Error::not_supported(format!("a {from} constant as {to}"))),
+    })
 }
