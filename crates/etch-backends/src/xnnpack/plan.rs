@@ -58,8 +58,10 @@ pub struct Plan {
     pub steps: Vec<Step>,
     /// External values.
     pub bindings: Vec<Binding>,
-    /// Node names by step, for error messages.
+    /// The node of each step, for error messages and the profiler.
     pub step_nodes: Vec<u32>,
+    /// Node names (schema names), by node.
+    pub node_names: Vec<&'static str>,
     /// Owned memory the views point into (arena, constants, scratch).
     _buffers: Vec<AlignedBuf>,
 }
@@ -447,6 +449,7 @@ impl<'g> Builder<'g> {
             steps: self.steps,
             bindings: self.bindings,
             step_nodes: self.step_nodes,
+            node_names: self.graph.nodes.iter().map(|n| n.name).collect(),
             _buffers: self.buffers,
         })
     }
@@ -497,11 +500,28 @@ impl Plan {
     /// Runs the plan on a call's arguments.
     pub fn execute(&mut self, args: &mut KernelContext<'_>) -> Result<()> {
         self.bind(args)?;
+        let profiling = etch_runtime::profile::enabled();
         for i in 0..self.steps.len() {
+            let t0 = profiling.then(std::time::Instant::now);
             self.run_step(i)
                 .map_err(|e| e.context(format!("XNNPACK node {}", self.step_nodes[i])))?;
+            if let Some(t0) = t0 {
+                self.record(i, t0.elapsed());
+            }
         }
         Ok(())
+    }
+
+    /// Adds step `i`'s time to the profile, under its node's name (`etch bench --profile`).
+    fn record(&self, i: usize, d: std::time::Duration) {
+        let name = self.node_names[self.step_nodes[i] as usize];
+        match &self.steps[i] {
+            Step::Kernel { args, .. } => {
+                let a = &self.args[args.0 as usize..args.1 as usize];
+                etch_runtime::profile::record_call(name, &self.values, a, d);
+            }
+            _ => etch_runtime::profile::record(name, d),
+        }
     }
 
     fn run_step(&mut self, i: usize) -> Result<()> {
