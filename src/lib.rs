@@ -43,7 +43,9 @@ pub use etch_runtime::{
     DeviceConstants, IoInfo, LoadConfig, Method, MethodMeta, NamedTensor, TensorInfo,
 };
 
-pub use etch_backends::ExecutorBackend;
+/// The XNNPACK delegate's payload and graph readers (`etch inspect` uses them).
+pub use etch_backends::xnnpack;
+pub use etch_backends::{ExecutorBackend, XnnpackBackend};
 /// `etch lower`: partitioning, device propagation and memory planning on `.pte` files.
 pub use etch_compiler as compiler;
 
@@ -75,7 +77,7 @@ pub fn set_cuda_graphs(on: bool) {
 
 /// The backends etch provides: `ExecutorBackend`, with the CUDA kernels for delegates on
 /// `cuda:N` when built with the `cuda` feature (the simulated device uses the portable CPU
-/// kernels).
+/// kernels), and `XnnpackBackend` (XNNPACK delegates run with etch's CPU kernels).
 pub fn default_backends() -> BackendRegistry {
     let backend = ExecutorBackend::new().with_graphs(cuda_graphs());
     #[cfg(feature = "cuda")]
@@ -88,6 +90,10 @@ pub fn default_backends() -> BackendRegistry {
     let mut r = BackendRegistry::new();
     // A fresh registry has no entries, so registration cannot collide.
     let _ = r.register(etch_backends::EXECUTOR_BACKEND_ID, Arc::new(backend));
+    let _ = r.register(
+        etch_backends::XNNPACK_BACKEND_ID,
+        Arc::new(etch_backends::XnnpackBackend::new()),
+    );
     r
 }
 /// The staged host → device copy pipeline (chunking, threads) that CUDA and, when asked

@@ -132,6 +132,12 @@ fn execute_does_not_allocate() {
         "llama_ops/custom_sdpa_mask/model.pte",
         "llama_ops/tiny_llama/model.pte",
         "llama_ops/tiny_llama_qkv/model.pte",
+        "xnnpack/tiny_cnn/model.pte",
+        "xnnpack/tiny_transformer/model.pte",
+        "xnnpack/more_nodes/model.pte",
+        "xnnpack/hf_llama/model.pte",
+        "xnnpack/mobilenet_v2_025/model.pte",
+        "xnnpack/tiny_cnn_fp16/model.pte",
     ];
     for threads in [1, 4] {
         etch::set_num_threads(threads);

@@ -116,6 +116,9 @@ fn mutated_fixtures_never_panic() {
     let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
     let mut files: Vec<_> = common::manifest().into_iter().map(|f| f.pte).collect();
     files.push(common::fixtures_dir().join("misc/xnnpack_linear.pte"));
+    for name in ["tiny_cnn", "tiny_transformer", "elementwise"] {
+        files.push(common::fixtures_dir().join(format!("xnnpack/{name}/model.pte")));
+    }
     files.extend(
         common::manifest_in(&common::fixtures_dir().join("device"))
             .into_iter()

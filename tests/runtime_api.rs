@@ -149,13 +149,19 @@ fn not_a_program_is_invalid_program() {
 #[test]
 fn unknown_backend_is_a_load_error_that_names_it() {
     let path = fixtures_dir().join("misc/xnnpack_linear.pte");
-    let mut m = Module::from_file(&path).unwrap();
+    // A registry without the XNNPACK backend etch registers by default.
+    let mut m = Module::from_file(&path)
+        .unwrap()
+        .with_backends(std::sync::Arc::new(etch::BackendRegistry::new()));
     let meta = m.method_meta("forward").unwrap();
     assert!(meta.uses_backend("XnnpackBackend"));
     assert!(meta.delegates()[0].blob_size > 0);
     let e = m.load_method("forward").unwrap_err();
     assert_eq!(e.code(), ErrorCode::NotFound);
     assert!(e.message().contains("XnnpackBackend"), "{e}");
+    // The default registry runs it.
+    let mut m = Module::from_file(&path).unwrap();
+    m.load_method("forward").unwrap();
 }
 
 #[test]

@@ -46,6 +46,22 @@ fn io_json(infos: &[etch::IoInfo]) -> Vec<Json> {
         .collect()
 }
 
+/// An XNNPACK delegate's node types with their counts (or the error reading them).
+fn xnnpack_nodes(module: &Module, method: &str, index: usize) -> Json {
+    let counts = module
+        .program()
+        .delegate_blob(method, index)
+        .and_then(etch::xnnpack::node_counts);
+    match counts {
+        Ok(c) => Json::Object(
+            c.into_iter()
+                .map(|(n, k)| (n.to_string(), json!(k)))
+                .collect(),
+        ),
+        Err(e) => json!({ "error": e.to_string() }),
+    }
+}
+
 /// The JSON report of one method.
 fn method_json(module: &Module, name: &str) -> Result<Json> {
     let meta = module.method_meta(name)?;
@@ -60,13 +76,19 @@ fn method_json(module: &Module, name: &str) -> Result<Json> {
     let delegates: Vec<Json> = meta
         .delegates()
         .iter()
-        .map(|d| {
+        .enumerate()
+        .map(|(i, d)| {
             let specs: serde_json::Map<String, Json> = d
                 .compile_specs
                 .iter()
                 .map(|c| (c.key.clone(), Json::String(spec_value(&c.value))))
                 .collect();
-            json!({"backend": d.backend, "compile_specs": specs, "blob_size": d.blob_size})
+            let mut j =
+                json!({"backend": d.backend, "compile_specs": specs, "blob_size": d.blob_size});
+            if d.backend == etch::xnnpack::XNNPACK_BACKEND_ID {
+                j["xnnpack_nodes"] = xnnpack_nodes(module, name, i);
+            }
+            j
         })
         .collect();
     let counts: serde_json::Map<String, Json> = meta
@@ -182,6 +204,10 @@ fn print_method(m: &Json) {
             d["blob_size"],
             d["compile_specs"]
         );
+        if let Some(nodes) = d["xnnpack_nodes"].as_object() {
+            let parts: Vec<String> = nodes.iter().map(|(n, k)| format!("{k} × {n}")).collect();
+            println!("    XNNPACK nodes: {}", parts.join(", "));
+        }
     }
     if let Some(td) = m["tensor_devices"].as_object() {
         let parts: Vec<String> = td.iter().map(|(d, n)| format!("{n} on {d}")).collect();

@@ -405,6 +405,22 @@ impl Program {
         }
     }
 
+    /// The processed blob of delegate `index` of method `method`.
+    pub fn delegate_blob(&self, method: &str, index: usize) -> Result<&[u8]> {
+        let plan = self.plan(method)?;
+        let d = plan
+            .delegates()
+            .map_err(fb_err("delegates"))?
+            .and_then(|ds| ds.get(index))
+            .ok_or_else(|| Error::not_found(format!("method '{method}' has no delegate {index}")))?
+            .map_err(fb_err("delegate"))?;
+        let r = d
+            .processed()
+            .map_err(fb_err("delegate data reference"))?
+            .ok_or_else(|| Error::invalid_program(format!("delegate {index} has no data")))?;
+        self.delegate_data(&r)
+    }
+
     /// Named data stored in this program's segments (`Program.named_data`).
     pub fn named_data(&self, key: &str) -> Result<Option<&[u8]>> {
         let Some(list) = self

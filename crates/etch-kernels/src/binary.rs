@@ -110,6 +110,10 @@ binop!(
     /// NaN-propagating minimum.
     Minimum, |s, a, b| a.min_nan(b));
 binop!(
+    /// `a > 0 ? a : a * b`: PReLU with slope `b` (XNNPACK's `XNNPReLU`; the exporter
+    /// decomposes `aten::prelu` in portable programs).
+    PRelu, |s, a, b| if a > C::ZERO { a } else { a.mul(b) });
+binop!(
     /// `atan2(a, b)`, always floating point.
     Atan2, |s, a, b| C::from_f64(a.to_f64().atan2(b.to_f64())), float_only = true, min_task = MATH_TASK);
 binop!(

@@ -93,6 +93,15 @@ GeluTanh, |x| {
 });
 
 float_op!(
+/// Hard swish: `x * clamp(x + 3, 0, 6) / 6` (XNNPACK's `XNNHardswish`; the exporter
+/// decomposes `aten::hardswish` in portable programs).
+Hardswish, |x| {
+    let t = x + k::<F>(3.0);
+    let t = if t < F::ZERO { F::ZERO } else if t > k::<F>(6.0) { k::<F>(6.0) } else { t };
+    (x * t).div(k::<F>(6.0))
+});
+
+float_op!(
     /// `tan`.
     Tan, |x| x.tan());
 float_op!(

@@ -1,0 +1,265 @@
+//! Convolutions, 2-D pooling and bilinear resize: XNNPACK's NHWC tensors are viewed as
+//! NCHW tensors in channels-last dim order, which etch's kernels read and write through
+//! their strides. Constant filters are repacked once, at init, into the contiguous OIHW
+//! layout the convolution kernel uses in place.
+
+use super::super::graph::{
+    ConvKind, ConvParams, FLAG_ALIGN_CORNERS, FLAG_TENSORFLOW_LEGACY_MODE, Node, PoolParams,
+};
+use super::super::plan::Builder;
+use super::{constant_as, repack_constant};
+use etch_core::{Error, Result, ScalarType};
+use etch_kernels::conv::pool_out_size;
+
+/// Channels-last dim order of an NCHW view.
+const NHWC: [u8; 4] = [0, 2, 3, 1];
+
+fn nchw(b: &mut Builder<'_>, id: u32, what: &str) -> Result<(u32, [usize; 4])> {
+    b.nchw(id, what)
+}
+
+fn symmetric(p: [u32; 4], what: &str) -> Result<[i64; 2]> {
+    let [top, right, bottom, left] = p;
+    if top != bottom || left != right {
+        return Err(Error::not_supported(format!(
+            "{what} with asymmetric padding (top {top}, bottom {bottom}, left {left}, right {right})"
+        )));
+    }
+    Ok([top as i64, left as i64])
+}
+
+/// The filter as a PyTorch weight (`[cout, cin/g, kh, kw]`, or `[cin, cout/g, kh, kw]` for
+/// a transposed convolution).
+fn filter(
+    b: &mut Builder<'_>,
+    c: &ConvParams,
+    kh: usize,
+    kw: usize,
+    to: ScalarType,
+) -> Result<u32> {
+    let (g, gi, go) = (
+        c.groups as usize,
+        c.group_input_channels as usize,
+        c.group_output_channels as usize,
+    );
+    let want: [usize; 4] = match c.kind {
+        ConvKind::Depthwise => [1, kh, kw, g * go],
+        _ => [g * go, kh, kw, gi],
+    };
+    let fd = b.value(c.filter).dims;
+    if fd[..] != want[..] {
+        return Err(Error::invalid_program(format!(
+            "filter {:?} does not match the node's geometry {want:?}",
+            &fd[..]
+        )));
+    }
+    match c.kind {
+        ConvKind::Conv => repack_or_view(b, c.filter, &[g * go, gi, kh, kw], &NHWC, to),
+        ConvKind::Depthwise => repack_or_view(b, c.filter, &[g * go, 1, kh, kw], &[1, 2, 3, 0], to),
+        ConvKind::Transpose => transposed_filter(b, c.filter, [g, gi, go, kh, kw], to),
+    }
+}
+
+fn repack_or_view(
+    b: &mut Builder<'_>,
+    id: u32,
+    sizes: &[usize],
+    order: &[u8],
+    to: ScalarType,
+) -> Result<u32> {
+    if b.is_constant(id) {
+        repack_constant(b, id, sizes, Some(order), to)
+    } else {
+        b.view(id, sizes, Some(order))
+    }
+}
+
+/// XNNPACK's `[g*go, kh, kw, gi]` as PyTorch's transposed weight `[g*gi, go, kh, kw]`.
+fn transposed_filter(
+    b: &mut Builder<'_>,
+    id: u32,
+    [g, gi, go, kh, kw]: [usize; 5],
+    to: ScalarType,
+) -> Result<u32> {
+    if !b.is_constant(id) {
+        return Err(Error::not_supported(
+            "XNNConvTranspose2d with a filter computed at run time",
+        ));
+    }
+    let dtype = super::super::plan::scalar_type(b.value(id), id)?;
+    let es = dtype.element_size();
+    let src = b.constant_bytes(id)?;
+    let mut dst = vec![0u8; src.len()];
+    for gg in 0..g {
+        for i in 0..gi {
+            for o in 0..go {
+                for y in 0..kh {
+                    for x in 0..kw {
+                        let s = ((((gg * go + o) * kh + y) * kw + x) * gi + i) * es;
+                        let d = ((((gg * gi + i) * go + o) * kh + y) * kw + x) * es;
+                        dst[d..d + es].copy_from_slice(&src[s..s + es]);
+                    }
+                }
+            }
+        }
+    }
+    let dst = super::convert(&dst, dtype, to)?;
+    b.owned(to, &[g * gi, go, kh, kw], &dst)
+}
+
+/// Output length along one dim, as XNNPACK computes it.
+fn out_len(c: &ConvParams, i: usize, k: usize, axis: usize) -> Option<usize> {
+    let (s, d) = (c.stride[axis] as usize, c.dilation[axis] as usize);
+    // Top + bottom for the height, right + left for the width.
+    let pad = c.padding[axis] as usize + c.padding[axis + 2] as usize;
+    let eff = d.checked_mul(k.checked_sub(1)?)?.checked_add(1)?;
+    match c.kind {
+        ConvKind::Transpose => (i.checked_sub(1)?)
+            .checked_mul(s)?
+            .checked_add(c.adjustment[axis] as usize + eff)?
+            .checked_sub(pad),
+        _ => Some((i + pad).checked_sub(eff)? / s.max(1) + 1),
+    }
+}
+
+/// `XNNConv2d`, `XNNDepthwiseConv2d`, `XNNConvTranspose2d`, then the node's clamp.
+pub fn convolution(b: &mut Builder<'_>, node: &Node, c: &ConvParams) -> Result<()> {
+    if c.flags != 0 {
+        return Err(Error::not_supported(format!(
+            "{} flags {:#x} (TensorFlow SAME padding)",
+            node.name, c.flags
+        )));
+    }
+    let [kh, kw] = c.kernel.map(|k| k as usize);
+    if c.stride.contains(&0) || c.dilation.contains(&0) || c.groups == 0 {
+        return Err(Error::invalid_program(format!(
+            "{} with zero stride, dilation or groups",
+            node.name
+        )));
+    }
+    let pad = symmetric(c.padding, node.name)?;
+    let (x, xs) = nchw(b, c.input, "input")?;
+    let (o, os) = nchw(b, c.output, "output")?;
+    let (g, gi, go) = (
+        c.groups as usize,
+        c.group_input_channels as usize,
+        c.group_output_channels as usize,
+    );
+    let expect = [
+        xs[0],
+        g * go,
+        out_len(c, xs[2], kh, 0).unwrap_or(0),
+        out_len(c, xs[3], kw, 1).unwrap_or(0),
+    ];
+    if xs[1] != g * gi || os != expect {
+        return Err(Error::invalid_program(format!(
+            "{}: input {:?} and output {:?} (NCHW) do not match groups {g} x ({gi} -> {go}) and kernel {kh}x{kw}",
+            node.name, xs, os
+        )));
+    }
+    let dtype = b.dtype(c.input)?;
+    let w = filter(b, c, kh, kw, dtype)?;
+    let bias = match c.bias {
+        Some(id) if b.is_constant(id) => constant_as(b, id, dtype)?,
+        Some(id) => b.tensor(id)?,
+        None => b.none(),
+    };
+    let stride = b.ints(&[c.stride[0] as i64, c.stride[1] as i64]);
+    let padding = b.ints(&pad);
+    let dilation = b.ints(&[c.dilation[0] as i64, c.dilation[1] as i64]);
+    let transposed = b.boolean(c.kind == ConvKind::Transpose);
+    let adj = b.ints(&[c.adjustment[0] as i64, c.adjustment[1] as i64]);
+    let groups = b.int(g as i64);
+    b.kernel(
+        "aten::convolution.out",
+        &[
+            x, w, bias, stride, padding, dilation, transposed, adj, groups, o,
+        ],
+    )?;
+    b.clamp(o, node.clamp);
+    Ok(())
+}
+
+/// `XNNMaxPooling2d` / `XNNAvgPooling2d`. Extra bottom/right padding (how the exporter
+/// writes `ceil_mode`) runs as PyTorch's ceil mode when that gives the same output size.
+pub fn pooling(b: &mut Builder<'_>, node: &Node, p: &PoolParams) -> Result<()> {
+    let [top, right, bottom, left] = p.padding.map(|v| v as usize);
+    let (kh, kw) = (p.pooling[0] as usize, p.pooling[1] as usize);
+    let (sh, sw) = (p.stride[0] as usize, p.stride[1] as usize);
+    let dil = |d: u32| d.max(1) as usize;
+    let (dh, dw) = if p.max {
+        (dil(p.dilation[0]), dil(p.dilation[1]))
+    } else {
+        (1, 1)
+    };
+    let (x, xs) = nchw(b, p.input, "input")?;
+    let (o, os) = nchw(b, p.output, "output")?;
+    let ceil = bottom != top || right != left;
+    if bottom < top || right < left || (ceil && !p.max) {
+        return Err(Error::not_supported(format!(
+            "{} with padding top {top}, right {right}, bottom {bottom}, left {left}",
+            node.name
+        )));
+    }
+    let oh = pool_out_size(node.name, xs[2], kh, sh, top, dh, ceil)?;
+    let ow = pool_out_size(node.name, xs[3], kw, sw, left, dw, ceil)?;
+    if os != [xs[0], xs[1], oh, ow] {
+        return Err(Error::not_supported(format!(
+            "{}: output {os:?} (NCHW) of input {xs:?} is not PyTorch's pooling size",
+            node.name
+        )));
+    }
+    let kernel = b.ints(&[kh as i64, kw as i64]);
+    let stride = b.ints(&[sh as i64, sw as i64]);
+    let padding = b.ints(&[top as i64, left as i64]);
+    let ceil = b.boolean(ceil);
+    if p.max {
+        let dilation = b.ints(&[dh as i64, dw as i64]);
+        let idx = b.scratch(ScalarType::Long, &os)?;
+        b.kernel(
+            "aten::max_pool2d_with_indices.out",
+            &[x, kernel, stride, padding, dilation, ceil, o, idx],
+        )?;
+    } else {
+        let (include_pad, divisor) = (b.boolean(false), b.none());
+        b.kernel(
+            "aten::avg_pool2d.out",
+            &[x, kernel, stride, padding, ceil, include_pad, divisor, o],
+        )?;
+    }
+    b.clamp(o, node.clamp);
+    Ok(())
+}
+
+/// `XNNStaticResizeBilinear2D` (half-pixel centers, or aligned corners).
+pub fn resize_bilinear(
+    b: &mut Builder<'_>,
+    node: &Node,
+    [h, w]: [u32; 2],
+    flags: u32,
+    [input, output]: [u32; 2],
+) -> Result<()> {
+    if flags & FLAG_TENSORFLOW_LEGACY_MODE != 0 {
+        return Err(Error::not_supported(format!(
+            "{} in TensorFlow legacy mode",
+            node.name
+        )));
+    }
+    let (x, _) = nchw(b, input, "input")?;
+    let (o, os) = nchw(b, output, "output")?;
+    if os[2] != h as usize || os[3] != w as usize {
+        return Err(Error::invalid_program(format!(
+            "{}: output {os:?} (NCHW) is not {h}x{w}",
+            node.name
+        )));
+    }
+    let size = b.ints(&[h as i64, w as i64]);
+    let align = b.boolean(flags & FLAG_ALIGN_CORNERS != 0);
+    let scales = b.none();
+    b.kernel(
+        "aten::upsample_bilinear2d.vec_out",
+        &[x, size, align, scales, o],
+    )?;
+    b.clamp(o, node.clamp);
+    Ok(())
+}

@@ -1,0 +1,185 @@
+//! Elementwise nodes: binary ops with broadcasting and fused output clamps, unary
+//! activations, clamp, softmax, global average pooling. Tensors are viewed in XNNPACK's
+//! own shapes, so broadcasting follows XNNPACK's (numpy's) rules.
+
+use super::super::graph::{BinaryOp, Node, UnaryOp};
+use super::super::plan::Builder;
+use etch_core::{Error, KernelContext, Result};
+use etch_kernels::binary::{PRelu, tensor_tensor};
+use etch_kernels::unary::{Hardswish, unary_float};
+
+/// Checks that `out`'s shape is the numpy broadcast of `x`'s and `y`'s.
+fn check_broadcast(b: &Builder<'_>, [x, y, out]: [u32; 3]) -> Result<()> {
+    let (dx, dy, dout) = (&b.value(x).dims, &b.value(y).dims, &b.value(out).dims);
+    let n = dx.len().max(dy.len());
+    let at = |d: &[usize], i: usize| {
+        if i + d.len() >= n {
+            d[i + d.len() - n]
+        } else {
+            1
+        }
+    };
+    let ok = dout.len() == n
+        && (0..n).all(|i| {
+            let (p, q) = (at(dx, i), at(dy, i));
+            (p == q || p == 1 || q == 1) && dout[i] == if p == 1 { q } else { p }
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid_program(format!(
+            "{:?} and {:?} do not broadcast to {:?}",
+            &dx[..],
+            &dy[..],
+            &dout[..]
+        )))
+    }
+}
+
+/// Checks that a unary node keeps its input's shape.
+fn check_same(b: &Builder<'_>, x: u32, out: u32) -> Result<()> {
+    let (dx, dout) = (&b.value(x).dims, &b.value(out).dims);
+    if dx == dout {
+        Ok(())
+    } else {
+        Err(Error::invalid_program(format!(
+            "input {:?} and output {:?} differ",
+            &dx[..],
+            &dout[..]
+        )))
+    }
+}
+
+/// `a (op) b`, then the node's clamp.
+pub fn binary(b: &mut Builder<'_>, node: &Node, op: BinaryOp, ids: [u32; 3]) -> Result<()> {
+    check_broadcast(b, ids)?;
+    let [x, y, out] = ids;
+    let (x, y, o) = (b.tensor(x)?, b.tensor(y)?, b.tensor(out)?);
+    match op {
+        BinaryOp::Add | BinaryOp::Sub => {
+            let alpha = b.int(1);
+            let name = if op == BinaryOp::Add {
+                "aten::add.out"
+            } else {
+                "aten::sub.out"
+            };
+            b.kernel(name, &[x, y, alpha, o])?;
+        }
+        BinaryOp::Mul => b.kernel("aten::mul.out", &[x, y, o])?,
+        BinaryOp::Div => b.kernel("aten::div.out", &[x, y, o])?,
+        BinaryOp::Min => b.kernel("aten::minimum.out", &[x, y, o])?,
+        BinaryOp::Max => b.kernel("aten::maximum.out", &[x, y, o])?,
+        BinaryOp::PRelu => b.kernel_fn("XNNPReLU", prelu_out, &[x, y, o]),
+    }
+    b.clamp(o, node.clamp);
+    Ok(())
+}
+
+fn prelu_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    tensor_tensor(ctx, "XNNPReLU", PRelu, 2)
+}
+
+fn hardswish_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    unary_float(ctx, "XNNHardswish", Hardswish, 1)
+}
+
+/// Kernels of the form `op(self, out)`.
+fn simple_unary(op: UnaryOp) -> Option<&'static str> {
+    Some(match op {
+        UnaryOp::Sigmoid => "aten::sigmoid.out",
+        UnaryOp::Floor => "aten::floor.out",
+        UnaryOp::Ceiling => "aten::ceil.out",
+        UnaryOp::SquareRoot => "aten::sqrt.out",
+        UnaryOp::Negate => "aten::neg.out",
+        UnaryOp::Abs => "aten::abs.out",
+        UnaryOp::ReciprocalSquareRoot => "aten::rsqrt.out",
+        UnaryOp::Log => "aten::log.out",
+        UnaryOp::Tanh => "aten::tanh.out",
+        UnaryOp::Exp => "aten::exp.out",
+        UnaryOp::Sin => "aten::sin.out",
+        UnaryOp::Cos => "aten::cos.out",
+        _ => return None,
+    })
+}
+
+/// A unary node, then the node's clamp.
+pub fn unary(b: &mut Builder<'_>, node: &Node, op: UnaryOp, input: u32, output: u32) -> Result<()> {
+    if op == UnaryOp::GlobalAvgPool {
+        return global_avg_pool(b, node, input, output);
+    }
+    check_same(b, input, output)?;
+    let (x, o) = (b.tensor(input)?, b.tensor(output)?);
+    if let Some(name) = simple_unary(op) {
+        b.kernel(name, &[x, o])?;
+        b.clamp(o, node.clamp);
+        return Ok(());
+    }
+    match op {
+        UnaryOp::Softmax => {
+            let (dim, half) = (b.int(-1), b.boolean(false));
+            b.kernel("aten::_softmax.out", &[x, dim, half, o])?;
+        }
+        UnaryOp::Clamp => {
+            let (lo, hi) = node.clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
+            let (lo, hi) = (b.double(lo as f64), b.double(hi as f64));
+            b.kernel("aten::clamp.out", &[x, lo, hi, o])?;
+            return Ok(());
+        }
+        UnaryOp::Hardswish => b.kernel_fn("XNNHardswish", hardswish_out, &[x, o]),
+        UnaryOp::Gelu => {
+            let approx = b.string("none");
+            b.kernel("aten::gelu.out", &[x, approx, o])?;
+        }
+        UnaryOp::Square => b.kernel("aten::mul.out", &[x, x, o])?,
+        UnaryOp::Copy => b.copy(x, o)?,
+        UnaryOp::Convert => {
+            let (nb, mf) = (b.boolean(false), b.none());
+            b.kernel("aten::_to_copy.out", &[x, nb, mf, o])?;
+        }
+        _ => {
+            return Err(Error::internal(format!("unary {op:?} has no lowering")));
+        }
+    }
+    b.clamp(o, node.clamp);
+    Ok(())
+}
+
+/// `XNNGlobalAvgPooling2d`: the mean over the spatial dims of an NHWC (or NWC) tensor.
+fn global_avg_pool(b: &mut Builder<'_>, node: &Node, input: u32, output: u32) -> Result<()> {
+    let dims = b.value(input).dims;
+    let (axes, kept): (&[i64], Vec<usize>) = match dims.len() {
+        4 => (&[1, 2], vec![dims[0], 1, 1, dims[3]]),
+        3 => (&[1], vec![dims[0], 1, dims[2]]),
+        n => {
+            return Err(Error::invalid_program(format!(
+                "XNNGlobalAvgPooling2d of a {n}-d tensor"
+            )));
+        }
+    };
+    let x = b.tensor(input)?;
+    let o = b.view(output, &kept, None)?;
+    let (axes, keep, dtype) = (b.ints(axes), b.boolean(true), b.none());
+    b.kernel("aten::mean.out", &[x, axes, keep, dtype, o])?;
+    b.clamp(o, node.clamp);
+    Ok(())
+}
+
+/// `XNNELU` and `XNNLeakyReLU`.
+pub fn param_unary(
+    b: &mut Builder<'_>,
+    node: &Node,
+    elu: bool,
+    p: f32,
+    io: [u32; 2],
+) -> Result<()> {
+    let (x, o) = (b.tensor(io[0])?, b.tensor(io[1])?);
+    let p = b.double(p as f64);
+    if elu {
+        let one = b.double(1.0);
+        b.kernel("aten::elu.out", &[x, p, one, one, o])?;
+    } else {
+        b.kernel("aten::leaky_relu.out", &[x, p, o])?;
+    }
+    b.clamp(o, node.clamp);
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! `XNNFullyConnected` and `XNNBatchMatrixMultiply`.
+
+use super::super::graph::{FLAG_TRANSPOSE_WEIGHTS, Node};
+use super::super::plan::Builder;
+use super::{constant_as, repack_constant};
+use etch_core::{Error, Result};
+
+/// `out[..., n] = sum_k in[..., k] * filter[n, k] + bias[n]` (filter `[k, n]` with
+/// `XNN_FLAG_TRANSPOSE_WEIGHTS`), then the node's clamp. The input is flattened to rows of
+/// the filter's input channels, as XNNPACK does.
+pub fn fully_connected(
+    b: &mut Builder<'_>,
+    node: &Node,
+    [input, filter, output]: [u32; 3],
+    bias: Option<u32>,
+    flags: u32,
+) -> Result<()> {
+    let fd = b.value(filter).dims;
+    if fd.len() != 2 {
+        return Err(Error::invalid_program(format!(
+            "XNNFullyConnected filter of shape {:?}; 2 dims expected",
+            &fd[..]
+        )));
+    }
+    let transposed = flags & FLAG_TRANSPOSE_WEIGHTS != 0;
+    let (n, k) = if transposed {
+        (fd[1], fd[0])
+    } else {
+        (fd[0], fd[1])
+    };
+    let rows = |b: &Builder<'_>, id: u32, c: usize, what: &str| -> Result<usize> {
+        let numel = etch_core::checked_numel(&b.value(id).dims).unwrap_or(0);
+        if c == 0 || !numel.is_multiple_of(c) {
+            return Err(Error::invalid_program(format!(
+                "XNNFullyConnected {what} {:?} is not rows of {c}",
+                &b.value(id).dims[..]
+            )));
+        }
+        Ok(numel / c)
+    };
+    let m = rows(b, input, k, "input")?;
+    if rows(b, output, n, "output")? != m {
+        return Err(Error::invalid_program(format!(
+            "XNNFullyConnected output {:?} does not match input {:?}",
+            &b.value(output).dims[..],
+            &b.value(input).dims[..]
+        )));
+    }
+    let dtype = b.dtype(input)?;
+    let w = match (transposed, b.is_constant(filter)) {
+        (false, true) => constant_as(b, filter, dtype)?,
+        (false, false) => b.tensor(filter)?,
+        (true, true) => repack_constant(b, filter, &[n, k], Some(&[1, 0]), dtype)?,
+        (true, false) => b.view(filter, &[n, k], Some(&[1, 0]))?,
+    };
+    let x = b.view(input, &[m, k], None)?;
+    let o = b.view(output, &[m, n], None)?;
+    let bias = match bias {
+        Some(id) if b.is_constant(id) => constant_as(b, id, dtype)?,
+        Some(id) => b.tensor(id)?,
+        None => b.none(),
+    };
+    b.kernel("aten::linear.out", &[x, w, bias, o])?;
+    b.clamp(o, node.clamp);
+    Ok(())
+}
+
+/// Product of a shape's leading dims (all but the last two).
+fn batch(dims: &[usize]) -> usize {
+    dims[..dims.len() - 2].iter().product()
+}
+
+/// `out[..., m, n] = a[..., m, k] @ b[..., k, n]` (`b[..., n, k]` with
+/// `XNN_FLAG_TRANSPOSE_B`), batch dims equal or `b`'s all 1 (broadcast).
+pub fn batch_matmul(
+    b: &mut Builder<'_>,
+    node: &Node,
+    [a, w, out]: [u32; 3],
+    flags: u32,
+) -> Result<()> {
+    let (da, dw, dout) = (b.value(a).dims, b.value(w).dims, b.value(out).dims);
+    if da.len() < 2 || dw.len() < 2 || dout.len() < 2 {
+        return Err(Error::invalid_program(format!(
+            "XNNBatchMatrixMultiply of {:?} and {:?}",
+            &da[..],
+            &dw[..]
+        )));
+    }
+    let transposed = flags & FLAG_TRANSPOSE_WEIGHTS != 0;
+    let (m, k) = (da[da.len() - 2], da[da.len() - 1]);
+    let (r, c) = (dw[dw.len() - 2], dw[dw.len() - 1]);
+    let (kb, n) = if transposed { (c, r) } else { (r, c) };
+    let (ba, bw) = (batch(&da), batch(&dw));
+    if kb != k || batch(&dout) != ba || dout[dout.len() - 2] != m || dout[dout.len() - 1] != n {
+        return Err(Error::invalid_program(format!(
+            "XNNBatchMatrixMultiply of {:?} and {:?} into {:?}",
+            &da[..],
+            &dw[..],
+            &dout[..]
+        )));
+    }
+    let order: Option<&[u8]> = if transposed { Some(&[0, 2, 1]) } else { None };
+    if bw == ba {
+        let x = b.view(a, &[ba, m, k], None)?;
+        let y = b.view(w, &[ba, k, n], order)?;
+        let o = b.view(out, &[ba, m, n], None)?;
+        b.kernel("aten::bmm.out", &[x, y, o])?;
+        b.clamp(o, node.clamp);
+        return Ok(());
+    }
+    if bw == 1 {
+        let x = b.view(a, &[ba * m, k], None)?;
+        let y = b.view(w, &[k, n], if transposed { Some(&[1, 0]) } else { None })?;
+        let o = b.view(out, &[ba * m, n], None)?;
+        b.kernel("aten::mm.out", &[x, y, o])?;
+        b.clamp(o, node.clamp);
+        return Ok(());
+    }
+    Err(Error::not_supported(format!(
+        "XNNBatchMatrixMultiply broadcasting {:?} against {:?}",
+        &da[..],
+        &dw[..]
+    )))
+}

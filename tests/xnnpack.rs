@@ -1,0 +1,183 @@
+//! XNNPACK-delegated programs (ExecuTorch's default CPU recipe) run through etch's
+//! `XnnpackBackend` and match ExecuTorch's own runtime on the same files. Fixtures and
+//! expected outputs: `tools/export/export_xnnpack_fixtures.py`.
+
+mod common;
+
+use common::{check_output, fixtures_dir, manifest_in};
+use etch::{ErrorCode, Module};
+
+fn run_fixture(name: &str) {
+    let dir = fixtures_dir().join("xnnpack");
+    let fx = manifest_in(&dir)
+        .into_iter()
+        .find(|f| f.name == name)
+        .expect("fixture in manifest");
+    let mut module = Module::from_file(&fx.pte).unwrap();
+    let meta = module.method_meta("forward").unwrap();
+    assert!(
+        meta.uses_backend("XnnpackBackend"),
+        "{name} has no XNNPACK delegate"
+    );
+    for (ci, case) in fx.cases.iter().enumerate() {
+        let inputs = case.load_inputs();
+        // Twice: the second run reuses every buffer planned at load.
+        for run in 0..2 {
+            let outputs = module
+                .execute(&case.method, &inputs)
+                .unwrap_or_else(|e| panic!("{name} case {ci}: {e}"));
+            assert_eq!(outputs.len(), case.expected.len(), "{name}: output count");
+            for (oi, (got, exp)) in outputs.iter().zip(&case.expected).enumerate() {
+                check_output(
+                    &format!("{name} case {ci} run {run} output {oi}"),
+                    got,
+                    exp,
+                    &case.output_dtypes[oi],
+                    case.rtol,
+                    case.atol,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_xnnpack_fixture_is_tested() {
+    let names: Vec<String> = manifest_in(&fixtures_dir().join("xnnpack"))
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    let tested = [
+        "tiny_cnn",
+        "tiny_transformer",
+        "elementwise",
+        "more_nodes",
+        "hf_llama",
+        "hf_qwen3",
+        "mobilenet_v2_025",
+        "tiny_cnn_fp16",
+        "tiny_transformer_fp16",
+    ];
+    for n in &names {
+        assert!(tested.contains(&n.as_str()), "fixture {n} has no test");
+    }
+}
+
+#[test]
+fn tiny_cnn() {
+    run_fixture("tiny_cnn");
+}
+
+#[test]
+fn tiny_transformer() {
+    run_fixture("tiny_transformer");
+}
+
+#[test]
+fn elementwise() {
+    run_fixture("elementwise");
+}
+
+#[test]
+fn more_nodes() {
+    run_fixture("more_nodes");
+}
+
+#[test]
+fn hf_llama() {
+    run_fixture("hf_llama");
+}
+
+#[test]
+fn hf_qwen3() {
+    run_fixture("hf_qwen3");
+}
+
+#[test]
+fn mobilenet_v2_025() {
+    run_fixture("mobilenet_v2_025");
+}
+
+#[test]
+fn tiny_cnn_fp16() {
+    run_fixture("tiny_cnn_fp16");
+}
+
+#[test]
+fn tiny_transformer_fp16() {
+    run_fixture("tiny_transformer_fp16");
+}
+
+#[test]
+fn wrong_input_shape_is_an_error() {
+    let pte = fixtures_dir().join("xnnpack/tiny_cnn/model.pte");
+    let mut module = Module::from_file(&pte).unwrap();
+    let x = etch::Tensor::zeros(etch::ScalarType::Float, &[1, 3, 20, 20]).unwrap();
+    let e = module
+        .execute("forward", &[etch::Value::Tensor(x)])
+        .unwrap_err();
+    assert!(matches!(e.code(), ErrorCode::InvalidArgument), "{e}");
+}
+
+/// Mutates the XNNPACK payload inside a program (header, graph flatbuffer) thousands of
+/// times: loading and running must never panic.
+#[test]
+fn mutated_payloads_never_panic() {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    let iterations: usize = std::env::var("ETCH_FUZZ_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1500);
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for name in ["tiny_cnn", "tiny_transformer", "elementwise", "more_nodes"] {
+        let pte = fixtures_dir().join(format!("xnnpack/{name}/model.pte"));
+        let original = std::fs::read(&pte).unwrap();
+        let dir = fixtures_dir().join("xnnpack");
+        let fx = manifest_in(&dir)
+            .into_iter()
+            .find(|f| f.name == name)
+            .unwrap();
+        let inputs = fx.cases[0].load_inputs();
+        // Every payload starts 4 bytes before its "XH00" header magic.
+        let starts: Vec<usize> = original
+            .windows(4)
+            .enumerate()
+            .filter(|(_, w)| w == b"XH00")
+            .map(|(i, _)| i - 4)
+            .collect();
+        assert!(!starts.is_empty());
+        for it in 0..iterations {
+            let mut b = original.clone();
+            let start = starts[next() as usize % starts.len()];
+            let span = (b.len() - start).min(4096);
+            for _ in 0..1 + next() % 4 {
+                let i = start + next() as usize % span;
+                match next() % 3 {
+                    0 => b[i] ^= 1 << (next() % 8),
+                    1 => b[i] = next() as u8,
+                    _ => {
+                        let i = i & !3;
+                        let v =
+                            [0u32, 1, 0xff, 0xffff, 0x7fff_ffff, 0xffff_ffff][next() as usize % 6];
+                        if i + 4 <= b.len() {
+                            b[i..i + 4].copy_from_slice(&v.to_le_bytes());
+                        }
+                    }
+                }
+            }
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                if let Ok(m) = Module::from_bytes(&b) {
+                    let mut m = m.with_max_planned_bytes(Some(256 << 20));
+                    let _ = m.execute("forward", &inputs);
+                }
+            }));
+            assert!(r.is_ok(), "{name}: mutation {it} panicked");
+        }
+    }
+}

@@ -1,0 +1,378 @@
+#!/usr/bin/env python3
+"""Export XNNPACK-delegated fixtures and record ExecuTorch's own outputs for them.
+
+Every model is exported with ExecuTorch's default CPU recipe
+    torch.export.export(model.eval(), args)
+    -> executorch.exir.to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+    -> .to_executorch()
+and run with ExecuTorch's runtime from the pinned wheel (`executorch.runtime.Runtime`, whose
+XNNPACK backend is linked in). Its outputs are the expected outputs; the script also checks
+them against PyTorch eager (loosely) so that a broken reference is noticed.
+
+Writes, relative to the repository root:
+  tests/fixtures/xnnpack/<name>/model.pte, forward_0_in<k>.npy, forward_0_out<k>.npy
+  tests/fixtures/xnnpack/manifest.json   (the format of tests/fixtures/manifest.json)
+
+Usage:
+  /work/venv/bin/python tools/export/export_xnnpack_fixtures.py [--only NAME,...]
+  /work/venv/bin/python tools/export/export_xnnpack_fixtures.py --torchvision [--size 224] \
+      [--etch target/release/etch]
+      exports torchvision resnet18 / mobilenet_v2 / mobilenet_v3_large / efficientnet_b0 with
+      random weights into target/xnnpack_models/ (not committed: too big), runs them with
+      ExecuTorch and with `etch run`, and prints the largest differences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+OUT = os.path.join(REPO_ROOT, "tests", "fixtures", "xnnpack")
+TOL = dict(rtol=1e-5, atol=1e-5)
+# fp16 graphs: XNNPACK's fp16 kernels and etch's (f32 accumulation) round differently.
+TOL_F16 = dict(rtol=1e-2, atol=1e-2)
+
+
+def perturb_batch_norm(model: nn.Module) -> None:
+    """Non-trivial batch-norm statistics (fresh ones are the identity)."""
+    g = torch.Generator().manual_seed(3)
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            with torch.no_grad():
+                c = m.num_features
+                m.running_mean.copy_(torch.randn(c, generator=g) * 0.3)
+                m.running_var.copy_(torch.rand(c, generator=g) + 0.5)
+                m.weight.copy_(torch.rand(c, generator=g) + 0.5)
+                m.bias.copy_(torch.randn(c, generator=g) * 0.2)
+
+
+# --------------------------------------------------------------------------- models
+
+
+class TinyCNN(nn.Module):
+    """Conv/BN/ReLU, depthwise + hardswish, squeeze-excite, residual add, max/avg pools
+    (ceil mode, padding), cat, transposed conv, bilinear resize, pad, global mean, linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.se1 = nn.Conv2d(8, 4, 1)
+        self.se2 = nn.Conv2d(4, 8, 1)
+        self.pw = nn.Conv2d(16, 12, 1, bias=False)
+        self.dil = nn.Conv2d(12, 12, 3, padding=2, dilation=2, groups=3)
+        self.up = nn.ConvTranspose2d(12, 6, 2, stride=2)
+        self.fc = nn.Linear(6 + 12, 10)
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.c1(x)))
+        z = F.hardswish(self.bn2(self.dw(y)))
+        s = torch.sigmoid(self.se2(F.relu(self.se1(z.mean((2, 3), keepdim=True)))))
+        z = z * s + y
+        m = F.max_pool2d(z, 3, stride=2, padding=1, ceil_mode=True)
+        a = F.avg_pool2d(z, 2)
+        c = torch.cat([m[:, :, : a.shape[2], : a.shape[3]], a], 1)
+        c = F.relu6(self.dil(self.pw(c)))
+        u = self.up(c)
+        u = F.interpolate(u, scale_factor=0.5, mode="bilinear", align_corners=False)
+        u = F.pad(u, (1, 1, 1, 1))
+        g = torch.cat([u.mean((2, 3), keepdim=True), c.mean((2, 3), keepdim=True)], 1)
+        return self.fc(g.flatten(1))
+
+
+class TinyTransformer(nn.Module):
+    """One pre-norm decoder block: LayerNorm (stays a portable op), q/k/v projections,
+    scaled q @ k^T with a causal mask, softmax, @ v, output projection, GELU MLP."""
+
+    def __init__(self, d=32, heads=4, seq=8):
+        super().__init__()
+        self.h, self.dh = heads, d // heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+        self.register_buffer("mask", torch.triu(torch.full((seq, seq), -1e4), 1))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q = q.reshape(b, t, self.h, self.dh).permute(0, 2, 1, 3).reshape(b * self.h, t, self.dh)
+        k = k.reshape(b, t, self.h, self.dh).permute(0, 2, 3, 1).reshape(b * self.h, self.dh, t)
+        v = v.reshape(b, t, self.h, self.dh).permute(0, 2, 1, 3).reshape(b * self.h, t, self.dh)
+        att = torch.softmax(torch.bmm(q, k) * (self.dh**-0.5) + self.mask, dim=-1)
+        o = torch.bmm(att, v).reshape(b, self.h, t, self.dh).permute(0, 2, 1, 3).reshape(b, t, d)
+        x = x + self.proj(o)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class Elementwise(nn.Module):
+    """Binary ops with broadcasting, unary math, clamps, slices, static pads, permutes,
+    matrix products without bias and with addmm."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(5)
+        self.w = nn.Parameter(torch.randn(16, 12, generator=g) * 0.3)
+        self.b = nn.Parameter(torch.randn(12, generator=g))
+        self.fc = nn.Linear(12, 16, bias=False)
+
+    def forward(self, x, y):
+        a = torch.abs(x) + 0.5
+        r = torch.sqrt(a) - torch.rsqrt(a) * torch.log(a)
+        r = r / (y * y + 1.0)
+        r = torch.maximum(r, torch.minimum(x, y)) - torch.neg(torch.exp(torch.clamp(y, -2, 2)))
+        r = r + torch.sin(x) * torch.cos(y) + torch.floor(y) - torch.ceil(x * 0.5)
+        r = F.elu(r) + F.leaky_relu(x, 0.1) + torch.tanh(y) + torch.pow(x, 2) * 0.1
+        m = torch.addmm(self.b, r.reshape(-1, 16), self.w)
+        m = self.fc(m).reshape(x.shape)
+        s = torch.cat([m[:, 1:3], m[:, :1], m[:, 3:]], 1)
+        s = F.pad(s.permute(0, 2, 1), (2, 1)).permute(0, 2, 1)
+        return torch.clamp(s, -3.0, 3.0), torch.sigmoid(m).softmax(-1)
+
+
+class MoreNodes(nn.Module):
+    """PReLU, amax over H (max pooling), padded average pooling without the padding in the
+    count, plain max pooling, aligned-corner resize, a product of two activations (mm),
+    squeeze/unsqueeze, hardtanh."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(4, 6, 3, padding=1)
+        self.prelu = nn.PReLU(6)
+        self.fc = nn.Linear(10, 6)
+
+    def forward(self, x, m):
+        y = self.prelu(self.c(x))
+        a = torch.amax(y, 2, keepdim=True)
+        p = F.avg_pool2d(y, 3, stride=2, padding=1, count_include_pad=False)
+        q = F.max_pool2d(y, 2)
+        r = F.interpolate(q, size=(5, 7), mode="bilinear", align_corners=True)
+        f = self.fc(m)
+        s = torch.mm(f, f.t().contiguous())
+        t = F.hardtanh(s.unsqueeze(-1), -0.5, 0.5).squeeze(-1)
+        return a, p, r, t
+
+
+def mobilenet_v2_small():
+    """torchvision's mobilenet_v2 at width 0.25, its last 1x1 conv cut from 1280 to 256
+    channels (the fixture stays under 1 MB)."""
+    import torchvision.models as tvm
+    from torchvision.ops.misc import Conv2dNormActivation
+
+    m = tvm.mobilenet_v2(weights=None, width_mult=0.25, num_classes=10)
+    cin = m.features[-1][0].in_channels
+    m.features[-1] = Conv2dNormActivation(cin, 256, kernel_size=1, activation_layer=nn.ReLU6)
+    m.classifier[-1] = nn.Linear(256, 10)
+    return m
+
+
+def hf_decoder(kind: str):
+    """A tiny HF Llama or Qwen3 causal LM returning logits (eager attention, no cache)."""
+    import transformers as tf
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from export_models import HFLogits
+
+    common = dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, intermediate_size=64, max_position_embeddings=32,
+                  use_cache=False)
+    if kind == "llama":
+        cfg = tf.LlamaConfig(**common)
+        model = tf.LlamaForCausalLM
+    else:
+        cfg = tf.Qwen3Config(head_dim=8, **common)
+        model = tf.Qwen3ForCausalLM
+    cfg._attn_implementation = "eager"
+    return HFLogits(model(cfg), "logits", use_cache=False)
+
+
+# name -> (make model, inputs)
+MODELS = {
+    "tiny_cnn": (TinyCNN, lambda: (torch.randn(1, 3, 24, 24),)),
+    "tiny_transformer": (TinyTransformer, lambda: (torch.randn(2, 8, 32),)),
+    "elementwise": (Elementwise, lambda: (torch.randn(2, 4, 16), torch.randn(2, 4, 16))),
+    "more_nodes": (MoreNodes, lambda: (torch.randn(1, 4, 9, 11), torch.randn(5, 10))),
+    "hf_llama": (lambda: hf_decoder("llama"), lambda: (torch.randint(0, 128, (1, 12)),)),
+    "hf_qwen3": (lambda: hf_decoder("qwen3"), lambda: (torch.randint(0, 128, (1, 12)),)),
+    "mobilenet_v2_025": (mobilenet_v2_small, lambda: (torch.randn(1, 3, 64, 64),)),
+}
+
+
+# Also exported in half precision (model and inputs `.half()`), as `<name>_fp16`.
+FP16 = ["tiny_cnn_fp16", "tiny_transformer_fp16"]
+
+
+# --------------------------------------------------------------------------- export
+
+
+def export_xnnpack(model: nn.Module, inputs):
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    ep = torch.export.export(model, inputs)
+    return to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+
+
+def run_executorch(buffer: bytes, inputs):
+    from executorch.runtime import Runtime
+
+    method = Runtime.get().load_program(buffer).load_method("forward")
+    return [o.detach().clone() for o in method.execute(list(inputs))]
+
+
+def export_fixture(name: str) -> dict:
+    half = name.endswith("_fp16")
+    make, make_inputs = MODELS[name[: -len("_fp16")] if half else name]
+    torch.manual_seed(0)
+    model = make().eval()
+    perturb_batch_norm(model)
+    inputs = make_inputs()
+    if half:
+        model = model.half()
+        inputs = tuple(x.half() for x in inputs)
+    prog = export_xnnpack(model, inputs)
+    outs = run_executorch(prog.buffer, inputs)
+    with torch.no_grad():
+        eager = model(*inputs)
+    eager = eager if isinstance(eager, (tuple, list)) else (eager,)
+    for i, (o, e) in enumerate(zip(outs, eager)):
+        err = (o - e).abs().max().item()
+        tol = 2e-2 if half else 1e-3
+        assert torch.allclose(o, e, rtol=tol, atol=tol), f"{name} output {i}: ExecuTorch vs eager {err}"
+    d = os.path.join(OUT, name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "model.pte"), "wb") as f:
+        f.write(prog.buffer)
+    case = {"method": "forward", "inputs": [], "input_dtypes": [], "expected": [], "output_dtypes": []}
+    for k, x in enumerate(inputs):
+        np.save(os.path.join(d, f"forward_0_in{k}.npy"), x.numpy())
+        case["inputs"].append(f"{name}/forward_0_in{k}.npy")
+        case["input_dtypes"].append(str(x.dtype).replace("torch.", ""))
+    for k, o in enumerate(outs):
+        np.save(os.path.join(d, f"forward_0_out{k}.npy"), o.numpy())
+        case["expected"].append(f"{name}/forward_0_out{k}.npy")
+        case["output_dtypes"].append(str(o.dtype).replace("torch.", ""))
+    case.update(TOL_F16 if half else TOL)
+    size = len(prog.buffer)
+    print(f"{name}: {size} bytes, {len(outs)} output(s)")
+    return {"name": name, "pte": f"{name}/model.pte", "cases": [case]}
+
+
+# --------------------------------------------------------------------------- torchvision check
+
+
+def check_torchvision(size: int, etch: str) -> int:
+    import torchvision.models as tvm
+
+    out_dir = os.path.join(REPO_ROOT, "target", "xnnpack_models")
+    os.makedirs(out_dir, exist_ok=True)
+    worst = 0.0
+    for name in ["resnet18", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0"]:
+        torch.manual_seed(0)
+        model = getattr(tvm, name)(weights=None).eval()
+        perturb_batch_norm(model)
+        x = torch.randn(1, 3, size, size)
+        prog = export_xnnpack(model, (x,))
+        pte = os.path.join(out_dir, f"{name}_{size}.xnnpack.pte")
+        with open(pte, "wb") as f:
+            f.write(prog.buffer)
+        ref = run_executorch(prog.buffer, (x,))[0].numpy()
+        with tempfile.TemporaryDirectory() as tmp:
+            np.save(os.path.join(tmp, "in.npy"), x.numpy())
+            subprocess.run(
+                [etch, "run", pte, "--input", os.path.join(tmp, "in.npy"), "--output-dir", tmp],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            got = np.load(os.path.join(tmp, "output_0.npy"))
+        diff = np.abs(got - ref).max()
+        rel = diff / max(np.abs(ref).max(), 1e-12)
+        worst = max(worst, rel)
+        print(f"{name} {size}x{size}: max |etch - ExecuTorch| = {diff:.3g} ({rel:.3g} of max |out|)")
+    return 0 if worst < 1e-4 else 1
+
+
+def check_hf(etch: str, only: list) -> int:
+    """The HF models of export_models.py (tiny configs), delegated to XNNPACK."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import export_models
+
+    out_dir = os.path.join(REPO_ROOT, "target", "xnnpack_models")
+    os.makedirs(out_dir, exist_ok=True)
+    failed = 0
+    for name, make, inputs in export_models.hf_models():
+        if only and name not in only:
+            continue
+        torch.manual_seed(0)
+        try:
+            model = make().eval()
+            prog = export_xnnpack(model, inputs)
+        except Exception as e:  # noqa: BLE001
+            print(f"{name}: export failed: {type(e).__name__}: {str(e)[:200]}")
+            continue
+        pte = os.path.join(out_dir, f"hf_{name}.xnnpack.pte")
+        with open(pte, "wb") as f:
+            f.write(prog.buffer)
+        ref = run_executorch(prog.buffer, inputs)[0].numpy()
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [etch, "run", pte, "--output-dir", tmp]
+            for k, x in enumerate(inputs):
+                np.save(os.path.join(tmp, f"in{k}.npy"), x.numpy())
+                cmd += ["--input", os.path.join(tmp, f"in{k}.npy")]
+            r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if r.returncode != 0:
+                print(f"{name}: etch failed: {r.stderr.strip()[:300]}")
+                failed += 1
+                continue
+            got = np.load(os.path.join(tmp, "output_0.npy"))
+        diff = np.abs(got - ref).max()
+        rel = diff / max(np.abs(ref).max(), 1e-12)
+        failed += rel > 1e-4
+        print(f"{name}: max |etch - ExecuTorch| = {diff:.3g} ({rel:.3g} of max |out|)")
+    return 1 if failed else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="")
+    ap.add_argument("--torchvision", action="store_true")
+    ap.add_argument("--hf", action="store_true")
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--etch", default=os.path.join(REPO_ROOT, "target", "release", "etch"))
+    args = ap.parse_args()
+    if args.torchvision:
+        return check_torchvision(args.size, args.etch)
+    if args.hf:
+        return check_hf(args.etch, [n for n in args.only.split(",") if n])
+    names = [n for n in args.only.split(",") if n] or list(MODELS) + FP16
+    path = os.path.join(OUT, "manifest.json")
+    manifest = []
+    if args.only and os.path.exists(path):
+        with open(path) as f:
+            manifest = [e for e in json.load(f) if e["name"] not in names]
+    for n in names:
+        manifest.append(export_fixture(n))
+    manifest.sort(key=lambda e: (list(MODELS) + FP16).index(e["name"]))
+    os.makedirs(OUT, exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
