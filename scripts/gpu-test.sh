@@ -23,6 +23,7 @@ cp "$(exe etch-devices cuda)" .gpu/cuda-allocator-tests
 cp "$(exe etch-kernels-cuda vs_cpu)" .gpu/cuda-kernel-tests
 cp "$(exe etch-kernels-cuda op_table_cuda)" .gpu/cuda-op-table
 cp "$(exe etch-kernels-cuda etch_ops_vs_cpu)" .gpu/cuda-etch-ops-tests
+cp "$(exe etch-kernels-cuda llama_vs_cpu)" .gpu/cuda-llama-ops-tests
 cp "$(exe etch device)" .gpu/device-tests
 cp "$(exe etch lower)" .gpu/lower-tests
 cp "$(exe etch qwen3_5_moe)" .gpu/qwen-tests
@@ -71,6 +72,8 @@ for i in \$(seq 0 \$((ngpu - 1))); do
   ETCH_CUDA_DEVICE=\$i .gpu/cuda-kernel-tests --test-threads=1 --nocapture || status=1
   echo "== etch:: CUDA kernels vs CPU kernels at the model's sizes on cuda:\$i"
   ETCH_CUDA_DEVICE=\$i .gpu/cuda-etch-ops-tests --nocapture || status=1
+  echo "== llama:: / quantized_decomposed:: CUDA kernels vs CPU kernels at Llama-3.2-1B sizes on cuda:\$i"
+  ETCH_CUDA_DEVICE=\$i .gpu/cuda-llama-ops-tests --nocapture || status=1
 done
 echo "== device fixtures (simulated and real CUDA)"; .gpu/device-tests --test-threads=1 --nocapture || status=1
 echo "== etch run on the device fixtures, real CUDA"

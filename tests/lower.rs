@@ -557,52 +557,126 @@ fn lowered_fixtures_on_real_cuda() {
                 opts.skip_d2h_outputs = MethodSelection::All;
             }
             let (bytes, summary) = lowered(&fx, &opts);
-            let mut module = Module::from_bytes(&bytes).unwrap();
-            if let Some(ptd) = &fx.ptd {
-                module = module.with_data_file(ptd).unwrap();
-            }
-            for (ci, case) in fx.cases.iter().enumerate() {
-                let meta = module.method_meta(&case.method).unwrap();
-                let devices = module.devices();
-                let inputs: Vec<Value> = case
-                    .inputs
-                    .iter()
-                    .zip(&case.input_dtypes)
-                    .enumerate()
-                    .map(|(k, (p, d))| {
-                        let dev = meta
-                            .input(k)
-                            .ok()
-                            .and_then(|i| i.tensor.as_ref().map(|t| t.device));
-                        match (load_input(p, d), dev) {
-                            (Value::Tensor(t), Some(dev)) if !dev.is_cpu() => {
-                                Value::Tensor(t.to_device(dev, &devices).unwrap())
-                            }
-                            (v, _) => v,
-                        }
-                    })
-                    .collect();
-                let outputs = module
-                    .execute(&case.method, &inputs)
-                    .unwrap_or_else(|e| panic!("cuda {} (skip {skip}) case {ci}: {e}", fx.name));
-                for (oi, (got, exp)) in outputs.iter().zip(&case.expected).enumerate() {
-                    let host = match got {
-                        Value::Tensor(t) => Value::Tensor(t.to_cpu().unwrap()),
-                        v => v.clone(),
-                    };
-                    check_output(
-                        &format!("cuda {} (skip {skip}) case {ci} output {oi}", fx.name),
-                        &host,
-                        exp,
-                        &case.output_dtypes[oi],
-                        case.rtol.max(1e-5),
-                        case.atol.max(1e-5),
-                    );
-                }
-            }
+            run_on_cuda(&format!("cuda {} (skip {skip})", fx.name), &fx, &bytes);
             let d: usize = summary.methods.iter().map(|m| m.delegates).sum();
             eprintln!("cuda: {} (skip flags {skip}) ok, {d} delegate(s)", fx.name);
         }
+    }
+}
+
+/// Runs every case of `fx` on `bytes` on the real GPU, in order on one loaded program
+/// (device inputs uploaded), and compares with the fixture's outputs.
+fn run_on_cuda(what: &str, fx: &Fixture, bytes: &[u8]) {
+    let mut module = Module::from_bytes(bytes).unwrap();
+    if let Some(ptd) = &fx.ptd {
+        module = module.with_data_file(ptd).unwrap();
+    }
+    for (ci, case) in fx.cases.iter().enumerate() {
+        let meta = module.method_meta(&case.method).unwrap();
+        let devices = module.devices();
+        let inputs: Vec<Value> = case
+            .inputs
+            .iter()
+            .zip(&case.input_dtypes)
+            .enumerate()
+            .map(|(k, (p, d))| {
+                let dev = meta
+                    .input(k)
+                    .ok()
+                    .and_then(|i| i.tensor.as_ref().map(|t| t.device));
+                match (load_input(p, d), dev) {
+                    (Value::Tensor(t), Some(dev)) if !dev.is_cpu() => {
+                        Value::Tensor(t.to_device(dev, &devices).unwrap())
+                    }
+                    (v, _) => v,
+                }
+            })
+            .collect();
+        let outputs = module
+            .execute(&case.method, &inputs)
+            .unwrap_or_else(|e| panic!("{what} case {ci}: {e}"));
+        for (oi, (got, exp)) in outputs.iter().zip(&case.expected).enumerate() {
+            let host = match got {
+                Value::Tensor(t) => Value::Tensor(t.to_cpu().unwrap()),
+                v => v.clone(),
+            };
+            check_output(
+                &format!("{what} case {ci} output {oi}"),
+                &host,
+                exp,
+                &case.output_dtypes[oi],
+                case.rtol.max(1e-5),
+                case.atol.max(1e-5),
+            );
+        }
+    }
+}
+
+/// The `llama::` / `quantized_decomposed::` fixtures (per-op programs and the tiny
+/// `export_llm` Llamas, checked against ExecuTorch's runtime): lowered with every portable
+/// operator and with the CUDA kernels' operator set, each method is one delegate with its
+/// KV caches on the device and no kernel call left on the host (the device-position
+/// rewrite removes the host reads of `input_pos`), and gives ExecuTorch's outputs on the
+/// simulated device over every case, run in order on one loaded program.
+#[test]
+fn llama_programs_lower_to_one_delegate_with_positions_on_the_device() {
+    let sets = [
+        ("portable", portable()),
+        (
+            "cuda",
+            SupportedOps::with_op_dtypes(etch::cuda_op_support()),
+        ),
+    ];
+    for fx in manifest_in(&common::fixtures_dir().join("llama_ops")) {
+        for (set, ops) in &sets {
+            let opts = LowerOptions::new(Device::cuda(0), ops.clone());
+            let (bytes, summary) = lowered(&fx, &opts);
+            for m in summary
+                .methods
+                .iter()
+                .filter(|m| m.delegated_instructions > 0)
+            {
+                let what = format!("{} {} (--ops {set})", fx.name, m.method);
+                assert_eq!(m.delegates, 1, "{what}");
+                assert_eq!(m.host_instructions, 0, "{what}: kernel calls on the host");
+                assert_eq!(m.host_state, 0, "{what}: state left on the host");
+            }
+            // Every program that reads input_pos for a llama:: op reads it on the device.
+            let positions: usize = summary.methods.iter().map(|m| m.device_positions).sum();
+            let reads_pos = !fx.name.starts_with("embedding") && fx.name != "quantize_per_token";
+            assert_eq!(positions > 0, reads_pos, "{} (--ops {set})", fx.name);
+            run_cases(
+                &format!("{} lowered (--ops {set})", fx.name),
+                &fx,
+                &bytes,
+                false,
+            );
+            eprintln!(
+                "{} (--ops {set}): {positions} position reader(s) on the device",
+                fx.name
+            );
+        }
+    }
+}
+
+/// On a machine with a CUDA GPU: the `llama::` / `quantized_decomposed::` fixtures lowered
+/// with the CUDA kernels' operator set run on the GPU (one delegate each; the tiny Llamas'
+/// decode steps replayed as CUDA graphs) and match ExecuTorch's runtime. Elsewhere skipped.
+#[test]
+fn llama_programs_on_real_cuda() {
+    if etch::devices_status().cuda.is_none() {
+        require_no_cuda();
+        return;
+    }
+    for fx in manifest_in(&common::fixtures_dir().join("llama_ops")) {
+        let opts = LowerOptions::new(
+            Device::cuda(0),
+            SupportedOps::with_op_dtypes(etch::cuda_op_support()),
+        );
+        let (bytes, summary) = lowered(&fx, &opts);
+        run_on_cuda(&format!("cuda {}", fx.name), &fx, &bytes);
+        let d: usize = summary.methods.iter().map(|m| m.delegates).sum();
+        eprintln!("cuda: {} ok, {d} delegate(s)", fx.name);
     }
 }
 

@@ -210,6 +210,12 @@ fn lowered_text(m: &MethodLowering, device: Device) -> String {
         "  copies inserted: {} h2d, {} d2h; elided: {} upload(s) reused, {} d2h->h2d round trip(s), {} d2h not needed\n",
         m.h2d_copies, m.d2h_copies, m.uploads_reused, m.round_trips_elided, m.downloads_skipped
     ));
+    if m.device_positions > 0 {
+        t.push_str(&format!(
+            "  positions read on the device: {} reader(s) of _local_scalar_dense take the int64 element instead\n",
+            m.device_positions
+        ));
+    }
     if m.device_state + m.host_state > 0 {
         t.push_str(&format!(
             "  state: {} buffer(s) on {device} (updated in place by the delegates), {} on the host\n",
@@ -238,6 +244,7 @@ fn lowered_json(m: &MethodLowering) -> Json {
         "delegated_instructions": m.delegated_instructions,
         "host_instructions": m.host_instructions,
         "matmuls_rewritten": m.matmuls_rewritten,
+        "device_positions": m.device_positions,
         "h2d_copies": m.h2d_copies,
         "d2h_copies": m.d2h_copies,
         "uploads_reused": m.uploads_reused,

@@ -15,6 +15,7 @@
 mod analysis;
 mod lower;
 pub mod planner;
+mod positions;
 mod rewrite;
 mod views;
 

@@ -221,6 +221,10 @@ pub struct MethodLowering {
     pub host_state: usize,
     /// Broadcast matmuls (`expand_copy` of a 2-D weight + `bmm`) turned into one `mm`.
     pub matmuls_rewritten: usize,
+    /// Readers of a host-read position (`_local_scalar_dense` of an int64 element) that
+    /// now take the element itself and read it on the device (`llama::` ops' `start_pos`,
+    /// RoPE table slices).
+    pub device_positions: usize,
 }
 
 /// What lowering did, per method.
@@ -529,6 +533,7 @@ fn lower_plan(
     let skip_h2d = opts.skip_h2d_inputs.applies(&name);
     let skip_d2h = opts.skip_d2h_outputs.applies(&name);
     let matmuls_rewritten = crate::rewrite::broadcast_matmul(&mut plan)?;
+    let device_positions = crate::positions::device_positions(&mut plan, &opts.supported)?;
     if skip_h2d || skip_d2h {
         crate::views::materialize(&mut plan, skip_h2d, skip_d2h)?;
     }
@@ -543,6 +548,7 @@ fn lower_plan(
     let dev = opts.device;
     let mut out = MethodLowering {
         matmuls_rewritten,
+        device_positions,
         ..Default::default()
     };
 

@@ -362,7 +362,9 @@ fn bytes_by_device(plan: &pte::ExecutionPlan) -> Result<BTreeMap<Device, u64>> {
         .enumerate()
         .skip(1)
     {
-        *m.entry(devs[i]).or_insert(0) += s.max(0) as u64;
+        let e = m.entry(devs[i]).or_insert(0u64);
+        // Sizes come from the program: a corrupt one must not overflow the sum.
+        *e = e.saturating_add(s.max(0) as u64);
     }
     Ok(m)
 }

@@ -18,7 +18,7 @@ const BMM: (&str, &str) = ("aten::bmm", "out");
 const VIEW: (&str, &str) = ("aten::view_copy", "out");
 const MM: (&str, &str) = ("aten::mm", "out");
 
-fn op_index(plan: &mut pte::ExecutionPlan, (name, overload): (&str, &str)) -> i32 {
+pub(crate) fn op_index(plan: &mut pte::ExecutionPlan, (name, overload): (&str, &str)) -> i32 {
     let ops = plan.operators.get_or_insert_with(Vec::new);
     if let Some(i) = ops
         .iter()
@@ -33,14 +33,14 @@ fn op_index(plan: &mut pte::ExecutionPlan, (name, overload): (&str, &str)) -> i3
     ops.len() as i32 - 1
 }
 
-fn is_op(plan: &pte::ExecutionPlan, idx: i32, (name, overload): (&str, &str)) -> bool {
+pub(crate) fn is_op(plan: &pte::ExecutionPlan, idx: i32, (name, overload): (&str, &str)) -> bool {
     plan.operators
         .as_ref()
         .and_then(|o| o.get(idx as usize))
         .is_some_and(|o| o.name.as_deref() == Some(name) && o.overload.as_deref() == Some(overload))
 }
 
-fn call(i: &pte::Instruction) -> Option<&pte::KernelCall> {
+pub(crate) fn call(i: &pte::Instruction) -> Option<&pte::KernelCall> {
     match &i.instr_args {
         Some(pte::InstructionArguments::KernelCall(k)) => Some(k),
         _ => None,
@@ -92,7 +92,7 @@ fn add_tensor(values: &mut Vec<pte::EValue>, like: usize, sz: &[i64], at: &mut u
     Some(values.len() as i32 - 1)
 }
 
-fn kernel(op: i32, args: Vec<i32>) -> pte::Instruction {
+pub(crate) fn kernel(op: i32, args: Vec<i32>) -> pte::Instruction {
     pte::Instruction {
         instr_args: Some(pte::InstructionArguments::KernelCall(Box::new(
             pte::KernelCall {

@@ -2,9 +2,10 @@
 //!
 //! One module per op family, each with its CUDA source in `src/cuda/` (compiled per device
 //! with NVRTC on first use, PTX cached on disk): elementwise maps, shape kernels, reductions,
-//! normalisations, indexing, convolution and pooling, sorting, and etch's own `etch::` ops
-//! (Gated DeltaNet, mixture of experts, attention over a KV cache, sampling); matrix
-//! products on cuBLAS.
+//! normalisations, indexing, convolution and pooling, sorting, etch's own `etch::` ops
+//! (Gated DeltaNet, mixture of experts, attention over a KV cache, sampling), and the ops
+//! of ExecuTorch's LLM programs (`llama::` KV-cache attention, `quantized_decomposed::`
+//! per-token quantization and quantized embeddings); matrix products on cuBLAS.
 //! Every kernel runs on the stream of the `CudaAllocator` that owns the memory, so it is
 //! ordered with the copies around it. Argument decoding and output shapes are shared with
 //! the CPU kernels (`etch_kernels`) wherever the CPU code is written over data primitives.
@@ -17,8 +18,10 @@ pub(crate) mod etch_ops;
 mod gemm;
 mod graph;
 mod index;
+mod llama;
 mod norm;
 mod pool;
+mod quantized;
 mod reduce;
 mod shape;
 mod sort;
@@ -60,6 +63,11 @@ pub enum Family {
     Sample,
     /// `etch::rope` (`cuda/rope.cu`).
     Rope,
+    /// ExecuTorch's `llama::` KV-cache and attention ops (`cuda/llama.cu`).
+    Llama,
+    /// `quantized_decomposed::` per-token quantization and quantized embeddings
+    /// (`cuda/quantized.cu`).
+    Quantized,
 }
 
 impl Family {
@@ -77,6 +85,8 @@ impl Family {
         Family::Attention,
         Family::Sample,
         Family::Rope,
+        Family::Llama,
+        Family::Quantized,
     ];
 
     /// The family's name (its `.cu` file stem).
@@ -94,6 +104,8 @@ impl Family {
             Family::Attention => "attention",
             Family::Sample => "sample",
             Family::Rope => "rope",
+            Family::Llama => "llama",
+            Family::Quantized => "quantized",
         }
     }
 
@@ -109,9 +121,20 @@ impl Family {
             // The etch:: ops share their IO helpers (io.cuh).
             Family::Gdn => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/gdn.cu")),
             Family::Moe => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/moe.cu")),
+            // The attention loop and merges (attn.cuh) are shared with llama::.
             Family::Attention => concat!(
                 include_str!("cuda/io.cuh"),
+                include_str!("cuda/attn.cuh"),
                 include_str!("cuda/attention.cu")
+            ),
+            Family::Llama => concat!(
+                include_str!("cuda/io.cuh"),
+                include_str!("cuda/attn.cuh"),
+                include_str!("cuda/llama.cu")
+            ),
+            Family::Quantized => concat!(
+                include_str!("cuda/io.cuh"),
+                include_str!("cuda/quantized.cu")
             ),
             Family::Sample => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/sample.cu")),
             Family::Rope => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/rope.cu")),
@@ -139,6 +162,15 @@ const ETCH_IO: &[ScalarType] = &[F32, F16, BF16];
 const MAXPOOL: &[ScalarType] = &[F32, F16, BF16, F64, Long];
 /// The `etch::` ops: f32/f16/bf16 IO, float32 states, int64 positions and tokens.
 const ETCH: &[ScalarType] = &[F32, F16, BF16, Long];
+/// `llama::custom_quantized_sdpa`: int8 operands and zero points, f32 scales, mask and
+/// output, an int64 position.
+const QSDPA: &[ScalarType] = &[Char, F32, Long];
+/// `choose_qparams_per_token_asymmetric` / `quantize_per_token`: f32 input, f64 scales,
+/// int64 zero points, integer outputs.
+const PER_TOKEN: &[ScalarType] = &[F32, F64, Long, Byte, Char, Short, Int];
+/// Quantized embeddings: int8 / uint8 weights, f32/f16/bf16 parameters and output, int64
+/// indices.
+const QEMB: &[ScalarType] = &[Byte, Char, F32, F16, BF16, Long];
 
 /// The kernel table: name, function, dtypes its tensors may have.
 fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
@@ -318,6 +350,55 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
         ),
         ("etch::sample.out", etch_ops::sample::sample_out, ETCH),
         ("etch::rope.out", etch_ops::rope::rope_out, ETCH_IO),
+        // update_cache copies rows of any dtype (the quantized recipe's int8 caches, f32
+        // scales and int8 zero points too).
+        ("llama::update_cache.out", llama::update_cache_out, ALL),
+        (
+            "llama::update_cache_with_indices.out",
+            llama::update_cache_with_indices_out,
+            ALL,
+        ),
+        ("llama::custom_sdpa.out", llama::custom_sdpa_out, ETCH),
+        (
+            "llama::sdpa_with_kv_cache.out",
+            llama::sdpa_with_kv_cache_out,
+            ETCH,
+        ),
+        (
+            "llama::custom_quantized_sdpa.out",
+            llama::custom_quantized_sdpa_out,
+            QSDPA,
+        ),
+        (
+            "quantized_decomposed::choose_qparams_per_token_asymmetric.out",
+            quantized::choose_qparams_per_token_out,
+            PER_TOKEN,
+        ),
+        (
+            "quantized_decomposed::quantize_per_token.out",
+            quantized::quantize_per_token_out,
+            PER_TOKEN,
+        ),
+        (
+            "quantized_decomposed::embedding_byte.out",
+            quantized::embedding_byte_out,
+            QEMB,
+        ),
+        (
+            "quantized_decomposed::embedding_byte.dtype_out",
+            quantized::embedding_byte_dtype_out,
+            QEMB,
+        ),
+        (
+            "quantized_decomposed::embedding_4bit.out",
+            quantized::embedding_4bit_out,
+            QEMB,
+        ),
+        (
+            "quantized_decomposed::embedding_4bit.dtype_out",
+            quantized::embedding_4bit_dtype_out,
+            QEMB,
+        ),
     ];
     for (name, f) in etch_kernels::shape::kernels::<CudaMover>() {
         t.push((name, f, ALL));

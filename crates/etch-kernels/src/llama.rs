@@ -31,6 +31,13 @@
 //!   `is_seq_at_dim_2` (`[batch, heads, seq, head_dim]` operands) is not implemented.
 //!
 //! Half types compute in `f32` (scores, softmax and the weighted sum) and round once.
+//!
+//! `start_pos` is an Int (the SymInt ExecuTorch's programs compute with
+//! `_local_scalar_dense(input_pos)`), or a one-element int64 tensor holding it: `etch lower`
+//! passes the tensor instead when it can ([`StartPos`]), so that a device kernel reads the
+//! position where it lives, with no host sync, and a CUDA graph recorded at one position
+//! replays at the next. The `*_call` decoders check everything but a tensor position's
+//! value (it may live on a device); the CPU kernels read it and check it then.
 
 use crate::dispatch_float;
 use crate::scratch;
@@ -55,6 +62,49 @@ fn require_4d(op: &str, what: &str, t: &TensorRef<'_>) -> Result<()> {
 fn non_negative(op: &str, what: &str, v: i64) -> Result<usize> {
     usize::try_from(v)
         .map_err(|_| Error::invalid_argument(format!("{op}: {what} is negative ({v})")))
+}
+
+/// Where a call's `start_pos` comes from.
+pub enum StartPos<'a> {
+    /// An Int argument, known on the host.
+    Value(i64),
+    /// A one-element int64 tensor holding it (on the host or a device).
+    Tensor(TensorRef<'a>),
+}
+
+impl StartPos<'_> {
+    /// The position, reading a tensor on the host (host-accessible memory only).
+    pub fn read(&self) -> Result<i64> {
+        match self {
+            StartPos::Value(v) => Ok(*v),
+            StartPos::Tensor(t) => Ok(t.data::<i64>()?[0]),
+        }
+    }
+
+    /// The position when it is an Int argument (`None` for a tensor, not read here).
+    pub fn value(&self) -> Option<i64> {
+        match self {
+            StartPos::Value(v) => Some(*v),
+            StartPos::Tensor(_) => None,
+        }
+    }
+}
+
+/// Argument `i` as a start position: an Int, or a one-element int64 tensor.
+pub fn start_pos<'a>(ctx: &KernelContext<'a>, i: usize) -> Result<StartPos<'a>> {
+    let op = ctx.op_name();
+    if !matches!(ctx.value(i)?, etch_core::EValue::Tensor(_)) {
+        return Ok(StartPos::Value(ctx.int(i)?));
+    }
+    let t = ctx.tensor(i)?;
+    if t.dtype() != ScalarType::Long || t.numel() != 1 {
+        return Err(Error::invalid_argument(format!(
+            "{op}: a start_pos tensor must hold one int64, got {} {:?}",
+            t.dtype(),
+            t.sizes()
+        )));
+    }
+    Ok(StartPos::Tensor(t))
 }
 
 /// Checks `value` against `cache` for a copy into rows `start..start + value.size(1)`.
@@ -104,50 +154,101 @@ pub(crate) fn copy_into_cache(
     Ok(())
 }
 
-/// `llama::update_cache.out`: args [value, cache, start_pos, out, (ret)].
-fn update_cache_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    const OP: &str = "llama::update_cache.out";
-    let value = ctx.tensor(0)?;
-    let start = non_negative(OP, "start_pos", ctx.int(2)?)?;
-    let sizes = Shape::from_slice(ctx.tensor(1)?.sizes())?;
-    let mut cache = ctx.resize_out(1, &sizes)?;
-    check_update(OP, &value, &cache, Some(start))?;
-    copy_into_cache(&value, &mut cache, start)
+/// A decoded `llama::update_cache.out` call.
+pub struct UpdateCacheCall<'a> {
+    /// `[batch, seq, heads, head_dim]`, the cache's dtype.
+    pub value: TensorRef<'a>,
+    /// `[batch, positions, heads, head_dim]`, updated in place.
+    pub cache: TensorRef<'a>,
+    /// Where the rows go (an Int checked here, or a tensor checked where it is read).
+    pub start: StartPos<'a>,
 }
 
-/// `llama::update_cache_with_indices.out`: args [value, cache, start_pos, indices, out,
-/// (ret)].
-fn update_cache_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    const OP: &str = "llama::update_cache_with_indices.out";
+/// Decodes and checks `llama::update_cache.out`: args [value, cache, start_pos, out,
+/// (ret)]. `out` is a placeholder no kernel writes (as in ExecuTorch).
+pub fn update_cache_call<'a>(ctx: &mut KernelContext<'a>) -> Result<UpdateCacheCall<'a>> {
+    let op = ctx.op_name();
+    let value = ctx.tensor(0)?;
+    let start = start_pos(ctx, 2)?;
+    let host = start
+        .value()
+        .map(|v| non_negative(op, "start_pos", v))
+        .transpose()?;
+    let sizes = Shape::from_slice(ctx.tensor(1)?.sizes())?;
+    let cache = ctx.resize_out(1, &sizes)?;
+    check_update(op, &value, &cache, host)?;
+    Ok(UpdateCacheCall {
+        value,
+        cache,
+        start,
+    })
+}
+
+/// `llama::update_cache.out` on the CPU.
+fn update_cache_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let op = ctx.op_name();
+    let mut c = update_cache_call(ctx)?;
+    let start = non_negative(op, "start_pos", c.start.read()?)?;
+    check_update(op, &c.value, &c.cache, Some(start))?;
+    copy_into_cache(&c.value, &mut c.cache, start)
+}
+
+/// A decoded `llama::update_cache_with_indices.out` call.
+pub struct UpdateCacheIndicesCall<'a> {
+    /// `[batch, seq, heads, head_dim]`, the cache's dtype.
+    pub value: TensorRef<'a>,
+    /// `[batch, positions, heads, head_dim]`, updated in place.
+    pub cache: TensorRef<'a>,
+    /// int64 `[batch, seq]`: the cache row of each value row (checked where read).
+    pub indices: TensorRef<'a>,
+}
+
+/// Decodes and checks `llama::update_cache_with_indices.out`: args [value, cache,
+/// start_pos, indices, out, (ret)]; `start_pos` is unused (as in ExecuTorch).
+pub fn update_cache_with_indices_call<'a>(
+    ctx: &mut KernelContext<'a>,
+) -> Result<UpdateCacheIndicesCall<'a>> {
+    let op = ctx.op_name();
     let value = ctx.tensor(0)?;
     let indices = ctx.tensor(3)?;
     let sizes = Shape::from_slice(ctx.tensor(1)?.sizes())?;
-    let mut cache = ctx.resize_out(1, &sizes)?;
-    check_update(OP, &value, &cache, None)?;
+    let cache = ctx.resize_out(1, &sizes)?;
+    check_update(op, &value, &cache, None)?;
     if indices.dtype() != ScalarType::Long
         || indices.dim() != 2
         || indices.sizes() != &value.sizes()[..2]
     {
         return Err(Error::invalid_argument(format!(
-            "{OP}: indices must be int64 [batch, seq] = {:?}, got {} {:?}",
+            "{op}: indices must be int64 [batch, seq] = {:?}, got {} {:?}",
             &value.sizes()[..2],
             indices.dtype(),
             indices.sizes()
         )));
     }
-    require_contiguous(OP, "indices", &indices)?;
-    let idx = indices.data::<i64>()?;
-    let es = value.dtype().element_size();
-    let (b, s) = (value.sizes()[0], value.sizes()[1]);
-    let max = cache.sizes()[1];
-    let row = value.sizes()[2] * value.sizes()[3] * es;
+    require_contiguous(op, "indices", &indices)?;
+    Ok(UpdateCacheIndicesCall {
+        value,
+        cache,
+        indices,
+    })
+}
+
+/// `llama::update_cache_with_indices.out` on the CPU.
+fn update_cache_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let op = ctx.op_name();
+    let mut c = update_cache_with_indices_call(ctx)?;
+    let idx = c.indices.data::<i64>()?;
+    let es = c.value.dtype().element_size();
+    let (b, s) = (c.value.sizes()[0], c.value.sizes()[1]);
+    let max = c.cache.sizes()[1];
+    let row = c.value.sizes()[2] * c.value.sizes()[3] * es;
     if let Some(&bad) = idx.iter().find(|&&p| p < 0 || p as usize >= max) {
         return Err(Error::invalid_argument(format!(
-            "{OP}: index {bad} is out of bounds for a cache of {max} positions"
+            "{op}: index {bad} is out of bounds for a cache of {max} positions"
         )));
     }
-    let src = value.bytes()?;
-    let dst = cache.bytes_mut()?;
+    let src = c.value.bytes()?;
+    let dst = c.cache.bytes_mut()?;
     for bi in 0..b {
         for si in 0..s {
             let p = idx[bi * s + si] as usize;
@@ -159,7 +260,57 @@ fn update_cache_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     Ok(())
 }
 
-/// What one attention call reads: shapes and options, checked.
+/// The shapes and options of one attention call, checked; the start position apart (it
+/// may be a tensor on a device).
+#[derive(Clone, Copy, Debug)]
+pub struct AttnShape {
+    /// Batch items.
+    pub batch: usize,
+    /// Query rows per batch item (`S`).
+    pub seq: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// KV heads (`heads` is a multiple).
+    pub kv_heads: usize,
+    /// Head dimension.
+    pub dim: usize,
+    /// Positions in the caches (`L`).
+    pub max_seq: usize,
+    /// An additive `[S, L]` mask is given: every row attends to the whole cache.
+    pub masked: bool,
+    /// Query row `r` attends to keys `0..=start + r`.
+    pub causal: bool,
+    /// The score scale (`1/sqrt(dim)` unless given).
+    pub scale: f64,
+}
+
+impl AttnShape {
+    /// The call at position `start`, checked against the cache.
+    pub fn at(&self, op: &str, start: i64) -> Result<Attn> {
+        let start = non_negative(op, "start_pos", start)?;
+        let (seq, max_seq) = (self.seq, self.max_seq);
+        if start >= max_seq || seq > max_seq - start {
+            return Err(Error::invalid_argument(format!(
+                "{op}: start_pos {start} + seq_len {seq} does not fit the cache's {max_seq} positions"
+            )));
+        }
+        let kv_len = if self.masked { max_seq } else { start + seq };
+        Ok(Attn {
+            batch: self.batch,
+            seq,
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            dim: self.dim,
+            max_seq,
+            kv_len,
+            start,
+            causal: self.causal,
+            scale: self.scale,
+        })
+    }
+}
+
+/// What one attention call reads: shapes, options and the start position, checked.
 pub struct Attn {
     batch: usize,
     seq: usize,
@@ -205,23 +356,22 @@ pub(crate) fn check_attn(
     causal: bool,
     scale: Option<f64>,
 ) -> Result<Attn> {
-    let mask_dtype = q.dtype();
-    check_attn_with(op, q, k, v, mask, mask_dtype, start, causal, scale)
+    check_attn_shape(op, q, k, v, mask, q.dtype(), causal, scale)?.at(op, start)
 }
 
-/// [`check_attn`] with the mask's dtype given (float masks for int8 queries).
+/// Checks the shapes and options of an attention call: `q` against the caches, the mask
+/// (of `mask_dtype`: the query's, or f32 for int8 queries) and the options.
 #[allow(clippy::too_many_arguments)]
-fn check_attn_with(
+pub fn check_attn_shape(
     op: &str,
     q: &TensorRef<'_>,
     k: &TensorRef<'_>,
     v: &TensorRef<'_>,
     mask: &Option<TensorRef<'_>>,
     mask_dtype: ScalarType,
-    start: i64,
     causal: bool,
     scale: Option<f64>,
-) -> Result<Attn> {
+) -> Result<AttnShape> {
     require_4d(op, "query", q)?;
     require_4d(op, "key cache", k)?;
     require_4d(op, "value cache", v)?;
@@ -241,13 +391,6 @@ fn check_attn_with(
             "{op}: {heads} query heads are not a multiple of {kv_heads} KV heads"
         )));
     }
-    let start = non_negative(op, "start_pos", start)?;
-    if start >= max_seq || seq > max_seq - start {
-        return Err(Error::invalid_argument(format!(
-            "{op}: start_pos {start} + seq_len {seq} does not fit the cache's {max_seq} positions"
-        )));
-    }
-    let mut kv_len = start + seq;
     if let Some(m) = mask {
         if causal {
             return Err(Error::invalid_argument(format!(
@@ -262,20 +405,17 @@ fn check_attn_with(
                 m.sizes()
             )));
         }
-        kv_len = max_seq;
     }
-    let scale = scale.unwrap_or(1.0 / (dim as f64).sqrt());
-    Ok(Attn {
+    Ok(AttnShape {
         batch,
         seq,
         heads,
         kv_heads,
         dim,
         max_seq,
-        kv_len,
-        start,
+        masked: mask.is_some(),
         causal,
-        scale,
+        scale: scale.unwrap_or(1.0 / (dim as f64).sqrt()),
     })
 }
 
@@ -377,61 +517,142 @@ pub(crate) fn attend(
     })
 }
 
-/// `llama::custom_sdpa.out`: args [query, key_cache, value_cache, start_pos, attn_mask?,
-/// dropout_p, is_causal, scale?, out, (ret)].
-fn custom_sdpa_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    const OP: &str = "llama::custom_sdpa.out";
-    let q = ctx.tensor(0)?;
-    let k = ctx.tensor(1)?;
-    let v = ctx.tensor(2)?;
-    let start = ctx.int(3)?;
-    let mask = ctx.opt_tensor(4)?;
-    let _dropout = ctx.double(5)?;
-    let causal = ctx.bool(6)?;
-    let scale = ctx.opt_double(7)?;
-    let a = check_attn(OP, &q, &k, &v, &mask, start, causal, scale)?;
-    let mut out = ctx.resize_out(8, q.sizes())?;
-    attend(OP, &a, &q, &k, &v, &mask, &mut out)
+/// A decoded `llama::custom_sdpa.out` call (and the attention of `sdpa_with_kv_cache`).
+pub struct SdpaCall<'a> {
+    /// `[batch, seq, heads, head_dim]`.
+    pub q: TensorRef<'a>,
+    /// `[batch, positions, kv_heads, head_dim]`, the query's dtype.
+    pub k_cache: TensorRef<'a>,
+    /// Shaped like `k_cache`.
+    pub v_cache: TensorRef<'a>,
+    /// Additive `[seq, positions]` mask of the query's dtype, if any.
+    pub mask: Option<TensorRef<'a>>,
+    /// The position of query row 0 (an Int checked here, or a tensor checked where read).
+    pub start: StartPos<'a>,
+    /// Shapes and options, checked.
+    pub shape: AttnShape,
+    /// Shaped like the query.
+    pub out: TensorRef<'a>,
 }
 
-/// `llama::sdpa_with_kv_cache.out`: args [query, key, value, key_cache, value_cache,
-/// start_pos, seq_len, attn_mask?, dropout_p, is_causal, scale?, out, (ret)].
-fn sdpa_with_kv_cache_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    const OP: &str = "llama::sdpa_with_kv_cache.out";
+/// Checks an Int start position against the shapes now (a tensor's is checked where it is
+/// read).
+fn check_host_start(op: &str, shape: &AttnShape, start: &StartPos<'_>) -> Result<()> {
+    match start.value() {
+        Some(v) => shape.at(op, v).map(|_| ()),
+        None => Ok(()),
+    }
+}
+
+/// The attention part of both sdpa decoders: query `q_i`, caches `k_i`/`v_i` (already
+/// resized), start `s_i`, then `attn_mask?, dropout_p, is_causal, scale?` from `mask_i`,
+/// and `out` at `out_i`.
+fn sdpa_args<'a>(
+    ctx: &mut KernelContext<'a>,
+    k_cache: TensorRef<'a>,
+    v_cache: TensorRef<'a>,
+    s_i: usize,
+    mask_i: usize,
+    out_i: usize,
+) -> Result<SdpaCall<'a>> {
+    let op = ctx.op_name();
     let q = ctx.tensor(0)?;
-    let key = ctx.tensor(1)?;
-    let value = ctx.tensor(2)?;
-    let start = ctx.int(5)?;
-    let seq_len = ctx.int(6)?;
-    let mask = ctx.opt_tensor(7)?;
-    let _dropout = ctx.double(8)?;
-    let causal = ctx.bool(9)?;
-    let scale = ctx.opt_double(10)?;
-    let start_u = non_negative(OP, "start_pos", start)?;
-    let seq_u = non_negative(OP, "seq_len", seq_len)?;
-    if seq_u != q.sizes().get(1).copied().unwrap_or(0) {
+    let start = start_pos(ctx, s_i)?;
+    let mask = ctx.opt_tensor(mask_i)?;
+    let _dropout = ctx.double(mask_i + 1)?;
+    let causal = ctx.bool(mask_i + 2)?;
+    let scale = ctx.opt_double(mask_i + 3)?;
+    let shape = check_attn_shape(op, &q, &k_cache, &v_cache, &mask, q.dtype(), causal, scale)?;
+    check_host_start(op, &shape, &start)?;
+    let out = ctx.resize_out(out_i, q.sizes())?;
+    same_dtype(op, q.dtype(), out.dtype())?;
+    require_contiguous(op, "out", &out)?;
+    Ok(SdpaCall {
+        q,
+        k_cache,
+        v_cache,
+        mask,
+        start,
+        shape,
+        out,
+    })
+}
+
+/// Decodes and checks `llama::custom_sdpa.out`: args [query, key_cache, value_cache,
+/// start_pos, attn_mask?, dropout_p, is_causal, scale?, out, (ret)].
+pub fn custom_sdpa_call<'a>(ctx: &mut KernelContext<'a>) -> Result<SdpaCall<'a>> {
+    let k = ctx.tensor(1)?;
+    let v = ctx.tensor(2)?;
+    sdpa_args(ctx, k, v, 3, 4, 8)
+}
+
+/// `llama::custom_sdpa.out` on the CPU.
+fn custom_sdpa_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let op = ctx.op_name();
+    let mut c = custom_sdpa_call(ctx)?;
+    let a = c.shape.at(op, c.start.read()?)?;
+    attend(op, &a, &c.q, &c.k_cache, &c.v_cache, &c.mask, &mut c.out)
+}
+
+/// A decoded `llama::sdpa_with_kv_cache.out` call: the cache update, then `sdpa`.
+pub struct SdpaWithKvCacheCall<'a> {
+    /// New keys `[batch, seq, kv_heads, head_dim]`, written into `sdpa.k_cache`.
+    pub key: TensorRef<'a>,
+    /// New values, written into `sdpa.v_cache`.
+    pub value: TensorRef<'a>,
+    /// The attention over the updated caches (which it holds, resized in place).
+    pub sdpa: SdpaCall<'a>,
+}
+
+/// Cache argument `i` (resized in place), checked against `rows`, the new rows of
+/// `seq` positions written into it.
+fn new_rows_cache<'a>(
+    ctx: &mut KernelContext<'a>,
+    i: usize,
+    rows: &TensorRef<'_>,
+    seq: usize,
+) -> Result<TensorRef<'a>> {
+    let op = ctx.op_name();
+    let sizes = Shape::from_slice(ctx.tensor(i)?.sizes())?;
+    let cache = ctx.resize_out(i, &sizes)?;
+    check_update(op, rows, &cache, None)?;
+    if rows.sizes()[1] != seq {
         return Err(Error::invalid_argument(format!(
-            "{OP}: seq_len {seq_len} differs from the query's {:?}",
-            q.sizes()
+            "{op}: seq_len {seq} differs from the key/value's {:?}",
+            rows.sizes()
         )));
     }
-    for (i, t) in [(3, key), (4, value)] {
-        let sizes = Shape::from_slice(ctx.tensor(i)?.sizes())?;
-        let mut cache = ctx.resize_out(i, &sizes)?;
-        check_update(OP, &t, &cache, Some(start_u))?;
-        if t.sizes()[1] != seq_u {
-            return Err(Error::invalid_argument(format!(
-                "{OP}: seq_len {seq_len} differs from the key/value's {:?}",
-                t.sizes()
-            )));
-        }
-        copy_into_cache(&t, &mut cache, start_u)?;
+    Ok(cache)
+}
+
+/// Decodes and checks `llama::sdpa_with_kv_cache.out`: args [query, key, value, key_cache,
+/// value_cache, start_pos, seq_len, attn_mask?, dropout_p, is_causal, scale?, out, (ret)].
+pub fn sdpa_with_kv_cache_call<'a>(ctx: &mut KernelContext<'a>) -> Result<SdpaWithKvCacheCall<'a>> {
+    let op = ctx.op_name();
+    let q_seq = ctx.tensor(0)?.sizes().get(1).copied().unwrap_or(0);
+    let key = ctx.tensor(1)?;
+    let value = ctx.tensor(2)?;
+    let seq_len = ctx.int(6)?;
+    if non_negative(op, "seq_len", seq_len)? != q_seq {
+        return Err(Error::invalid_argument(format!(
+            "{op}: seq_len {seq_len} differs from the query's {q_seq}"
+        )));
     }
-    let k = ctx.tensor(3)?;
-    let v = ctx.tensor(4)?;
-    let a = check_attn(OP, &q, &k, &v, &mask, start, causal, scale)?;
-    let mut out = ctx.resize_out(11, q.sizes())?;
-    attend(OP, &a, &q, &k, &v, &mask, &mut out)
+    let k_cache = new_rows_cache(ctx, 3, &key, q_seq)?;
+    let v_cache = new_rows_cache(ctx, 4, &value, q_seq)?;
+    let sdpa = sdpa_args(ctx, k_cache, v_cache, 5, 7, 11)?;
+    Ok(SdpaWithKvCacheCall { key, value, sdpa })
+}
+
+/// `llama::sdpa_with_kv_cache.out` on the CPU.
+fn sdpa_with_kv_cache_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let op = ctx.op_name();
+    let mut c = sdpa_with_kv_cache_call(ctx)?;
+    let s = &mut c.sdpa;
+    let a = s.shape.at(op, s.start.read()?)?;
+    copy_into_cache(&c.key, &mut s.k_cache, a.start)?;
+    copy_into_cache(&c.value, &mut s.v_cache, a.start)?;
+    attend(op, &a, &s.q, &s.k_cache, &s.v_cache, &s.mask, &mut s.out)
 }
 
 /// The int8 operands of `custom_quantized_sdpa` and their per-row parameters: row `r`
@@ -456,8 +677,10 @@ pub struct QuantizedSdpaCall<'a> {
     pub v: QuantizedOperand<'a>,
     /// Optional additive f32 mask `[seq, max_seq]`.
     pub mask: Option<TensorRef<'a>>,
+    /// The position of query row 0 (an Int checked here, or a tensor checked where read).
+    pub start: StartPos<'a>,
     /// Shapes and options, checked.
-    pub attn: Attn,
+    pub shape: AttnShape,
     /// `out`, f32, shaped like the query.
     pub out: TensorRef<'a>,
 }
@@ -515,7 +738,7 @@ pub fn quantized_sdpa_call<'a>(ctx: &mut KernelContext<'a>) -> Result<QuantizedS
     let q = quantized_operand(ctx, "query", 0, 8, 9)?;
     let k = quantized_operand(ctx, "key cache", 1, 10, 11)?;
     let v = quantized_operand(ctx, "value cache", 2, 12, 13)?;
-    let start = ctx.int(3)?;
+    let start = start_pos(ctx, 3)?;
     let mask = ctx.opt_tensor(4)?;
     let _dropout = ctx.double(5)?;
     let causal = ctx.bool(6)?;
@@ -525,17 +748,17 @@ pub fn quantized_sdpa_call<'a>(ctx: &mut KernelContext<'a>) -> Result<QuantizedS
             "{op}: is_seq_at_dim_2 ([batch, heads, seq, head_dim] layouts) is not implemented"
         )));
     }
-    let attn = check_attn_with(
+    let shape = check_attn_shape(
         op,
         &q.data,
         &k.data,
         &v.data,
         &mask,
         ScalarType::Float,
-        start,
         causal,
         scale,
     )?;
+    check_host_start(op, &shape, &start)?;
     let out = ctx.resize_out(15, q.data.sizes())?;
     if out.dtype() != ScalarType::Float {
         return Err(bad_dtype(op, "out", out.dtype()));
@@ -546,7 +769,8 @@ pub fn quantized_sdpa_call<'a>(ctx: &mut KernelContext<'a>) -> Result<QuantizedS
         k,
         v,
         mask,
-        attn,
+        start,
+        shape,
         out,
     })
 }
@@ -562,14 +786,14 @@ fn dot_i8(a: &[i8], za: i32, b: &[i8], zb: i32) -> i32 {
 
 /// Attention over dequantized operands: scores `dot_i8 * q_scale * k_scale * scale`,
 /// softmax in f32, then the weighted sum of `(v - v_zp) * v_scale`.
-fn attend_quantized(c: &mut QuantizedSdpaCall<'_>) -> Result<()> {
-    let a = &c.attn;
+fn attend_quantized(op: &str, c: &mut QuantizedSdpaCall<'_>) -> Result<()> {
+    let a = &c.shape.at(op, c.start.read()?)?;
     let rows = a.batch * a.seq * a.heads;
     let (d, hk) = (a.dim, a.kv_heads);
     let group = a.heads / hk;
     if d >= 1 << 15 {
         return Err(Error::not_supported(format!(
-            "custom_quantized_sdpa: head_dim {d} overflows the int32 dot product"
+            "{op}: head_dim {d} overflows the int32 dot product"
         )));
     }
     let (qs, ks, vs) = (
@@ -645,8 +869,9 @@ fn attend_quantized(c: &mut QuantizedSdpaCall<'_>) -> Result<()> {
 
 /// `llama::custom_quantized_sdpa.out` on the CPU.
 fn custom_quantized_sdpa_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let op = ctx.op_name();
     let mut c = quantized_sdpa_call(ctx)?;
-    attend_quantized(&mut c)
+    attend_quantized(op, &mut c)
 }
 
 /// Registers the `llama::` custom-op kernels.

@@ -429,3 +429,69 @@ fn quantized_embeddings_dequantize_rows_and_reject_bad_arguments() {
     .unwrap();
     assert_eq!(e.get::<f32>(o), e.get::<f32>(out));
 }
+
+/// `start_pos` given as a one-element int64 tensor (what `etch lower` passes so that a
+/// device kernel reads it on the device) gives the same results as the Int, for the cache
+/// update and both attention ops; a tensor of another dtype or size, or an out-of-range
+/// value read from it, is a typed error.
+#[test]
+fn start_pos_may_be_a_tensor() {
+    let (s, h, hk, d, max, start) = (2, 4, 2, 8, 10, 5);
+    let q = seq(s * h * d, 21);
+    let k0 = seq(max * hk * d, 22);
+    let v0 = seq(max * hk * d, 23);
+    let (kn, vn) = (seq(s * hk * d, 24), seq(s * hk * d, 25));
+    let mut results = Vec::new();
+    for as_tensor in [false, true] {
+        let mut e = Env::default();
+        let pos = if as_tensor {
+            e.t(&[start as i64], &[1])
+        } else {
+            e.int(start as i64)
+        };
+        let qi = e.t(&q, &[1, s, h, d]);
+        let (ki, vi) = (e.t(&kn, &[1, s, hk, d]), e.t(&vn, &[1, s, hk, d]));
+        let (kc, vc) = (e.t(&k0, &[1, max, hk, d]), e.t(&v0, &[1, max, hk, d]));
+        let ph = e.out(ScalarType::Float, &[1]);
+        e.run("llama::update_cache.out", &[ki, kc, pos, ph, ph])
+            .unwrap();
+        e.run("llama::update_cache.out", &[vi, vc, pos, ph, ph])
+            .unwrap();
+        let (none, drop, c, sl) = (e.none(), e.dbl(0.0), e.boolean(true), e.int(s as i64));
+        let out = e.out(ScalarType::Float, &[1, s, h, d]);
+        e.run(
+            "llama::custom_sdpa.out",
+            &[qi, kc, vc, pos, none, drop, c, none, out, out],
+        )
+        .unwrap();
+        let out2 = e.out(ScalarType::Float, &[1, s, h, d]);
+        e.run(
+            "llama::sdpa_with_kv_cache.out",
+            &[qi, ki, vi, kc, vc, pos, sl, none, drop, c, none, out2, out2],
+        )
+        .unwrap();
+        results.push((e.getf(kc), e.getf(out), e.getf(out2)));
+        if as_tensor {
+            // Past the cache: read from the tensor, then rejected.
+            let far = e.t(&[max as i64], &[1]);
+            let err = e
+                .run("llama::update_cache.out", &[ki, kc, far, ph, ph])
+                .unwrap_err();
+            assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
+            let err = e
+                .run(
+                    "llama::custom_sdpa.out",
+                    &[qi, kc, vc, far, none, drop, c, none, out, out],
+                )
+                .unwrap_err();
+            assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
+            for bad in [e.t(&[1i32], &[1]), e.t(&[1i64, 2], &[2])] {
+                let err = e
+                    .run("llama::update_cache.out", &[ki, kc, bad, ph, ph])
+                    .unwrap_err();
+                assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
+            }
+        }
+    }
+    assert_eq!(results[0], results[1]);
+}

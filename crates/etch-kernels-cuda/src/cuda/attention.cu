@@ -12,8 +12,7 @@
 //   merges them.
 // NaN scores make the row NaN, as on the CPU.
 
-#define ATTN_MAXD 256
-#define ATTN_WARPS 8
+// ATTN_MAXD, ATTN_WARPS, attn_dims, attn_add, attn_max and attn_weight: attn.cuh.
 
 struct AttnArgs {
     const void* q;   // [B, T, Hq, D]
@@ -55,49 +54,7 @@ extern "C" __global__ void attn_cache_write(AttnArgs a) { PDL_ENTRY();
     }
 }
 
-// Lane `lane`'s dims of row `base` (elements) of an IO-dtype tensor into x (zero past D).
-template <int DT>
-__device__ __forceinline__ void attn_dims(const void* p, i64 base, int lane, int per, i64 d,
-                                          float* x) {
-    const i64 d0 = (i64)lane * per;
-    const char* src = (const char*)p + (base + d0) * (DT == DT_F32 ? 4 : 2);
-    if (per == IoVec<DT>::N && d0 + per <= d && aligned16(src)) {
-        io_ld16<DT>(src, x);
-#pragma unroll
-        for (int e = IoVec<DT>::N; e < 8; ++e) x[e] = 0.0f;
-        return;
-    }
-#pragma unroll
-    for (int e = 0; e < 8; ++e) x[e] = (e < per && d0 + e < d) ? io_ld<DT>(p, base + d0 + e) : 0.0f;
-}
-
-// One online-softmax state: running max, sum of exponentials and weighted sum.
-struct AttnState {
-    float m, l;
-};
-
-// Adds score s with value dims vx to (st, acc): NaN sticks, all -inf so far adds nothing.
-__device__ __forceinline__ void attn_add(AttnState& st, float* acc, float s, const float* vx, int per) {
-    const float mn = (s > st.m || s != s) ? s : st.m;
-    const bool none = mn == -1.0f / 0.0f;
-    const float c = none ? 1.0f : expf(st.m - mn);
-    const float p = none ? 0.0f : expf(s - mn);
-    st.l = st.l * c + p;
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-        if (e < per) acc[e] = acc[e] * c + p * vx[e];
-    st.m = mn;
-}
-
-// The merge of states m_x (weights e^(m_x - M)): M over them (NaN sticks).
-__device__ __forceinline__ float attn_max(float M, float m) { return (m > M || m != m) ? m : M; }
-__device__ __forceinline__ float attn_weight(float m, float M) {
-    return m == -1.0f / 0.0f ? 0.0f : expf(m - M);
-}
-
 template <int DT> __device__ void attn_fwd(const AttnArgs& a) {
-    __shared__ float wm[ATTN_WARPS], wl[ATTN_WARPS];
-    __shared__ float wacc[ATTN_WARPS][ATTN_MAXD];
     const i64 pos = *a.pos;
     if (!attn_pos_ok(a, pos)) return;
     const i64 row = blockIdx.x;
@@ -105,62 +62,18 @@ template <int DT> __device__ void attn_fwd(const AttnArgs& a) {
     const i64 k0 = blockIdx.y * a.chunk, n_keys = pos + t + 1;
     const i64 k1 = k0 + a.chunk < n_keys ? k0 + a.chunk : n_keys;
     if (k0 >= k1) return;
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int lane = threadIdx.x & 31;
     const int per = (int)((a.dim + 31) / 32);
     const i64 kvh = h / (a.hq / a.hkv);
-    float qx[8], acc[8], x[8];
+    float qx[8], acc[8];
     attn_dims<DT>(a.q, row * a.dim, lane, per, a.dim, qx);
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[e] = 0.0f;
     AttnState st = {-1.0f / 0.0f, 0.0f};
-    // Two keys per step (j and j + nw, the order one key per step would take): both k and
-    // v rows are loaded before the reductions, so four row loads are in flight per lane.
-    float x2[8], y[8], y2[8];
-    for (i64 j = k0 + w; j < k1; j += 2 * nw) {
-        const bool two = j + nw < k1;
-        const i64 base = ((b * a.cache + j) * a.hkv + kvh) * a.dim;
-        const i64 base2 = base + nw * a.hkv * a.dim;
-        attn_dims<DT>(a.kc, base, lane, per, a.dim, x);
-        attn_dims<DT>(a.vc, base, lane, per, a.dim, y);
-        if (two) {
-            attn_dims<DT>(a.kc, base2, lane, per, a.dim, x2);
-            attn_dims<DT>(a.vc, base2, lane, per, a.dim, y2);
-        }
-        float s = 0.0f, s2 = 0.0f;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            s += qx[e] * x[e];
-            s2 += two ? qx[e] * x2[e] : 0.0f;
-        }
-        s = warp_sum(s) * a.scale;
-        s2 = warp_sum(s2) * a.scale;
-        attn_add(st, acc, s, y, per);
-        if (two) attn_add(st, acc, s2, y2, per);
-    }
-    if (lane == 0) {
-        wm[w] = st.m;
-        wl[w] = st.l;
-    }
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-        if (e < per && lane * per + e < a.dim) wacc[w][lane * per + e] = acc[e];
-    __syncthreads();
-    float M = -1.0f / 0.0f;
-    for (int x2 = 0; x2 < nw; ++x2) M = attn_max(M, wm[x2]);
-    float L = 0.0f;
-    for (int x2 = 0; x2 < nw; ++x2) L += wl[x2] * attn_weight(wm[x2], M);
-    const bool one = a.splits == 1;
-    float* part = one ? 0 : a.part + (row * a.splits + blockIdx.y) * (a.dim + 2);
-    if (!one && threadIdx.x == 0) {
-        part[0] = M;
-        part[1] = L;
-    }
-    for (i64 d = threadIdx.x; d < a.dim; d += blockDim.x) {
-        float A = 0.0f;
-        for (int x2 = 0; x2 < nw; ++x2) A += wacc[x2][d] * attn_weight(wm[x2], M);
-        if (one) io_st<DT>(a.out, row * a.dim + d, A * (1.0f / L));
-        else part[2 + d] = A;
-    }
+    const AttnKeys kk = {a.kc, a.vc, 0, (b * a.cache * a.hkv + kvh) * a.dim, a.hkv * a.dim, 0};
+    attn_keys<DT>(kk, qx, k0, k1, a.scale, per, a.dim, st, acc);
+    float* part = a.splits == 1 ? 0 : a.part + (row * a.splits + blockIdx.y) * (a.dim + 2);
+    attn_block_finish<DT>(st, acc, per, a.dim, a.out, row, part);
 }
 IO_KERNELS(attn_fwd, AttnArgs, 256)
 
@@ -171,21 +84,6 @@ template <int DT> __device__ void attn_combine(const AttnArgs& a) {
     const i64 row = blockIdx.x;
     const i64 t = (row / a.hq) % a.seq;
     const i64 used = (pos + t + 1 + a.chunk - 1) / a.chunk;
-    const float* part = a.part + row * a.splits * (a.dim + 2);
-    float M = -1.0f / 0.0f;
-    for (i64 c = 0; c < used; ++c) M = attn_max(M, part[c * (a.dim + 2)]);
-    float L = 0.0f;
-    for (i64 c = 0; c < used; ++c) {
-        const float* pc = part + c * (a.dim + 2);
-        L += pc[1] * attn_weight(pc[0], M);
-    }
-    for (i64 d = threadIdx.x; d < a.dim; d += blockDim.x) {
-        float A = 0.0f;
-        for (i64 c = 0; c < used; ++c) {
-            const float* pc = part + c * (a.dim + 2);
-            A += pc[2 + d] * attn_weight(pc[0], M);
-        }
-        io_st<DT>(a.out, row * a.dim + d, A * (1.0f / L));
-    }
+    attn_merge<DT>(a.part + row * a.splits * (a.dim + 2), used, a.dim, a.out, row);
 }
 IO_KERNELS(attn_combine, AttnArgs, 256)

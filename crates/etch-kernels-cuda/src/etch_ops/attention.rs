@@ -41,9 +41,9 @@ struct AttnArgs {
 unsafe impl cudarc::driver::DeviceRepr for AttnArgs {}
 
 /// Largest head_dim (`ATTN_MAXD`: 8 dims a lane).
-const MAX_HEAD_DIM: usize = 256;
+pub(crate) const MAX_HEAD_DIM: usize = 256;
 /// Threads of an attention block (`ATTN_WARPS` warps).
-const THREADS: u32 = 256;
+pub(crate) const THREADS: u32 = 256;
 /// Blocks the key splits aim for, and the fewest keys a split takes.
 const TARGET_BLOCKS: usize = 1024;
 const MIN_CHUNK: usize = 16;
@@ -51,7 +51,7 @@ const MIN_CHUNK: usize = 16;
 /// Key splits and keys per split for `rows` query rows over a cache of `cache` positions:
 /// one split when the rows alone fill the GPU, else enough to reach about
 /// [`TARGET_BLOCKS`] blocks.
-fn split_keys(rows: usize, cache: usize) -> (usize, usize) {
+pub(crate) fn split_keys(rows: usize, cache: usize) -> (usize, usize) {
     let cache = cache.max(1);
     if rows >= TARGET_BLOCKS / 4 || cache <= MIN_CHUNK {
         return (1, cache);

@@ -31,7 +31,7 @@ pub(crate) fn io_kernel(
 }
 
 /// `n` as a grid dimension of at most `max` blocks.
-fn grid_dim(op: &str, what: &str, n: usize, max: usize) -> Result<u32> {
+pub(crate) fn grid_dim(op: &str, what: &str, n: usize, max: usize) -> Result<u32> {
     if n > max {
         return Err(Error::not_supported(format!(
             "{op}: {n} {what} exceed the CUDA kernel's {max}"
@@ -41,7 +41,7 @@ fn grid_dim(op: &str, what: &str, n: usize, max: usize) -> Result<u32> {
 }
 
 /// The product of `dims` (a byte count), or an error when it overflows.
-fn bytes(op: &str, dims: &[usize]) -> Result<usize> {
+pub(crate) fn bytes(op: &str, dims: &[usize]) -> Result<usize> {
     dims.iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .ok_or_else(|| Error::invalid_argument(format!("{op}: scratch size overflows")))
@@ -49,7 +49,7 @@ fn bytes(op: &str, dims: &[usize]) -> Result<usize> {
 
 /// Offsets of consecutive scratch regions of `sizes` bytes (each 256-byte aligned) and the
 /// bytes they take together.
-fn carve<const N: usize>(op: &str, sizes: [usize; N]) -> Result<([u64; N], usize)> {
+pub(crate) fn carve<const N: usize>(op: &str, sizes: [usize; N]) -> Result<([u64; N], usize)> {
     let mut offs = [0u64; N];
     let mut end = 0usize;
     for (o, s) in offs.iter_mut().zip(sizes) {
