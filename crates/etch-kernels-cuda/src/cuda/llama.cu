@@ -37,6 +37,7 @@ struct LlamaWrite {
 };
 
 extern "C" __global__ void llama_cache_write(LlamaWrite a) {
+    PDL_ENTRY();
     i64 pos = 0;
     if (!a.idx) {
         pos = a.pos ? *a.pos : a.pos_val;
@@ -148,6 +149,7 @@ __device__ __forceinline__ void llama_i8_dims(const signed char* p, i64 r, int l
 }
 
 extern "C" __global__ void __launch_bounds__(256) llama_qsdpa(LlamaAttn a) {
+    PDL_ENTRY();
     const i64 pos = llama_pos(a);
     if (!llama_pos_ok(a, pos)) return;
     const i64 row = blockIdx.x;

@@ -57,6 +57,7 @@ __device__ void q_scale_zp(float mn, float mx, int qmin, int qmax, double* scale
 }
 
 extern "C" __global__ void __launch_bounds__(256) q_choose_qparams(QParams a) {
+    PDL_ENTRY();
     const i64 row = blockIdx.x * (i64)(blockDim.x >> 5) + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     if (row >= a.rows) return;
@@ -91,6 +92,7 @@ struct QQuant {
 };
 
 extern "C" __global__ void q_quantize(QQuant a) {
+    PDL_ENTRY();
     GRID_LOOP(i, a.n) {
         const i64 r = i / a.d;
         const float inv = 1.0f / (float)a.scales[r];
@@ -115,6 +117,7 @@ struct QEmbed {
 };
 
 extern "C" __global__ void q_embedding(QEmbed a) {
+    PDL_ENTRY();
     GRID_LOOP(i, a.n_idx * a.dim) {
         const i64 k = i / a.dim, j = i % a.dim;
         const i64 r = a.idx[k];
