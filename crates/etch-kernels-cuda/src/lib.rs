@@ -55,7 +55,7 @@ pub enum Family {
     Conv,
     /// `etch::gated_delta_net` (`cuda/gdn.cu`).
     Gdn,
-    /// `etch::moe` (`cuda/moe.cu`).
+    /// `etch::moe` (`cuda/moe.cu`, then its tensor-core kernels, `cuda/moe_tc.cu`).
     Moe,
     /// `etch::attention` (`cuda/attention.cu`).
     Attention,
@@ -120,7 +120,12 @@ impl Family {
             Family::Conv => include_str!("cuda/conv.cu"),
             // The etch:: ops share their IO helpers (io.cuh).
             Family::Gdn => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/gdn.cu")),
-            Family::Moe => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/moe.cu")),
+            // The tensor-core kernels (moe_tc.cu) share moe.cu's arguments and pair lists.
+            Family::Moe => concat!(
+                include_str!("cuda/io.cuh"),
+                include_str!("cuda/moe.cu"),
+                include_str!("cuda/moe_tc.cu")
+            ),
             // The attention loop and merges (attn.cuh) are shared with llama::.
             Family::Attention => concat!(
                 include_str!("cuda/io.cuh"),

@@ -115,7 +115,11 @@ fn etch_ops_match_the_cpu_at_model_sizes() {
         );
     }
     // 640 experts: more than a block's threads (the routing's rank loop in chunks); 1100
-    // rows: more unit tiles than moe_down's counters, so moe_combine sums.
+    // rows: more unit tiles than moe_down's counters, so moe_combine sums. From 64 rows
+    // bfloat16 and float16 run on tensor cores (moe_tc.cu): 600 rows (several tiles per
+    // expert, shared expert wider than the experts), 200 in float16, 100 rows over 640
+    // experts (most without pairs), 64 rows (the threshold); a shared expert of 80 units
+    // (not a multiple of 32) keeps the CUDA-core kernels.
     for (dt, rows, e, is) in [
         (BF16, 1, 64, 256),
         (BF16, 1, 64, 128),
@@ -125,6 +129,11 @@ fn etch_ops_match_the_cpu_at_model_sizes() {
         (F32, 1, 64, 128),
         (F16, 1, 64, 128),
         (F32, 1100, 64, 256),
+        (BF16, 600, 64, 256),
+        (F16, 200, 64, 128),
+        (BF16, 100, 640, 128),
+        (BF16, 64, 64, 96),
+        (BF16, 130, 64, 80),
     ] {
         let args = moe_args(&mut rng, dt, rows, e, is);
         check(

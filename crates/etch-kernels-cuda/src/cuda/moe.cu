@@ -28,8 +28,13 @@
 // - moe_up_ex_* / moe_down_ex_*: a block per (tile of 8 units, expert or shared expert)
 //   holds the tile's weight rows in registers and runs over the expert's pairs (the up
 //   kernel stages 8 rows of x at a time in shared memory); moe_combine then sums.
-// Same rounding points and the same per-lane summation order as the row kernels. A
-// tensor-core grouped GEMM would be faster still.
+// Same rounding points and the same per-lane summation order as the row kernels.
+// bfloat16 and float16 calls of ETCH_MOE_TC_FROM rows and more (default 64; a huge value
+// turns it off, for comparisons) run expert-major on tensor cores instead (moe_tc.cu,
+// compiled into this module): moe_lists, moe_tc_plan (the tile table), moe_up_tc_*,
+// moe_down_tc_* (grouped mma.sync GEMMs with the same rounding points), then moe_combine.
+// Shapes that do not fit its tiles (hidden, inter or shared inter not a multiple of 32,
+// rows not 16-byte aligned) keep the kernels above.
 
 struct MoeArgs {
     const void* x;        // [M, H]
@@ -52,6 +57,8 @@ struct MoeArgs {
     i64 fuse_combine;     // moe_down combines; else moe_combine runs
     int* lists;           // [E, M] expert-major: the pairs m*(k+1)+j that selected expert e
     int* counts;          // [E] how many
+    int2* tiles;          // [tile_max] tensor-core tiles: (slot block, first pair) or -1 (moe_tc.cu)
+    i64 tile_max;
 };
 
 extern __shared__ float moe_smem[];

@@ -2,14 +2,16 @@
 //! (one block per row: router logits, softmax, top-k, renormalised weights), then GEMV
 //! kernels over the selected experts only (gate and up projections with the SiLU product,
 //! then the down projections summed in ascending expert order with the gated shared
-//! expert). Selections, weights and activations live in the scratch buffer.
+//! expert). Selections, weights and activations live in the scratch buffer. Many rows
+//! (prefill) go expert-major: bfloat16 and float16 on tensor cores from
+//! `ETCH_MOE_TC_FROM` rows (moe_tc.cu), else on CUDA cores from `ETCH_MOE_BY_EXPERT_FROM`.
 
 use super::{bytes, carve, grid_dim, io_kernel};
 use crate::Family;
 use crate::context::{Launch, with_device};
 use crate::util::{arg, ptr, same_device};
 use cudarc::driver::LaunchConfig;
-use etch_core::{Error, KernelContext, Result};
+use etch_core::{Error, KernelContext, Result, ScalarType};
 use etch_kernels::etch_ops::moe::{MoeCall, moe_call};
 
 /// `struct MoeArgs` in moe.cu.
@@ -42,6 +44,8 @@ struct MoeArgs {
     fuse_combine: i64,
     lists: u64,
     counts: u64,
+    tiles: u64,
+    tile_max: i64,
 }
 // SAFETY: plain `#[repr(C)]` data laid out as the CUDA struct.
 unsafe impl cudarc::driver::DeviceRepr for MoeArgs {}
@@ -92,7 +96,7 @@ const EX_ROW_BYTES: usize = 4096;
 /// Whether `rows` rows go expert-major: every weight row fits the lanes' registers and is
 /// 16-byte aligned, and the pair lists (experts x rows) stay within i32 indices.
 fn expert_major(c: &MoeCall<'_>, es: usize, rows: usize) -> bool {
-    let fits = |n: usize| n * es <= EX_ROW_BYTES && (n * es) % 16 == 0;
+    let fits = |n: usize| n * es <= EX_ROW_BYTES && (n * es).is_multiple_of(16);
     let aligned = [
         &c.x,
         &c.gate_up,
@@ -102,7 +106,7 @@ fn expert_major(c: &MoeCall<'_>, es: usize, rows: usize) -> bool {
         &c.shared_down,
     ]
     .iter()
-    .all(|t| ptr(t) % 16 == 0);
+    .all(|t| ptr(t).is_multiple_of(16));
     rows >= by_expert_from()
         && fits(c.hidden)
         && fits(c.inter)
@@ -110,6 +114,65 @@ fn expert_major(c: &MoeCall<'_>, es: usize, rows: usize) -> bool {
         && aligned
         && rows.saturating_mul(c.top_k + 1) < i32::MAX as usize
         && c.experts.saturating_mul(rows) < i32::MAX as usize
+}
+
+/// Rows from which bfloat16 and float16 calls run on tensor cores (`ETCH_MOE_TC_FROM`,
+/// default 64; a huge value keeps the CUDA-core kernels, for comparisons).
+fn tc_from() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("ETCH_MOE_TC_FROM")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(64)
+    })
+}
+
+/// moe_tc.cu's tiles: pairs per tile (`MOE_TC_BM`), k per stage (`MOE_TC_BK`), and the
+/// columns of a moe_up_tc block (intermediate units) and of a moe_down_tc block (hidden
+/// units).
+const TC_PAIRS: usize = 64;
+const TC_K: usize = 32;
+const TC_UP_UNITS: usize = 64;
+const TC_DOWN_UNITS: usize = 128;
+
+/// Tiles of the tensor-core kernels for any routing of `rows` rows: each expert's
+/// ceil(count / 64) is at most count / 64 + 1 when it has pairs, the counts sum to
+/// rows * k and at most min(E, rows * k) experts have pairs; then the shared expert's.
+fn tc_tiles(c: &MoeCall<'_>, rows: usize) -> usize {
+    let pairs = rows.saturating_mul(c.top_k);
+    pairs
+        .div_ceil(TC_PAIRS)
+        .saturating_add(c.experts.min(pairs))
+        .saturating_add(rows.div_ceil(TC_PAIRS))
+}
+
+/// Whether `rows` rows run on tensor cores (moe_tc.cu): a bfloat16 or float16 call of
+/// enough rows whose k extents (hidden, inter, shared inter) are whole stages, every row
+/// 16-byte aligned, the pair indices within i32 and the grid within CUDA's limits.
+fn tensor_core(c: &MoeCall<'_>, dt: ScalarType, rows: usize) -> bool {
+    let aligned = [
+        &c.x,
+        &c.gate_up,
+        &c.down,
+        &c.shared_gate,
+        &c.shared_up,
+        &c.shared_down,
+    ]
+    .iter()
+    .all(|t| ptr(t).is_multiple_of(16));
+    let units = c.inter.max(c.shared_inter).div_ceil(TC_UP_UNITS);
+    matches!(dt, ScalarType::BFloat16 | ScalarType::Half)
+        && rows >= tc_from()
+        && [c.hidden, c.inter, c.shared_inter]
+            .iter()
+            .all(|n| n.is_multiple_of(TC_K))
+        && aligned
+        && rows.saturating_mul(c.top_k + 1) < i32::MAX as usize
+        && c.experts.saturating_mul(rows) < i32::MAX as usize
+        && tc_tiles(c, rows) <= 1 << 30
+        && units <= 65_535
+        && c.hidden.div_ceil(TC_DOWN_UNITS) <= 65_535
 }
 
 /// Slots (`k + 1`) moe_down_row handles at most (`MOE_ROW_SLOTS`).
@@ -152,6 +215,9 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let (rows, k) = (c.rows, c.top_k);
     // Activation rows padded to 8 elements, so that each starts 16-byte aligned.
     let width = c.inter.max(c.shared_inter).next_multiple_of(8);
+    // The tensor-core path's tile table (moe_tc_plan), when it may run.
+    let tc_fits = tensor_core(&c, dt, rows);
+    let tile_max = if tc_fits { tc_tiles(&c, rows) } else { 0 };
     let (offs, total) = carve(
         op,
         [
@@ -163,6 +229,7 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
             bytes(op, &[rows, k + 1, c.hidden, 4])?,
             bytes(op, &[c.experts, rows, 4])?,
             bytes(op, &[c.experts, 4])?,
+            bytes(op, &[tile_max, 8])?,
         ],
     )?;
     let names = |n: [&'static str; 3]| io_kernel(op, dt, n);
@@ -175,6 +242,10 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let lists = names(["moe_lists_f32", "moe_lists_bf16", "moe_lists_f16"])?;
     let up_ex = names(["moe_up_ex_f32", "moe_up_ex_bf16", "moe_up_ex_f16"])?;
     let down_ex = names(["moe_down_ex_f32", "moe_down_ex_bf16", "moe_down_ex_f16"])?;
+    // Tensor cores: bfloat16 and float16 only (tc_fits is false for float32).
+    let tc_name = |n: [&'static str; 2]| if dt == ScalarType::Half { n[1] } else { n[0] };
+    let up_tc = tc_name(["moe_up_tc_bf16", "moe_up_tc_f16"]);
+    let down_tc = tc_name(["moe_down_tc_bf16", "moe_down_tc_f16"]);
     let warps = (THREADS / 32) as usize;
     let grid_rows = rows.min(MAX_GRID_ROWS) as u32;
     let cfg = |grid_dim: (u32, u32, u32), smem: usize| LaunchConfig {
@@ -212,31 +283,40 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     // One row: a warp per hidden unit over every slot, combined in registers.
     // Its vector loads need equal expert and shared widths and 16-byte aligned rows (the
     // activation rows are: `width` is a multiple of 8 elements).
-    let aligned = |t: &etch_core::TensorRef<'_>| ptr(t) % 16 == 0;
+    let aligned = |t: &etch_core::TensorRef<'_>| ptr(t).is_multiple_of(16);
     let row_smem = (k + 1) * width * es;
     let by_row = rows == 1
         && k < ROW_SLOTS
         && row_smem <= 48 << 10
         && c.inter == c.shared_inter
-        && (c.inter * es) % 16 == 0
+        && (c.inter * es).is_multiple_of(16)
         && aligned(&c.down)
         && aligned(&c.shared_down)
         && down_by_row();
     let row_units = grid_dim(op, "hidden units", c.hidden.div_ceil(warps), 1 << 30)?;
-    // Several rows: expert-major, each expert's weights read once (see moe.cu).
-    let by_expert = !by_row && expert_major(&c, es, rows);
+    // Several rows: expert-major, each expert's weights read once (see moe.cu), on tensor
+    // cores (bfloat16, float16) or CUDA cores.
+    let tc = !by_row && tc_fits;
+    let by_expert = !by_row && !tc && expert_major(&c, es, rows);
     let slots = grid_dim(op, "experts", c.experts + 1, 65_535)?;
     let x_smem = EX_TOKENS * c.hidden * es;
-    let by_pair = !by_row && !by_expert;
+    let by_pair = !by_row && !by_expert && !tc;
+    // tensor_core() bounds these grids.
+    let tc_units = c.inter.max(c.shared_inter).div_ceil(TC_UP_UNITS).max(1) as u32;
+    let tc_hidden = c.hidden.div_ceil(TC_DOWN_UNITS) as u32;
+    let tc_cfg = |n: u32| cfg((tile_max as u32, n, 1), 0);
     let launches = [
         Some((logits, cfg((e_units, 1, grid_rows), route_smem))),
         (!fuse_route).then_some((route, route_cfg)),
-        by_expert.then_some((lists, cfg((c.experts as u32, 1, 1), 0))),
+        (by_expert || tc).then_some((lists, cfg((c.experts as u32, 1, 1), 0))),
+        tc.then_some(("moe_tc_plan", cfg((1, 1, 1), 0))),
+        tc.then_some((up_tc, tc_cfg(tc_units))),
         by_expert.then_some((up_ex, cfg((units, slots, 1), x_smem))),
-        (!by_expert).then_some((up, cfg((units, k as u32 + 1, grid_rows), 0))),
+        (!by_expert && !tc).then_some((up, cfg((units, k as u32 + 1, grid_rows), 0))),
+        tc.then_some((down_tc, tc_cfg(tc_hidden))),
         by_expert.then_some((down_ex, cfg((row_units, slots, 1), 0))),
         by_pair.then_some((down, cfg((h_units, k as u32 + 1, grid_rows), down_smem))),
-        (by_expert || (by_pair && !fuse_combine)).then_some((combine, cfg((outs, 1, 1), 0))),
+        (by_expert || tc || (by_pair && !fuse_combine)).then_some((combine, cfg((outs, 1, 1), 0))),
         by_row.then_some((down_row, cfg((row_units, 1, 1), row_smem))),
     ];
     let mut a = MoeArgs {
@@ -266,11 +346,13 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         fuse_combine: fuse_combine as i64,
         lists: 0,
         counts: 0,
+        tiles: 0,
+        tile_max: tile_max as i64,
     };
     with_device(ctx, c.out.device(), |mut l: Launch<'_>| {
         let base = l.scratch(total)?;
         [
-            a.sel, a.wsel, a.sgate, a.act, a.logits, a.ys, a.lists, a.counts,
+            a.sel, a.wsel, a.sgate, a.act, a.logits, a.ys, a.lists, a.counts, a.tiles,
         ] = offs.map(|o| base + o);
         let mut args = [arg(&mut a)];
         for (name, cfg) in launches.into_iter().flatten() {
