@@ -65,6 +65,8 @@ fn non_negative(op: &str, what: &str, v: i64) -> Result<usize> {
 }
 
 /// Where a call's `start_pos` comes from.
+// Built on the stack per call; boxing the tensor would allocate on the execute path.
+#[allow(clippy::large_enum_variant)]
 pub enum StartPos<'a> {
     /// An Int argument, known on the host.
     Value(i64),
