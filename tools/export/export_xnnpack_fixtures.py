@@ -12,6 +12,7 @@ them against PyTorch eager (loosely) so that a broken reference is noticed.
 Writes, relative to the repository root:
   tests/fixtures/xnnpack/<name>/model.pte, forward_0_in<k>.npy, forward_0_out<k>.npy
   tests/fixtures/xnnpack/manifest.json   (the format of tests/fixtures/manifest.json)
+  tests/fixtures/xnnpack/unsupported/static_qs8_cnn.pte   (a graph etch must reject at init)
 
 Usage:
   /work/venv/bin/python tools/export/export_xnnpack_fixtures.py [--only NAME,...]
@@ -200,6 +201,42 @@ def hf_decoder(kind: str):
     return HFLogits(model(cfg), "logits", use_cache=False)
 
 
+class LinearStack(nn.Module):
+    """Linear layers with bias, ReLU and without bias: what the dynamically quantized
+    recipes turn into qdint8 converts and quantized fully-connected nodes."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(64, 96)
+        self.fc2 = nn.Linear(96, 64, bias=False)
+        self.fc3 = nn.Linear(64, 32)
+
+    def forward(self, x):
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+def quantize_8da(model: nn.Module, bits: int, group_size: int) -> nn.Module:
+    """export_llm's `quantization.qmode=8da4w` / `8da8w` (executorch's
+    examples/models/llama/source_transformation/quantize.py): torchao's
+    Int8DynamicActivationIntxWeightConfig on every Linear whose input size is a multiple of
+    the group size (group size 0: per output channel)."""
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
+    from torchao.quantization.granularity import PerAxis, PerGroup
+
+    def filter_fn(m, fqn):
+        return isinstance(m, nn.Linear) and (group_size == 0 or m.weight.shape[1] % group_size == 0)
+
+    quantize_(
+        model,
+        Int8DynamicActivationIntxWeightConfig(
+            weight_dtype=getattr(torch, f"int{bits}"),
+            weight_granularity=PerAxis(0) if group_size == 0 else PerGroup(group_size),
+        ),
+        filter_fn=filter_fn,
+    )
+    return model
+
+
 # name -> (make model, inputs)
 MODELS = {
     "tiny_cnn": (TinyCNN, lambda: (torch.randn(1, 3, 24, 24),)),
@@ -209,7 +246,57 @@ MODELS = {
     "hf_llama": (lambda: hf_decoder("llama"), lambda: (torch.randint(0, 128, (1, 12)),)),
     "hf_qwen3": (lambda: hf_decoder("qwen3"), lambda: (torch.randint(0, 128, (1, 12)),)),
     "mobilenet_v2_025": (mobilenet_v2_small, lambda: (torch.randn(1, 3, 64, 64),)),
+    # Dynamically quantized activations (qdint8) with 4-bit groupwise (qbint4) and 8-bit
+    # per-channel (qcint8) weights.
+    "linear_8da4w": (lambda: quantize_8da(LinearStack(), 4, 32), lambda: (torch.randn(2, 5, 64),)),
+    "linear_8da8w": (lambda: quantize_8da(LinearStack(), 8, 0), lambda: (torch.randn(2, 5, 64),)),
+    "hf_llama_8da4w": (
+        lambda: quantize_8da(hf_decoder("llama"), 4, 32),
+        lambda: (torch.randint(0, 128, (1, 12)),),
+    ),
+    "hf_qwen3_8da4w": (
+        lambda: quantize_8da(hf_decoder("qwen3"), 4, 32),
+        lambda: (torch.randint(0, 128, (1, 12)),),
+    ),
 }
+
+# Dynamically quantized fixtures (compared with ExecuTorch at TOL: etch does XNNPACK's
+# integer and f32 arithmetic in its order).
+QUANTIZED = {n for n in MODELS if "_8da" in n}
+
+
+class StaticQuantCNN(nn.Module):
+    """Conv, ReLU, mean and linear, statically quantized (qs8) by XNNPACKQuantizer's PT2E
+    flow: etch does not run static qs8 graphs yet, and must say so at init."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4, 5)
+
+    def forward(self, x):
+        return self.fc(F.relu(self.c(x)).mean((2, 3)))
+
+
+def export_static_qs8() -> None:
+    """tests/fixtures/xnnpack/unsupported/static_qs8_cnn.pte (a program only: no outputs)."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    torch.manual_seed(0)
+    model, x = StaticQuantCNN().eval(), torch.randn(1, 3, 8, 8)
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
+    prepared(x)
+    prog = export_xnnpack(convert_pt2e(prepared), (x,))
+    d = os.path.join(OUT, "unsupported")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "static_qs8_cnn.pte"), "wb") as f:
+        f.write(prog.buffer)
+    print(f"unsupported/static_qs8_cnn.pte: {len(prog.buffer)} bytes")
 
 
 # Also exported in half precision (model and inputs `.half()`), as `<name>_fp16`.
@@ -251,7 +338,8 @@ def export_fixture(name: str) -> dict:
     eager = eager if isinstance(eager, (tuple, list)) else (eager,)
     for i, (o, e) in enumerate(zip(outs, eager)):
         err = (o - e).abs().max().item()
-        tol = 2e-2 if half else 1e-3
+        # Quantization error against eager fp32 (8-bit activations, 4-bit weights).
+        tol = 2e-2 if half or name in QUANTIZED else 1e-3
         assert torch.allclose(o, e, rtol=tol, atol=tol), f"{name} output {i}: ExecuTorch vs eager {err}"
     d = os.path.join(OUT, name)
     os.makedirs(d, exist_ok=True)
@@ -366,6 +454,8 @@ def main() -> int:
             manifest = [e for e in json.load(f) if e["name"] not in names]
     for n in names:
         manifest.append(export_fixture(n))
+    if not args.only:
+        export_static_qs8()
     manifest.sort(key=lambda e: (list(MODELS) + FP16).index(e["name"]))
     os.makedirs(OUT, exist_ok=True)
     with open(path, "w") as f:
