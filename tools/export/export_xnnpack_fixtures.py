@@ -21,6 +21,8 @@ Usage:
       exports torchvision resnet18 / mobilenet_v2 / mobilenet_v3_large / efficientnet_b0 with
       random weights into target/xnnpack_models/ (not committed: too big), runs them with
       ExecuTorch and with `etch run`, and prints the largest differences.
+  /work/venv/bin/python tools/export/export_xnnpack_fixtures.py --quant [--etch ...]
+      the same for larger 8da4w / 8da8w linear stacks (not committed).
 """
 
 from __future__ import annotations
@@ -434,16 +436,48 @@ def check_hf(etch: str, only: list) -> int:
     return 1 if failed else 0
 
 
+def check_quant(etch: str) -> int:
+    """Larger dynamically quantized linear stacks (k up to 512, 120 rows; 8da4w at group
+    sizes 32 and 128 and per channel, 8da8w): `etch run` against ExecuTorch."""
+    worst = 0.0
+    for bits, group in [(4, 32), (4, 128), (4, 0), (8, 0)]:
+        torch.manual_seed(1)
+        model = nn.Sequential(nn.Linear(512, 384), nn.ReLU(), nn.Linear(384, 256)).eval()
+        quantize_8da(model, bits, group)
+        x = torch.randn(3, 40, 512) * 3
+        prog = export_xnnpack(model, (x,))
+        ref = run_executorch(prog.buffer, (x,))[0].numpy()
+        with tempfile.TemporaryDirectory() as tmp:
+            pte = os.path.join(tmp, "model.pte")
+            with open(pte, "wb") as f:
+                f.write(prog.buffer)
+            np.save(os.path.join(tmp, "in.npy"), x.numpy())
+            subprocess.run(
+                [etch, "run", pte, "--input", os.path.join(tmp, "in.npy"), "--output-dir", tmp],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            got = np.load(os.path.join(tmp, "output_0.npy"))
+        diff = float(np.abs(got - ref).max())
+        worst = max(worst, diff / max(float(np.abs(ref).max()), 1e-12))
+        print(f"8da{bits}w group {group}: max |etch - ExecuTorch| = {diff:.3g}, "
+              f"{(got == ref).mean():.1%} of elements identical")
+    return 0 if worst < 1e-5 else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="")
     ap.add_argument("--torchvision", action="store_true")
     ap.add_argument("--hf", action="store_true")
+    ap.add_argument("--quant", action="store_true")
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--etch", default=os.path.join(REPO_ROOT, "target", "release", "etch"))
     args = ap.parse_args()
     if args.torchvision:
         return check_torchvision(args.size, args.etch)
+    if args.quant:
+        return check_quant(args.etch)
     if args.hf:
         return check_hf(args.etch, [n for n in args.only.split(",") if n])
     names = [n for n in args.only.split(",") if n] or list(MODELS) + FP16
