@@ -365,6 +365,18 @@ def export_fixture(name: str) -> dict:
 # --------------------------------------------------------------------------- torchvision check
 
 
+def etch_run(etch: str, pte: str, x: torch.Tensor) -> np.ndarray:
+    """`etch run` of a one-input, one-output program: its output."""
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(os.path.join(tmp, "in.npy"), x.numpy())
+        subprocess.run(
+            [etch, "run", pte, "--input", os.path.join(tmp, "in.npy"), "--output-dir", tmp],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        return np.load(os.path.join(tmp, "output_0.npy"))
+
+
 def check_torchvision(size: int, etch: str) -> int:
     import torchvision.models as tvm
 
@@ -381,14 +393,7 @@ def check_torchvision(size: int, etch: str) -> int:
         with open(pte, "wb") as f:
             f.write(prog.buffer)
         ref = run_executorch(prog.buffer, (x,))[0].numpy()
-        with tempfile.TemporaryDirectory() as tmp:
-            np.save(os.path.join(tmp, "in.npy"), x.numpy())
-            subprocess.run(
-                [etch, "run", pte, "--input", os.path.join(tmp, "in.npy"), "--output-dir", tmp],
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
-            got = np.load(os.path.join(tmp, "output_0.npy"))
+        got = etch_run(etch, pte, x)
         diff = np.abs(got - ref).max()
         rel = diff / max(np.abs(ref).max(), 1e-12)
         worst = max(worst, rel)
@@ -451,13 +456,7 @@ def check_quant(etch: str) -> int:
             pte = os.path.join(tmp, "model.pte")
             with open(pte, "wb") as f:
                 f.write(prog.buffer)
-            np.save(os.path.join(tmp, "in.npy"), x.numpy())
-            subprocess.run(
-                [etch, "run", pte, "--input", os.path.join(tmp, "in.npy"), "--output-dir", tmp],
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
-            got = np.load(os.path.join(tmp, "output_0.npy"))
+            got = etch_run(etch, pte, x)
         diff = float(np.abs(got - ref).max())
         worst = max(worst, diff / max(float(np.abs(ref).max()), 1e-12))
         print(f"8da{bits}w group {group}: max |etch - ExecuTorch| = {diff:.3g}, "
