@@ -138,6 +138,8 @@ fn execute_does_not_allocate() {
         "xnnpack/hf_llama/model.pte",
         "xnnpack/mobilenet_v2_025/model.pte",
         "xnnpack/tiny_cnn_fp16/model.pte",
+        "xnnpack/linear_8da8w/model.pte",
+        "xnnpack/hf_llama_8da4w/model.pte",
     ];
     for threads in [1, 4] {
         etch::set_num_threads(threads);

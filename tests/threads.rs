@@ -1,4 +1,4 @@
-//! Results do not depend on the thread count: every fixture, and a program whose tensors
+//! Results do not depend on the thread count: every fixture (XNNPACK-delegated ones too), and a program whose tensors
 //! are large enough for the kernels to split their work (`misc/threads.pte`: convolutions,
 //! depthwise convolution, pooling, norms, matrix products, softmax, elementwise ops), give
 //! bit-identical outputs with 1 thread and with several. One test function, since the
@@ -15,7 +15,8 @@ fn outputs(threads: usize) -> Vec<(String, Vec<u8>)> {
     assert_eq!(etch::num_threads(), threads);
     let mut all = Vec::new();
     let llama = manifest_in(&fixtures_dir().join("llama_ops"));
-    for fx in manifest().into_iter().chain(llama) {
+    let xnnpack = manifest_in(&fixtures_dir().join("xnnpack"));
+    for fx in manifest().into_iter().chain(llama).chain(xnnpack) {
         let mut module = Module::from_file(&fx.pte).unwrap();
         if let Some(ptd) = &fx.ptd {
             module = module.with_data_file(ptd).unwrap();

@@ -57,6 +57,10 @@ fn every_xnnpack_fixture_is_tested() {
         "mobilenet_v2_025",
         "tiny_cnn_fp16",
         "tiny_transformer_fp16",
+        "linear_8da4w",
+        "linear_8da8w",
+        "hf_llama_8da4w",
+        "hf_qwen3_8da4w",
     ];
     for n in &names {
         assert!(tested.contains(&n.as_str()), "fixture {n} has no test");
@@ -109,6 +113,26 @@ fn tiny_transformer_fp16() {
 }
 
 #[test]
+fn linear_8da4w() {
+    run_fixture("linear_8da4w");
+}
+
+#[test]
+fn linear_8da8w() {
+    run_fixture("linear_8da8w");
+}
+
+#[test]
+fn hf_llama_8da4w() {
+    run_fixture("hf_llama_8da4w");
+}
+
+#[test]
+fn hf_qwen3_8da4w() {
+    run_fixture("hf_qwen3_8da4w");
+}
+
+#[test]
 fn wrong_input_shape_is_an_error() {
     let pte = fixtures_dir().join("xnnpack/tiny_cnn/model.pte");
     let mut module = Module::from_file(&pte).unwrap();
@@ -117,6 +141,23 @@ fn wrong_input_shape_is_an_error() {
         .execute("forward", &[etch::Value::Tensor(x)])
         .unwrap_err();
     assert!(matches!(e.code(), ErrorCode::InvalidArgument), "{e}");
+}
+
+/// A statically quantized (qs8) program: etch does not run those yet, and says so when
+/// the delegate is initialized, naming the value's datatype and quantization.
+#[test]
+fn static_qs8_is_not_supported() {
+    let pte = fixtures_dir().join("xnnpack/unsupported/static_qs8_cnn.pte");
+    let x = etch::Tensor::zeros(etch::ScalarType::Float, &[1, 3, 8, 8]).unwrap();
+    let e = Module::from_file(&pte)
+        .and_then(|mut m| m.execute("forward", &[etch::Value::Tensor(x)]))
+        .unwrap_err();
+    assert!(matches!(e.code(), ErrorCode::NotSupported), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("xnn_datatype_qint8") && msg.contains("PerTensorQuant"),
+        "{msg}"
+    );
 }
 
 /// Mutates the XNNPACK payload inside a program (header, graph flatbuffer) thousands of
@@ -135,7 +176,14 @@ fn mutated_payloads_never_panic() {
         state ^= state << 17;
         state
     };
-    for name in ["tiny_cnn", "tiny_transformer", "elementwise", "more_nodes"] {
+    for name in [
+        "tiny_cnn",
+        "tiny_transformer",
+        "elementwise",
+        "more_nodes",
+        "linear_8da4w",
+        "linear_8da8w",
+    ] {
         let pte = fixtures_dir().join(format!("xnnpack/{name}/model.pte"));
         let original = std::fs::read(&pte).unwrap();
         let dir = fixtures_dir().join("xnnpack");

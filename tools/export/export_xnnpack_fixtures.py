@@ -12,6 +12,7 @@ them against PyTorch eager (loosely) so that a broken reference is noticed.
 Writes, relative to the repository root:
   tests/fixtures/xnnpack/<name>/model.pte, forward_0_in<k>.npy, forward_0_out<k>.npy
   tests/fixtures/xnnpack/manifest.json   (the format of tests/fixtures/manifest.json)
+  tests/fixtures/xnnpack/unsupported/static_qs8_cnn.pte   (a graph etch must reject at init)
 
 Usage:
   /work/venv/bin/python tools/export/export_xnnpack_fixtures.py [--only NAME,...]
@@ -20,6 +21,8 @@ Usage:
       exports torchvision resnet18 / mobilenet_v2 / mobilenet_v3_large / efficientnet_b0 with
       random weights into target/xnnpack_models/ (not committed: too big), runs them with
       ExecuTorch and with `etch run`, and prints the largest differences.
+  /work/venv/bin/python tools/export/export_xnnpack_fixtures.py --quant [--etch ...]
+      the same for larger 8da4w / 8da8w linear stacks (not committed).
 """
 
 from __future__ import annotations
@@ -200,6 +203,42 @@ def hf_decoder(kind: str):
     return HFLogits(model(cfg), "logits", use_cache=False)
 
 
+class LinearStack(nn.Module):
+    """Linear layers with bias, ReLU and without bias: what the dynamically quantized
+    recipes turn into qdint8 converts and quantized fully-connected nodes."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(64, 96)
+        self.fc2 = nn.Linear(96, 64, bias=False)
+        self.fc3 = nn.Linear(64, 32)
+
+    def forward(self, x):
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+def quantize_8da(model: nn.Module, bits: int, group_size: int) -> nn.Module:
+    """export_llm's `quantization.qmode=8da4w` / `8da8w` (executorch's
+    examples/models/llama/source_transformation/quantize.py): torchao's
+    Int8DynamicActivationIntxWeightConfig on every Linear whose input size is a multiple of
+    the group size (group size 0: per output channel)."""
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
+    from torchao.quantization.granularity import PerAxis, PerGroup
+
+    def filter_fn(m, fqn):
+        return isinstance(m, nn.Linear) and (group_size == 0 or m.weight.shape[1] % group_size == 0)
+
+    quantize_(
+        model,
+        Int8DynamicActivationIntxWeightConfig(
+            weight_dtype=getattr(torch, f"int{bits}"),
+            weight_granularity=PerAxis(0) if group_size == 0 else PerGroup(group_size),
+        ),
+        filter_fn=filter_fn,
+    )
+    return model
+
+
 # name -> (make model, inputs)
 MODELS = {
     "tiny_cnn": (TinyCNN, lambda: (torch.randn(1, 3, 24, 24),)),
@@ -209,7 +248,57 @@ MODELS = {
     "hf_llama": (lambda: hf_decoder("llama"), lambda: (torch.randint(0, 128, (1, 12)),)),
     "hf_qwen3": (lambda: hf_decoder("qwen3"), lambda: (torch.randint(0, 128, (1, 12)),)),
     "mobilenet_v2_025": (mobilenet_v2_small, lambda: (torch.randn(1, 3, 64, 64),)),
+    # Dynamically quantized activations (qdint8) with 4-bit groupwise (qbint4) and 8-bit
+    # per-channel (qcint8) weights.
+    "linear_8da4w": (lambda: quantize_8da(LinearStack(), 4, 32), lambda: (torch.randn(2, 5, 64),)),
+    "linear_8da8w": (lambda: quantize_8da(LinearStack(), 8, 0), lambda: (torch.randn(2, 5, 64),)),
+    "hf_llama_8da4w": (
+        lambda: quantize_8da(hf_decoder("llama"), 4, 32),
+        lambda: (torch.randint(0, 128, (1, 12)),),
+    ),
+    "hf_qwen3_8da4w": (
+        lambda: quantize_8da(hf_decoder("qwen3"), 4, 32),
+        lambda: (torch.randint(0, 128, (1, 12)),),
+    ),
 }
+
+# Dynamically quantized fixtures (compared with ExecuTorch at TOL: etch does XNNPACK's
+# integer and f32 arithmetic in its order).
+QUANTIZED = {n for n in MODELS if "_8da" in n}
+
+
+class StaticQuantCNN(nn.Module):
+    """Conv, ReLU, mean and linear, statically quantized (qs8) by XNNPACKQuantizer's PT2E
+    flow: etch does not run static qs8 graphs yet, and must say so at init."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4, 5)
+
+    def forward(self, x):
+        return self.fc(F.relu(self.c(x)).mean((2, 3)))
+
+
+def export_static_qs8() -> None:
+    """tests/fixtures/xnnpack/unsupported/static_qs8_cnn.pte (a program only: no outputs)."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    torch.manual_seed(0)
+    model, x = StaticQuantCNN().eval(), torch.randn(1, 3, 8, 8)
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
+    prepared(x)
+    prog = export_xnnpack(convert_pt2e(prepared), (x,))
+    d = os.path.join(OUT, "unsupported")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "static_qs8_cnn.pte"), "wb") as f:
+        f.write(prog.buffer)
+    print(f"unsupported/static_qs8_cnn.pte: {len(prog.buffer)} bytes")
 
 
 # Also exported in half precision (model and inputs `.half()`), as `<name>_fp16`.
@@ -251,7 +340,8 @@ def export_fixture(name: str) -> dict:
     eager = eager if isinstance(eager, (tuple, list)) else (eager,)
     for i, (o, e) in enumerate(zip(outs, eager)):
         err = (o - e).abs().max().item()
-        tol = 2e-2 if half else 1e-3
+        # Quantization error against eager fp32 (8-bit activations, 4-bit weights).
+        tol = 2e-2 if half or name in QUANTIZED else 1e-3
         assert torch.allclose(o, e, rtol=tol, atol=tol), f"{name} output {i}: ExecuTorch vs eager {err}"
     d = os.path.join(OUT, name)
     os.makedirs(d, exist_ok=True)
@@ -275,6 +365,18 @@ def export_fixture(name: str) -> dict:
 # --------------------------------------------------------------------------- torchvision check
 
 
+def etch_run(etch: str, pte: str, x: torch.Tensor) -> np.ndarray:
+    """`etch run` of a one-input, one-output program: its output."""
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(os.path.join(tmp, "in.npy"), x.numpy())
+        subprocess.run(
+            [etch, "run", pte, "--input", os.path.join(tmp, "in.npy"), "--output-dir", tmp],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        return np.load(os.path.join(tmp, "output_0.npy"))
+
+
 def check_torchvision(size: int, etch: str) -> int:
     import torchvision.models as tvm
 
@@ -291,14 +393,7 @@ def check_torchvision(size: int, etch: str) -> int:
         with open(pte, "wb") as f:
             f.write(prog.buffer)
         ref = run_executorch(prog.buffer, (x,))[0].numpy()
-        with tempfile.TemporaryDirectory() as tmp:
-            np.save(os.path.join(tmp, "in.npy"), x.numpy())
-            subprocess.run(
-                [etch, "run", pte, "--input", os.path.join(tmp, "in.npy"), "--output-dir", tmp],
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
-            got = np.load(os.path.join(tmp, "output_0.npy"))
+        got = etch_run(etch, pte, x)
         diff = np.abs(got - ref).max()
         rel = diff / max(np.abs(ref).max(), 1e-12)
         worst = max(worst, rel)
@@ -346,16 +441,42 @@ def check_hf(etch: str, only: list) -> int:
     return 1 if failed else 0
 
 
+def check_quant(etch: str) -> int:
+    """Larger dynamically quantized linear stacks (k up to 512, 120 rows; 8da4w at group
+    sizes 32 and 128 and per channel, 8da8w): `etch run` against ExecuTorch."""
+    worst = 0.0
+    for bits, group in [(4, 32), (4, 128), (4, 0), (8, 0)]:
+        torch.manual_seed(1)
+        model = nn.Sequential(nn.Linear(512, 384), nn.ReLU(), nn.Linear(384, 256)).eval()
+        quantize_8da(model, bits, group)
+        x = torch.randn(3, 40, 512) * 3
+        prog = export_xnnpack(model, (x,))
+        ref = run_executorch(prog.buffer, (x,))[0].numpy()
+        with tempfile.TemporaryDirectory() as tmp:
+            pte = os.path.join(tmp, "model.pte")
+            with open(pte, "wb") as f:
+                f.write(prog.buffer)
+            got = etch_run(etch, pte, x)
+        diff = float(np.abs(got - ref).max())
+        worst = max(worst, diff / max(float(np.abs(ref).max()), 1e-12))
+        print(f"8da{bits}w group {group}: max |etch - ExecuTorch| = {diff:.3g}, "
+              f"{(got == ref).mean():.1%} of elements identical")
+    return 0 if worst < 1e-5 else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="")
     ap.add_argument("--torchvision", action="store_true")
     ap.add_argument("--hf", action="store_true")
+    ap.add_argument("--quant", action="store_true")
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--etch", default=os.path.join(REPO_ROOT, "target", "release", "etch"))
     args = ap.parse_args()
     if args.torchvision:
         return check_torchvision(args.size, args.etch)
+    if args.quant:
+        return check_quant(args.etch)
     if args.hf:
         return check_hf(args.etch, [n for n in args.only.split(",") if n])
     names = [n for n in args.only.split(",") if n] or list(MODELS) + FP16
@@ -366,6 +487,8 @@ def main() -> int:
             manifest = [e for e in json.load(f) if e["name"] not in names]
     for n in names:
         manifest.append(export_fixture(n))
+    if not args.only:
+        export_static_qs8()
     manifest.sort(key=lambda e: (list(MODELS) + FP16).index(e["name"]))
     os.makedirs(OUT, exist_ok=True)
     with open(path, "w") as f:

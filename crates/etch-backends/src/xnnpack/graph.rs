@@ -38,6 +38,14 @@ pub enum Datatype {
     Bf16,
     /// 32-bit signed integers.
     Int32,
+    /// Dynamically quantized int8 (per-row parameters computed at run time).
+    Qdint8,
+    /// Int8 with per-channel scales (zero point 0).
+    Qcint8,
+    /// 4-bit with per-channel scales (two a byte, zero point 8).
+    Qcint4,
+    /// 4-bit with per-block scales (two a byte, zero point 8, bf16 scales).
+    Qbint4,
     /// A quantized or packed type etch does not run yet (its schema name).
     Other(&'static str),
 }
@@ -54,11 +62,11 @@ impl Datatype {
             D::XnnDatatypeQint8 => Datatype::Other("xnn_datatype_qint8"),
             D::XnnDatatypeQuint8 => Datatype::Other("xnn_datatype_quint8"),
             D::XnnDatatypeQint32 => Datatype::Other("xnn_datatype_qint32"),
-            D::XnnDatatypeQcint8 => Datatype::Other("xnn_datatype_qcint8"),
+            D::XnnDatatypeQcint8 => Datatype::Qcint8,
             D::XnnDatatypeQcint32 => Datatype::Other("xnn_datatype_qcint32"),
-            D::XnnDatatypeQcint4 => Datatype::Other("xnn_datatype_qcint4"),
-            D::XnnDatatypeQdint8 => Datatype::Other("xnn_datatype_qdint8"),
-            D::XnnDatatypeQbint4 => Datatype::Other("xnn_datatype_qbint4"),
+            D::XnnDatatypeQcint4 => Datatype::Qcint4,
+            D::XnnDatatypeQdint8 => Datatype::Qdint8,
+            D::XnnDatatypeQbint4 => Datatype::Qbint4,
             D::XnnDatatypeQpint8 => Datatype::Other("xnn_datatype_qpint8"),
             D::XnnDatatypePfp32 => Datatype::Other("xnn_datatype_pfp32"),
         }
@@ -71,7 +79,89 @@ impl Datatype {
             Datatype::Fp16 => "xnn_datatype_fp16",
             Datatype::Bf16 => "xnn_datatype_bf16",
             Datatype::Int32 => "xnn_datatype_int32",
+            Datatype::Qdint8 => "xnn_datatype_qdint8",
+            Datatype::Qcint8 => "xnn_datatype_qcint8",
+            Datatype::Qcint4 => "xnn_datatype_qcint4",
+            Datatype::Qbint4 => "xnn_datatype_qbint4",
             Datatype::Other(n) => n,
+        }
+    }
+
+    /// Whether the type is one of the quantized types etch runs (only in the nodes that take
+    /// them: fp32 -> qdint8 converts and dynamically quantized fully-connected nodes).
+    pub fn is_quantized(self) -> bool {
+        matches!(
+            self,
+            Datatype::Qdint8 | Datatype::Qcint8 | Datatype::Qcint4 | Datatype::Qbint4
+        )
+    }
+
+    /// Whether elements are 4-bit (two a byte).
+    pub fn is_int4(self) -> bool {
+        matches!(self, Datatype::Qcint4 | Datatype::Qbint4)
+    }
+}
+
+/// Where a quantized value's scales are.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(missing_docs)]
+pub enum Scales {
+    /// In the flatbuffer (f32).
+    Inline(Vec<f32>),
+    /// In entry `index` of the constant table, `count` of them (f32, or bf16 for
+    /// per-block scales).
+    Constant { index: u32, count: u32 },
+}
+
+/// The quantization parameters of a quantized value.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(missing_docs)]
+pub enum Quant {
+    /// `PerTensorQuant`.
+    PerTensor { scale: f32, zero_point: i32 },
+    /// `PerChannelQuant`: one scale per index of dim `channel_dim`.
+    PerChannel { channel_dim: i32, scales: Scales },
+    /// `PerChannelGroupQuant`: one scale per `group_size` elements along the input
+    /// channels, for each index of dim `channel_dim`.
+    PerChannelGroup {
+        channel_dim: i32,
+        group_size: u32,
+        scales: Scales,
+    },
+    /// `PerTokenDynamicQuant`: one scale and zero point per row of the last
+    /// `num_nonbatch_dims` dims, computed at run time.
+    PerTokenDynamic { num_nonbatch_dims: u32 },
+    /// A quantized value without parameters (malformed; rejected where it is used).
+    Missing,
+}
+
+impl Quant {
+    /// The schema name, for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Quant::PerTensor { .. } => "PerTensorQuant",
+            Quant::PerChannel { .. } => "PerChannelQuant",
+            Quant::PerChannelGroup { .. } => "PerChannelGroupQuant",
+            Quant::PerTokenDynamic { .. } => "PerTokenDynamicQuant",
+            Quant::Missing => "no quantization parameters",
+        }
+    }
+
+    /// The scales, for per-channel and per-block parameters.
+    pub fn scales(&self) -> Option<&Scales> {
+        match self {
+            Quant::PerChannel { scales, .. } | Quant::PerChannelGroup { scales, .. } => {
+                Some(scales)
+            }
+            _ => None,
+        }
+    }
+
+    /// The constant table entry holding the scales, if they are in constant data.
+    pub fn scale_constant(&self) -> Option<u32> {
+        match self.scales() {
+            Some(Scales::Constant { index, .. }) => Some(*index),
+            _ => None,
         }
     }
 }
@@ -89,8 +179,8 @@ pub struct XValue {
     pub external_id: Option<u32>,
     /// `XNN_VALUE_FLAG_EXTERNAL_INPUT` / `_OUTPUT` bits.
     pub flags: u32,
-    /// The quantization scheme of a quantized value (its schema name).
-    pub quant: Option<&'static str>,
+    /// The quantization parameters of a quantized value.
+    pub quant: Option<Quant>,
 }
 
 /// Where a constant's bytes live.
@@ -397,6 +487,15 @@ impl Graph {
             }
         }
         for (i, v) in self.values.iter().enumerate() {
+            let scale_index = v.quant.as_ref().and_then(Quant::scale_constant);
+            if let Some(scale_index) = scale_index
+                && scale_index as usize >= self.constants.len()
+            {
+                return Err(Error::invalid_program(format!(
+                    "XNNPACK value {i} has its scales in constant {scale_index}; the table has {}",
+                    self.constants.len()
+                )));
+            }
             if v.constant as usize >= self.constants.len().max(1) {
                 return Err(Error::invalid_program(format!(
                     "XNNPACK value {i} refers to constant {}; the table has {}",
@@ -427,7 +526,7 @@ fn decode_values(g: &fb::XnnGraphRef<'_>) -> Result<Vec<XValue>> {
                 let t = t.ok_or_else(|| {
                     Error::invalid_program(format!("XNNPACK quantized value {i} has no tensor"))
                 })?;
-                (t, Some(quant_name(&q)?))
+                (t, Some(quant_params(&q)?))
             }
         };
         let id = t.id_out().map_err(fb_err("value id"))?;
@@ -450,19 +549,64 @@ fn decode_values(g: &fb::XnnGraphRef<'_>) -> Result<Vec<XValue>> {
     Ok(values)
 }
 
-fn quant_name(q: &fb::XnnQuantizedTensorValueRef<'_>) -> Result<&'static str> {
-    Ok(
-        match q
-            .quant_params()
-            .map_err(fb_err("quantization parameters"))?
-        {
-            None => "no quantization parameters",
-            Some(fb::XnnQuantParamsRef::PerChannelQuant(_)) => "PerChannelQuant",
-            Some(fb::XnnQuantParamsRef::PerTensorQuant(_)) => "PerTensorQuant",
-            Some(fb::XnnQuantParamsRef::PerTokenDynamicQuant(_)) => "PerTokenDynamicQuant",
-            Some(fb::XnnQuantParamsRef::PerChannelGroupQuant(_)) => "PerChannelGroupQuant",
+fn scales(inline: Option<planus::Vector<'_, f32>>, index: u32, count: u32) -> Result<Scales> {
+    if index != 0 {
+        return Ok(Scales::Constant { index, count });
+    }
+    let v =
+        inline.ok_or_else(|| Error::invalid_program("XNNPACK quantized value has no scales"))?;
+    if v.len() > MAX_INLINE_SCALES {
+        return Err(Error::invalid_program(format!(
+            "XNNPACK quantized value has {} inline scales",
+            v.len()
+        )));
+    }
+    Ok(Scales::Inline(v.iter().collect()))
+}
+
+/// Most scales a flatbuffer may carry inline (larger lists are in constant data).
+const MAX_INLINE_SCALES: usize = 1 << 20;
+
+fn quant_params(q: &fb::XnnQuantizedTensorValueRef<'_>) -> Result<Quant> {
+    let e = fb_err("quantization parameters");
+    Ok(match q.quant_params().map_err(&e)? {
+        None => Quant::Missing,
+        Some(fb::XnnQuantParamsRef::PerChannelQuant(p)) => Quant::PerChannel {
+            channel_dim: p.channel_dim().map_err(&e)?,
+            scales: scales(
+                p.scale().map_err(&e)?,
+                p.scale_buffer_idx().map_err(&e)?,
+                p.num_scales().map_err(&e)?,
+            )?,
         },
-    )
+        Some(fb::XnnQuantParamsRef::PerTensorQuant(p)) => Quant::PerTensor {
+            scale: p.scale().map_err(&e)?,
+            zero_point: p.zero_point().map_err(&e)?,
+        },
+        Some(fb::XnnQuantParamsRef::PerTokenDynamicQuant(p)) => {
+            let n = p.num_nonbatch_dims().map_err(&e)?;
+            Quant::PerTokenDynamic {
+                num_nonbatch_dims: u32::try_from(n).map_err(|_| {
+                    Error::invalid_program(format!("XNNPACK num_nonbatch_dims {n}"))
+                })?,
+            }
+        }
+        Some(fb::XnnQuantParamsRef::PerChannelGroupQuant(p)) => {
+            let g = p.group_size().map_err(&e)?;
+            Quant::PerChannelGroup {
+                channel_dim: p.channel_dim().map_err(&e)?,
+                group_size: u32::try_from(g)
+                    .ok()
+                    .filter(|&g| g > 0)
+                    .ok_or_else(|| Error::invalid_program(format!("XNNPACK group size {g}")))?,
+                scales: scales(
+                    p.scale().map_err(&e)?,
+                    p.scale_buffer_idx().map_err(&e)?,
+                    p.num_scales().map_err(&e)?,
+                )?,
+            }
+        }
+    })
 }
 
 impl Op {

@@ -28,16 +28,22 @@ pub struct MemoryPlan {
     pub arena_bytes: usize,
 }
 
-/// Bytes of value `id` (checked).
+/// Bytes of value `id` (checked). 4-bit values pack two elements a byte, each row of
+/// the last dim padded to a whole byte (as executorch serializes them).
 pub fn value_bytes(g: &Graph, id: usize) -> Result<usize> {
+    use super::graph::Datatype as D;
     let v = &g.values[id];
-    let size = match v.dtype {
-        super::graph::Datatype::Fp32 | super::graph::Datatype::Int32 => 4,
-        super::graph::Datatype::Fp16 | super::graph::Datatype::Bf16 => 2,
-        super::graph::Datatype::Other(_) => 1,
+    let numel = etch_core::checked_numel(&v.dims);
+    let bytes = match v.dtype {
+        D::Fp32 | D::Int32 => numel.and_then(|n| n.checked_mul(4)),
+        D::Fp16 | D::Bf16 => numel.and_then(|n| n.checked_mul(2)),
+        D::Qcint4 | D::Qbint4 => match v.dims.last() {
+            Some(&last) if last > 0 => numel.map(|n| n / last * last.div_ceil(2)),
+            _ => numel,
+        },
+        D::Qdint8 | D::Qcint8 | D::Other(_) => numel,
     };
-    etch_core::checked_numel(&v.dims)
-        .and_then(|n| n.checked_mul(size))
+    bytes
         .filter(|&n| n <= isize::MAX as usize / 2)
         .ok_or_else(|| {
             Error::invalid_program(format!(

@@ -25,6 +25,7 @@ mod lower;
 mod memory;
 pub mod payload;
 mod plan;
+mod qd8;
 
 pub(crate) use generated::fb_xnnpack as fb;
 
@@ -47,52 +48,74 @@ impl XnnpackBackend {
     }
 }
 
-/// Finds the bytes of every constant value (exactly its size), checking their ranges.
+/// The bytes of constant table entry `c` (at most its size), checking their range.
+fn entry_bytes<'a>(
+    c: &graph::Constant,
+    constant_data: &'a [u8],
+    named: Option<&'a dyn NamedDataMap>,
+) -> Result<&'a [u8]> {
+    let bytes: &[u8] = match &c.source {
+        ConstantSource::Offset(off) => {
+            let r =
+                etch_format::checked_range(*off, c.size, constant_data.len(), "XNNPACK constant")?;
+            &constant_data[r]
+        }
+        ConstantSource::Named(key) => {
+            let m = named.ok_or_else(|| {
+                Error::not_found(format!("XNNPACK constant '{key}' needs named data"))
+            })?;
+            m.get(key)
+                .ok_or_else(|| {
+                    Error::not_found(format!(
+                        "XNNPACK constant '{key}' is in neither the program nor the data files"
+                    ))
+                })?
+                .data
+        }
+    };
+    Ok(&bytes[..bytes
+        .len()
+        .min(usize::try_from(c.size).unwrap_or(usize::MAX))])
+}
+
+/// The constants' bytes: of each constant value (exactly its size), and of each quantized
+/// value's scales when they are in constant data (the whole entry).
+struct Constants<'a> {
+    values: Vec<Option<&'a [u8]>>,
+    scales: Vec<Option<&'a [u8]>>,
+}
+
+/// Finds the bytes of every constant value and of quantized values' scales.
 fn load_constants<'a>(
     g: &Graph,
     constant_data: &'a [u8],
     named: Option<&'a dyn NamedDataMap>,
-) -> Result<Vec<Option<&'a [u8]>>> {
-    let mut out = Vec::with_capacity(g.values.len());
+) -> Result<Constants<'a>> {
+    let mut out = Constants {
+        values: Vec::with_capacity(g.values.len()),
+        scales: Vec::with_capacity(g.values.len()),
+    };
     for (id, v) in g.values.iter().enumerate() {
+        let scale = v.quant.as_ref().and_then(graph::Quant::scale_constant);
+        out.scales.push(match scale {
+            Some(i) => Some(entry_bytes(&g.constants[i as usize], constant_data, named)?),
+            None => None,
+        });
         if v.constant == 0 {
-            out.push(None);
+            out.values.push(None);
             continue;
         }
         let need = memory::value_bytes(g, id)?;
-        let c = &g.constants[v.constant as usize];
-        let bytes: &[u8] = match &c.source {
-            ConstantSource::Offset(off) => {
-                let r = etch_format::checked_range(
-                    *off,
-                    c.size,
-                    constant_data.len(),
-                    "XNNPACK constant",
-                )?;
-                &constant_data[r]
-            }
-            ConstantSource::Named(key) => {
-                let m = named.ok_or_else(|| {
-                    Error::not_found(format!("XNNPACK constant '{key}' needs named data"))
-                })?;
-                m.get(key)
-                    .ok_or_else(|| {
-                        Error::not_found(format!(
-                            "XNNPACK constant '{key}' is in neither the program nor the data files"
-                        ))
-                    })?
-                    .data
-            }
-        };
-        if bytes.len() < need || (c.size as usize) < need {
+        let bytes = entry_bytes(&g.constants[v.constant as usize], constant_data, named)?;
+        if bytes.len() < need {
             return Err(Error::invalid_program(format!(
                 "XNNPACK constant {} of value {id} has {} bytes; its shape {:?} needs {need}",
                 v.constant,
-                bytes.len().min(c.size as usize),
+                bytes.len(),
                 &v.dims[..]
             )));
         }
-        out.push(Some(&bytes[..need]));
+        out.values.push(Some(&bytes[..need]));
     }
     Ok(out)
 }
@@ -107,7 +130,7 @@ pub(crate) fn build_plan(
     let g = Graph::decode(p.flatbuffer)?;
     let mem = memory::plan(&g)?;
     let constants = load_constants(&g, p.constant_data, named)?;
-    let mut b = plan::Builder::new(&g, mem, constants, limit)?;
+    let mut b = plan::Builder::new(&g, mem, constants.values, constants.scales, limit)?;
     for (i, n) in g.nodes.iter().enumerate() {
         lower::node(&mut b, i, n)?;
     }

@@ -73,10 +73,19 @@ pub fn scalar_type(v: &XValue, id: u32) -> Result<ScalarType> {
         Datatype::Fp16 => ScalarType::Half,
         Datatype::Bf16 => ScalarType::BFloat16,
         Datatype::Int32 => ScalarType::Int,
-        Datatype::Other(name) => {
-            let q = v.quant.map(|q| format!(", {q}")).unwrap_or_default();
+        // The int8 elements; the quantization parameters are kept beside them.
+        Datatype::Qdint8 | Datatype::Qcint8 => ScalarType::Char,
+        d @ (Datatype::Qcint4 | Datatype::Qbint4 | Datatype::Other(_)) => {
+            let q = v
+                .quant
+                .as_ref()
+                .map(|q| format!(", {}", q.name()))
+                .unwrap_or_default();
             return Err(Error::not_supported(format!(
-                "value {id} is {name}{q}: etch runs XNNPACK graphs of fp32, fp16 and bf16 tensors only so far"
+                "value {id} is {}{q}: etch runs XNNPACK graphs of fp32, fp16 and bf16 tensors, \
+                 and dynamically quantized fully-connected nodes (qdint8 inputs, qcint8, qcint4 \
+                 or qbint4 filters), only so far",
+                d.name()
             )));
         }
     })
@@ -92,6 +101,10 @@ pub struct Builder<'g> {
     channels_first: Vec<bool>,
     /// The bytes of each constant value (exactly its size), in the payload or named data.
     const_src: Vec<Option<&'g [u8]>>,
+    /// The bytes of each quantized value's scales, when they are in constant data.
+    scale_src: Vec<Option<&'g [u8]>>,
+    /// The per-row parameters of each dynamically quantized value (table entries).
+    row_params: Vec<Option<u32>>,
     /// Data pointer of each constant value copied into the plan (on first direct use;
     /// constants used only through a repacked copy are never copied as they are).
     const_ptrs: Vec<*mut u8>,
@@ -118,6 +131,7 @@ impl<'g> Builder<'g> {
         graph: &'g Graph,
         mem: MemoryPlan,
         constants: Vec<Option<&'g [u8]>>,
+        scales: Vec<Option<&'g [u8]>>,
         limit: Option<u64>,
     ) -> Result<Self> {
         let mut b = Builder {
@@ -127,6 +141,8 @@ impl<'g> Builder<'g> {
             mem,
             const_ptrs: vec![std::ptr::null_mut(); constants.len()],
             const_src: constants,
+            scale_src: scales,
+            row_params: vec![None; graph.values.len()],
             arena_views: Vec::new(),
             values: Vec::new(),
             args: Vec::new(),
@@ -176,6 +192,26 @@ impl<'g> Builder<'g> {
             .copied()
             .flatten()
             .ok_or_else(|| Error::internal(format!("value {id} is not a loaded constant")))
+    }
+
+    /// The bytes of value `id`'s scales in constant data (the whole table entry).
+    pub fn scale_bytes(&self, id: u32) -> Result<&'g [u8]> {
+        self.scale_src
+            .get(id as usize)
+            .copied()
+            .flatten()
+            .ok_or_else(|| Error::internal(format!("value {id} has no scales in constant data")))
+    }
+
+    /// The per-row quantization parameters of dynamically quantized value `id`: a plan-owned
+    /// `[rows, 2]` f32 tensor (scale, zero point) that the node writing the value fills.
+    pub fn row_params(&mut self, id: u32, rows: usize) -> Result<u32> {
+        if let Some(i) = self.row_params[id as usize] {
+            return Ok(i);
+        }
+        let i = self.scratch(ScalarType::Float, &[rows, 2])?;
+        self.row_params[id as usize] = Some(i);
+        Ok(i)
     }
 
     /// Copies constant `id` into the plan (once) and returns its data pointer.

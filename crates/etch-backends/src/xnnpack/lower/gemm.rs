@@ -3,7 +3,7 @@
 use super::super::graph::{FLAG_TRANSPOSE_WEIGHTS, Node};
 use super::super::plan::Builder;
 use super::{constant_as, repack_constant};
-use etch_core::{Error, Result};
+use etch_core::{Error, Result, ScalarType};
 
 /// `out[..., n] = sum_k in[..., k] * filter[n, k] + bias[n]` (filter `[k, n]` with
 /// `XNN_FLAG_TRANSPOSE_WEIGHTS`), then the node's clamp. The input is flattened to rows of
@@ -15,37 +15,11 @@ pub fn fully_connected(
     bias: Option<u32>,
     flags: u32,
 ) -> Result<()> {
-    let fd = b.value(filter).dims;
-    if fd.len() != 2 {
-        return Err(Error::invalid_program(format!(
-            "XNNFullyConnected filter of shape {:?}; 2 dims expected",
-            &fd[..]
-        )));
-    }
     let transposed = flags & FLAG_TRANSPOSE_WEIGHTS != 0;
-    let (n, k) = if transposed {
-        (fd[1], fd[0])
-    } else {
-        (fd[0], fd[1])
-    };
-    let rows = |b: &Builder<'_>, id: u32, c: usize, what: &str| -> Result<usize> {
-        let numel = etch_core::checked_numel(&b.value(id).dims).unwrap_or(0);
-        if c == 0 || !numel.is_multiple_of(c) {
-            return Err(Error::invalid_program(format!(
-                "XNNFullyConnected {what} {:?} is not rows of {c}",
-                &b.value(id).dims[..]
-            )));
-        }
-        Ok(numel / c)
-    };
-    let m = rows(b, input, k, "input")?;
-    if rows(b, output, n, "output")? != m {
-        return Err(Error::invalid_program(format!(
-            "XNNFullyConnected output {:?} does not match input {:?}",
-            &b.value(output).dims[..],
-            &b.value(input).dims[..]
-        )));
+    if b.value(input).dtype.is_quantized() || b.value(filter).dtype.is_quantized() {
+        return super::quant::fully_connected(b, node, [input, filter, output], bias, transposed);
     }
+    let (m, n, k) = fc_shape(b, [input, filter, output], transposed)?;
     let dtype = b.dtype(input)?;
     let w = match (transposed, b.is_constant(filter)) {
         (false, true) => constant_as(b, filter, dtype)?,
@@ -55,14 +29,60 @@ pub fn fully_connected(
     };
     let x = b.view(input, &[m, k], None)?;
     let o = b.view(output, &[m, n], None)?;
-    let bias = match bias {
-        Some(id) if b.is_constant(id) => constant_as(b, id, dtype)?,
-        Some(id) => b.tensor(id)?,
-        None => b.none(),
-    };
+    let bias = bias_arg(b, bias, dtype)?;
     b.kernel("aten::linear.out", &[x, w, bias, o])?;
     b.clamp(o, node.clamp);
     Ok(())
+}
+
+/// The bias argument of a fully-connected node: the value (a constant converted to
+/// `dtype`), or `None`.
+pub fn bias_arg(b: &mut Builder<'_>, bias: Option<u32>, dtype: ScalarType) -> Result<u32> {
+    Ok(match bias {
+        Some(id) if b.is_constant(id) => constant_as(b, id, dtype)?,
+        Some(id) => b.tensor(id)?,
+        None => b.none(),
+    })
+}
+
+/// `(m, n, k)` of a fully-connected node: its filter is `[n, k]` (`[k, n]` transposed),
+/// its input `m` rows of `k` and its output `m` rows of `n`.
+pub fn fc_shape(
+    b: &Builder<'_>,
+    [input, filter, output]: [u32; 3],
+    transposed: bool,
+) -> Result<(usize, usize, usize)> {
+    let fd = b.value(filter).dims;
+    if fd.len() != 2 {
+        return Err(Error::invalid_program(format!(
+            "XNNFullyConnected filter of shape {:?}; 2 dims expected",
+            &fd[..]
+        )));
+    }
+    let (n, k) = if transposed {
+        (fd[1], fd[0])
+    } else {
+        (fd[0], fd[1])
+    };
+    let rows = |id: u32, c: usize, what: &str| -> Result<usize> {
+        let numel = etch_core::checked_numel(&b.value(id).dims).unwrap_or(0);
+        if c == 0 || !numel.is_multiple_of(c) {
+            return Err(Error::invalid_program(format!(
+                "XNNFullyConnected {what} {:?} is not rows of {c}",
+                &b.value(id).dims[..]
+            )));
+        }
+        Ok(numel / c)
+    };
+    let m = rows(input, k, "input")?;
+    if rows(output, n, "output")? != m {
+        return Err(Error::invalid_program(format!(
+            "XNNFullyConnected output {:?} does not match input {:?}",
+            &b.value(output).dims[..],
+            &b.value(input).dims[..]
+        )));
+    }
+    Ok((m, n, k))
 }
 
 /// Product of a shape's leading dims (all but the last two).

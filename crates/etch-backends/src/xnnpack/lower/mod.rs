@@ -3,19 +3,58 @@
 mod conv;
 mod elementwise;
 mod gemm;
+mod quant;
 mod shape;
 
-use super::graph::{Node, Op, UnaryOp};
+use super::graph::{Datatype, Node, Op, UnaryOp};
 use super::plan::{Builder, scalar_type};
 use etch_core::{Device, Dynamism, Error, Result, ScalarType, TensorImpl, bf16, f16};
+
+/// Checks that quantized operands are only where etch runs them: the output of an fp32 ->
+/// qdint8 convert, the input and filter of a fully-connected node.
+fn check_quantized(b: &Builder<'_>, node: &Node) -> Result<()> {
+    let (ins, outs) = (node.op.inputs(), node.op.outputs());
+    for &id in ins.iter().chain(outs.iter()) {
+        let v = b.value(id as u32);
+        let ok = match &node.op {
+            Op::FullyConnected { output, .. } => id != *output as usize,
+            Op::Unary {
+                op: UnaryOp::Convert,
+                output,
+                ..
+            } => id == *output as usize && v.dtype == Datatype::Qdint8,
+            _ => false,
+        };
+        if v.dtype.is_quantized() && !ok {
+            return Err(Error::not_supported(format!(
+                "{} with {} operand {id} ({}): etch runs quantized values only in fp32 -> \
+                 qdint8 converts and dynamically quantized fully-connected nodes so far",
+                node.name,
+                v.dtype.name(),
+                v.quant
+                    .as_ref()
+                    .map_or("no quantization parameters", |q| q.name())
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// Lowers node `i`.
 pub fn node(b: &mut Builder<'_>, i: usize, node: &Node) -> Result<()> {
     b.node = i as u32;
-    let r = match &node.op {
+    let r = check_quantized(b, node).and_then(|()| lower(b, node));
+    r.map_err(|e| e.context(format!("XNNPACK node {i} ({})", node.name)))
+}
+
+fn lower(b: &mut Builder<'_>, node: &Node) -> Result<()> {
+    match &node.op {
         Op::Binary { op, a, b: y, out } => elementwise::binary(b, node, *op, [*a, *y, *out]),
         Op::Unary { op, input, output } => match op {
             UnaryOp::Copy => shape::reshape(b, [*input, *output]),
+            UnaryOp::Convert if b.value(*output).dtype == Datatype::Qdint8 => {
+                quant::convert(b, [*input, *output])
+            }
             _ => elementwise::unary(b, node, *op, *input, *output),
         },
         Op::Elu {
@@ -78,8 +117,7 @@ pub fn node(b: &mut Builder<'_>, i: usize, node: &Node) -> Result<()> {
             "etch does not run {} nodes yet",
             node.name
         ))),
-    };
-    r.map_err(|e| e.context(format!("XNNPACK node {i} ({})", node.name)))
+    }
 }
 
 /// Constant `id` read through a view (`sizes` in `dim_order` over its bytes), copied into

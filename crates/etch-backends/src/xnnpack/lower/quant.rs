@@ -1,0 +1,225 @@
+//! Dynamically quantized nodes (the `8da4w` / `8da8w` recipes): `XNNConvert` of fp32 to
+//! qdint8 (per-row dynamic quantization) and `XNNFullyConnected` of a qdint8 input with a
+//! constant qcint8, qcint4 (per-channel) or qbint4 (per-block) filter. Filters are
+//! unpacked at init into int8 `[n, k]` with f32 scales and the sums the kernel needs
+//! (see [`super::super::qd8`]).
+
+use super::super::graph::{Datatype, Node, Quant, Scales};
+use super::super::plan::Builder;
+use super::super::qd8;
+use super::gemm::{bias_arg, fc_shape};
+use etch_core::{Error, Result, ScalarType, bf16};
+
+/// Rows of a dynamically quantized value: the product of its batch dims.
+fn rows(b: &Builder<'_>, id: u32) -> Result<usize> {
+    let v = b.value(id);
+    let Some(Quant::PerTokenDynamic { num_nonbatch_dims }) = v.quant else {
+        return Err(Error::invalid_program(format!(
+            "qdint8 value {id} has {}; PerTokenDynamicQuant expected",
+            v.quant
+                .as_ref()
+                .map_or("no quantization parameters", Quant::name)
+        )));
+    };
+    let nb = (num_nonbatch_dims as usize).min(v.dims.len());
+    Ok(v.dims[..v.dims.len() - nb].iter().product())
+}
+
+/// `XNNConvert` of an fp32 value to a qdint8 value.
+pub fn convert(b: &mut Builder<'_>, [input, output]: [u32; 2]) -> Result<()> {
+    let (i, o) = (b.value(input), b.value(output));
+    if i.dtype != Datatype::Fp32 || i.dims != o.dims {
+        return Err(Error::not_supported(format!(
+            "XNNConvert of {} {:?} to qdint8 {:?} (etch quantizes fp32 values of the same shape)",
+            i.dtype.name(),
+            &i.dims[..],
+            &o.dims[..]
+        )));
+    }
+    if o.external_id.is_some() {
+        return Err(Error::not_supported(
+            "a qdint8 value as a delegate argument",
+        ));
+    }
+    let rows = rows(b, output)?;
+    let x = b.tensor(input)?;
+    let q = b.tensor(output)?;
+    let p = b.row_params(output, rows)?;
+    b.kernel_fn("xnnpack::qd8_quantize", qd8::quantize_rows, &[x, q, p]);
+    Ok(())
+}
+
+/// The filter's scales as f32, `count` of them (bf16 in constant data for per-block
+/// scales, f32 otherwise; inline scales are f32).
+fn scales(b: &Builder<'_>, id: u32, s: &Scales, count: usize, is_bf16: bool) -> Result<Vec<f32>> {
+    let v: Vec<f32> = match s {
+        // XNNPACK takes per-block scales as bf16: executorch truncates inline f32 ones.
+        Scales::Inline(v) if is_bf16 => v
+            .iter()
+            .map(|x| f32::from_bits(x.to_bits() & 0xffff_0000))
+            .collect(),
+        Scales::Inline(v) => v.clone(),
+        Scales::Constant { .. } => {
+            let bytes = b.scale_bytes(id)?;
+            if is_bf16 {
+                let c = bytes.chunks_exact(2);
+                c.map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32())
+                    .collect()
+            } else {
+                let c = bytes.chunks_exact(4);
+                c.map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect()
+            }
+        }
+    };
+    if v.len() < count {
+        return Err(Error::invalid_program(format!(
+            "filter value {id} has {} scales; {count} expected",
+            v.len()
+        )));
+    }
+    Ok(v[..count].to_vec())
+}
+
+/// The filter `[n, k]` as int8 (4-bit values unpacked, low nibble first, less their zero
+/// point 8), its scales `[n, blocks]` and the number of blocks.
+fn unpack_filter(
+    b: &Builder<'_>,
+    id: u32,
+    n: usize,
+    k: usize,
+) -> Result<(Vec<i8>, Vec<f32>, usize)> {
+    let v = b.value(id);
+    let (group, s) = match (&v.quant, v.dtype) {
+        (
+            Some(Quant::PerChannel {
+                channel_dim: 0,
+                scales,
+            }),
+            Datatype::Qcint8 | Datatype::Qcint4,
+        ) => (k, scales),
+        (
+            Some(Quant::PerChannelGroup {
+                channel_dim: 0,
+                group_size,
+                scales,
+            }),
+            Datatype::Qbint4,
+        ) if (*group_size as usize).is_multiple_of(16)
+            && k.is_multiple_of(*group_size as usize) =>
+        {
+            (*group_size as usize, scales)
+        }
+        (q, d) => {
+            return Err(Error::not_supported(format!(
+                "XNNFullyConnected filter {id} of {} with {} {:?}",
+                d.name(),
+                q.as_ref().map_or("no quantization parameters", Quant::name),
+                q
+            )));
+        }
+    };
+    let blocks = k / group.max(1);
+    let scales = scales(b, id, s, n * blocks, v.dtype == Datatype::Qbint4)?;
+    let bytes = b.constant_bytes(id)?;
+    let w: Vec<i8> = if v.dtype.is_int4() {
+        let row = k.div_ceil(2);
+        (0..n * k)
+            .map(|i| {
+                let byte = bytes[i / k * row + i % k / 2];
+                let nibble = if (i % k).is_multiple_of(2) {
+                    byte & 15
+                } else {
+                    byte >> 4
+                };
+                nibble as i8 - 8
+            })
+            .collect()
+    } else {
+        bytes.iter().map(|&x| x as i8).collect()
+    };
+    Ok((w, scales, blocks))
+}
+
+/// `XNNFullyConnected` of a qdint8 input: `out = dequantized(input) @ filter^T + bias`,
+/// with XNNPACK's integer products and f32 scaling, then the node's clamp.
+pub fn fully_connected(
+    b: &mut Builder<'_>,
+    node: &Node,
+    [input, filter, output]: [u32; 3],
+    bias: Option<u32>,
+    transposed: bool,
+) -> Result<()> {
+    let (din, dw) = (b.value(input).dtype, b.value(filter).dtype);
+    if din != Datatype::Qdint8 || !dw.is_quantized() {
+        return Err(Error::not_supported(format!(
+            "XNNFullyConnected of a {} input with a {} filter",
+            din.name(),
+            dw.name()
+        )));
+    }
+    if transposed || !b.is_constant(filter) || b.is_constant(input) {
+        return Err(Error::not_supported(
+            "a dynamically quantized XNNFullyConnected with transposed, non-constant filters or a constant input",
+        ));
+    }
+    let (m, n, k) = fc_shape(b, [input, filter, output], false)?;
+    if rows(b, input)? != m || b.value(output).dtype != Datatype::Fp32 {
+        return Err(Error::not_supported(format!(
+            "XNNFullyConnected of qdint8 {:?} rows of {k} into {}",
+            &b.value(input).dims[..],
+            b.value(output).dtype.name()
+        )));
+    }
+    let (w, scales, blocks) = unpack_filter(b, filter, n, k)?;
+    let sums = if b.value(filter).dtype == Datatype::Qbint4 {
+        let ksum = block_sums(&w, &scales, k, k / blocks);
+        b.owned(ScalarType::Float, &[n], &le_bytes(&ksum))?
+    } else {
+        let wsum: Vec<i32> = w
+            .chunks(k)
+            .map(|r| r.iter().map(|&x| x as i32).sum())
+            .collect();
+        let bytes: Vec<u8> = wsum.iter().flat_map(|v| v.to_le_bytes()).collect();
+        b.owned(ScalarType::Int, &[n], &bytes)?
+    };
+    let wt = b.owned(
+        ScalarType::Char,
+        &[n, k],
+        &w.iter().map(|&x| x as u8).collect::<Vec<_>>(),
+    )?;
+    let st = b.owned(ScalarType::Float, &[n, blocks], &le_bytes(&scales))?;
+    let bias = bias_arg(b, bias, ScalarType::Float)?;
+    let x = b.view(input, &[m, k], None)?;
+    let p = b.row_params(input, m)?;
+    let o = b.view(output, &[m, n], None)?;
+    b.kernel_fn(
+        "xnnpack::qd8_fully_connected",
+        qd8::fully_connected,
+        &[x, p, wt, st, sums, bias, o],
+    );
+    b.clamp(o, node.clamp);
+    Ok(())
+}
+
+/// Per-block filters: `ksum[n] = -sum(sum(w[n, c]) * s[n, block(c)])` over chunks `c` of
+/// 16 input channels, in f32 (XNNPACK's packing).
+fn block_sums(w: &[i8], scales: &[f32], k: usize, group: usize) -> Vec<f32> {
+    const CHUNK: usize = 16;
+    let blocks = k / group;
+    w.chunks(k)
+        .zip(scales.chunks(blocks))
+        .map(|(row, s)| {
+            let mut acc = 0.0f32;
+            for (i, c) in row.chunks(CHUNK).enumerate() {
+                let sum: i32 = c.iter().map(|&x| x as i32).sum();
+                acc -= sum as f32 * s[i * CHUNK / group];
+            }
+            acc
+        })
+        .collect()
+}
+
+fn le_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}

@@ -1,0 +1,255 @@
+//! Kernels of XNNPACK's dynamically quantized operators (`qd8`), with XNNPACK's arithmetic:
+//!
+//! - [`quantize_rows`] (`XNNConvert` fp32 -> qdint8): per row, `rmin = min(0, min(row))`,
+//!   `rmax = max(0, max(row))`, `scale = 255 / (rmax - rmin)` (1 when they are equal), the
+//!   zero point from whichever end has the smaller error, clamped to `[-128, 127]` and
+//!   rounded half to even (`xnn_qd8_asymmetric_quantization_params`); each element
+//!   `round_half_even(clamp(x * scale, -128 - zp, 127 - zp)) + zp`.
+//! - [`fully_connected`] (`XNNFullyConnected` of a qdint8 input): int8 products summed in
+//!   i32, then, with `inv = 1 / scale` of the row,
+//!   - per-channel filters (qcint8, qcint4): `fma((acc - zp * wsum[n]) * inv, s[n], bias[n])`;
+//!   - per-block filters (qbint4): `out = ksum[n] * zp`, `out = fma(acc_b, s[n, b], out)` per
+//!     block, then `out * inv + bias[n]`, where `ksum[n]` is `-sum(wsum_c * s[n, b])` over
+//!     chunks of 16 input channels (as XNNPACK packs it, in f32).
+//!
+//! Each output element is computed the same way whatever the thread count.
+
+use etch_core::{Error, KernelContext, Result, ScalarType};
+use etch_kernels::threads::{SharedMut, run_parts, tasks_for};
+
+/// Work (multiply-adds) below which a call stays on the calling thread.
+const MIN_TASK_WORK: usize = 1 << 16;
+
+/// Zero point and `1 / scale` of a row with extrema `min` and `max`, and its scale.
+fn row_params(min: f32, max: f32) -> (i32, f32, f32) {
+    let (qmin, qmax) = (-128.0f32, 127.0f32);
+    let rmin = min.min(0.0);
+    let rmax = max.max(0.0);
+    let scale = if rmin == rmax {
+        1.0
+    } else {
+        (qmax - qmin) / (rmax - rmin)
+    };
+    let (dmin, dmax) = (rmin * scale, rmax * scale);
+    let zp = if (qmin + dmin) + (qmax + dmax) > 0.0 {
+        qmin - dmin
+    } else {
+        qmax - dmax
+    };
+    let zp = zp.max(qmin).min(qmax).round_ties_even() as i32;
+    (zp, 1.0 / scale, scale)
+}
+
+/// `quantize_rows(x, q, params)`: quantizes each row of `x` (f32, rows of `params`) into
+/// `q` (int8, same element count) and writes `params[r] = [zero point, 1 / scale]`.
+pub fn quantize_rows(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let x = ctx.tensor(0)?;
+    let mut q = ctx.tensor(1)?;
+    let mut p = ctx.tensor(2)?;
+    let rows = p.sizes().first().copied().unwrap_or(0);
+    let (x, q, p) = (x.data::<f32>()?, q.data_mut::<i8>()?, p.data_mut::<f32>()?);
+    if rows == 0 || x.len() != q.len() || !x.len().is_multiple_of(rows) || p.len() != rows * 2 {
+        return Err(Error::internal("qd8 quantize: operand sizes"));
+    }
+    let k = x.len() / rows;
+    for ((x, q), p) in x.chunks(k).zip(q.chunks_mut(k)).zip(p.chunks_mut(2)) {
+        let (mut min, mut max) = (f32::INFINITY, f32::NEG_INFINITY);
+        for &v in x {
+            min = min.min(v);
+            max = max.max(v);
+        }
+        let (zp, inv, scale) = row_params(min, max);
+        let (lo, hi) = (-128.0 - zp as f32, 127.0 - zp as f32);
+        for (q, &v) in q.iter_mut().zip(x) {
+            *q = ((v * scale).max(lo).min(hi).round_ties_even() as i32 + zp) as i8;
+        }
+        p[0] = zp as f32;
+        p[1] = inv;
+    }
+    Ok(())
+}
+
+/// Sum of the products of two int8 vectors.
+#[inline]
+fn dot(a: &[i8], w: &[i8]) -> i32 {
+    a.iter().zip(w).map(|(&x, &y)| x as i32 * y as i32).sum()
+}
+
+/// The operands of [`fully_connected`], as slices.
+struct Fc<'a> {
+    q: &'a [i8],
+    params: &'a [f32],
+    w: &'a [i8],
+    scales: &'a [f32],
+    /// Per-channel: `wsum[n]` (sum of the filter row); per-block: `ksum[n]` (see module).
+    wsum: &'a [i32],
+    ksum: &'a [f32],
+    bias: Option<&'a [f32]>,
+    k: usize,
+    blocks: usize,
+}
+
+impl Fc<'_> {
+    /// Output `[row, col]`.
+    #[inline]
+    fn element(&self, row: usize, col: usize) -> f32 {
+        let k = self.k;
+        let a = &self.q[row * k..(row + 1) * k];
+        let w = &self.w[col * k..(col + 1) * k];
+        let (zp, inv) = (self.params[2 * row], self.params[2 * row + 1]);
+        let bias = self.bias.map_or(0.0, |b| b[col]);
+        if self.ksum.is_empty() {
+            let acc = dot(a, w).wrapping_sub((zp as i32).wrapping_mul(self.wsum[col]));
+            return (acc as f32 * inv).mul_add(self.scales[col], bias);
+        }
+        let bl = k / self.blocks;
+        let s = &self.scales[col * self.blocks..(col + 1) * self.blocks];
+        let mut out = self.ksum[col] * zp;
+        for ((a, w), &s) in a.chunks(bl).zip(w.chunks(bl)).zip(s) {
+            out = (dot(a, w) as f32).mul_add(s, out);
+        }
+        out * inv + bias
+    }
+}
+
+/// `fully_connected(q, params, w, scales, sums, bias?, out)`: `q` int8 `[m, k]` with its
+/// row parameters `params` `[m, 2]` (from [`quantize_rows`]), `w` int8 `[n, k]`, `scales`
+/// f32 `[n, blocks]`, `sums` i32 `[n]` (per-channel) or f32 `[n]` (per-block, `blocks > 0`),
+/// `bias` f32 `[n]`, `out` f32 `[m, n]`.
+pub fn fully_connected(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let (q, params, w, scales, sums) = (
+        ctx.tensor(0)?,
+        ctx.tensor(1)?,
+        ctx.tensor(2)?,
+        ctx.tensor(3)?,
+        ctx.tensor(4)?,
+    );
+    let bias = ctx.opt_tensor(5)?;
+    let mut out = ctx.tensor(6)?;
+    let (m, n) = (params.sizes()[0], w.sizes()[0]);
+    let blockwise = sums.dtype() == ScalarType::Float;
+    let fc = Fc {
+        q: q.data()?,
+        params: params.data()?,
+        w: w.data()?,
+        scales: scales.data()?,
+        wsum: if blockwise { &[] } else { sums.data()? },
+        ksum: if blockwise { sums.data()? } else { &[] },
+        bias: bias.as_ref().map(|b| b.data()).transpose()?,
+        k: w.sizes()[1],
+        blocks: scales.sizes()[1],
+    };
+    let o = out.data_mut::<f32>()?;
+    let sizes_ok = fc.q.len() == m * fc.k
+        && fc.w.len() == n * fc.k
+        && fc.scales.len() == n * fc.blocks
+        && fc.blocks > 0
+        && fc.k.is_multiple_of(fc.blocks)
+        && fc.wsum.len().max(fc.ksum.len()) == n
+        && fc.bias.is_none_or(|b| b.len() == n)
+        && o.len() == m * n;
+    if !sizes_ok {
+        return Err(Error::internal("qd8 fully connected: operand sizes"));
+    }
+    fc.run(m, n, o);
+    Ok(())
+}
+
+impl Fc<'_> {
+    /// All of `out` (`[m, n]`), split over the thread pool by output columns.
+    fn run(&self, m: usize, n: usize, out: &mut [f32]) {
+        let o = SharedMut::new(out);
+        run_parts(n, tasks_for(m * n * self.k, MIN_TASK_WORK), &|cols| {
+            for row in 0..m {
+                // SAFETY: each task writes its own columns of every row.
+                let o = unsafe { o.slice(row * n + cols.start, cols.len()) };
+                for (o, col) in o.iter_mut().zip(cols.clone()) {
+                    *o = self.element(row, col);
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Fc, row_params};
+
+    /// Deterministic pseudo-random values in `[lo, hi)`.
+    fn values(n: usize, seed: u32, lo: i32, hi: i32) -> Vec<i32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                lo + (s >> 8) as i32 % (hi - lo)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn results_do_not_depend_on_the_thread_count() {
+        let (m, n, k, blocks) = (3, 300, 256, 8);
+        let q: Vec<i8> = values(m * k, 1, -128, 128)
+            .iter()
+            .map(|&v| v as i8)
+            .collect();
+        let w: Vec<i8> = values(n * k, 2, -8, 8).iter().map(|&v| v as i8).collect();
+        let scales: Vec<f32> = values(n * blocks, 3, 1, 100)
+            .iter()
+            .map(|&v| v as f32 * 1e-3)
+            .collect();
+        let ksum: Vec<f32> = values(n, 4, -500, 500)
+            .iter()
+            .map(|&v| v as f32 * 0.01)
+            .collect();
+        let bias: Vec<f32> = values(n, 5, -50, 50)
+            .iter()
+            .map(|&v| v as f32 * 0.1)
+            .collect();
+        let params = [-3.0, 0.02, 17.0, 0.5, 0.0, 1.0];
+        let fc = Fc {
+            q: &q,
+            params: &params,
+            w: &w,
+            scales: &scales,
+            wsum: &[],
+            ksum: &ksum,
+            bias: Some(&bias),
+            k,
+            blocks,
+        };
+        let run = |threads| {
+            etch_kernels::threads::set_num_threads(threads);
+            let mut out = vec![0.0f32; m * n];
+            fc.run(m, n, &mut out);
+            out
+        };
+        let one = run(1);
+        for threads in [2, 3, 4] {
+            assert_eq!(one, run(threads), "{threads} threads");
+        }
+        etch_kernels::threads::set_num_threads(0);
+        // Element [0, 0] by the formula.
+        let dot = |r: std::ops::Range<usize>| -> i32 { r.map(|i| q[i] as i32 * w[i] as i32).sum() };
+        let mut e = ksum[0] * params[0];
+        for (b, &s) in scales[..blocks].iter().enumerate() {
+            e = (dot(b * 32..(b + 1) * 32) as f32).mul_add(s, e);
+        }
+        assert_eq!(one[0], e * params[1] + bias[0]);
+    }
+
+    #[test]
+    fn row_parameters_follow_xnnpack() {
+        // All zeros: scale 1, and the zero point from the max end (127).
+        assert_eq!(row_params(0.0, 0.0), (127, 1.0, 1.0));
+        // Symmetric range: zero point near the middle.
+        let (zp, inv, scale) = row_params(-1.0, 1.0);
+        assert_eq!(scale, 127.5);
+        assert_eq!(inv, 1.0 / 127.5);
+        assert!(zp == 0 || zp == -1, "{zp}");
+        // Positive only: rmin is 0, so the zero point is -128.
+        assert_eq!(row_params(0.5, 2.0).0, -128);
+        // Negative only: rmax is 0, so the zero point is 127.
+        assert_eq!(row_params(-3.0, -1.0).0, 127);
+    }
+}
