@@ -83,6 +83,18 @@ fn greedy_ids_match_executorch() {
     }
 }
 
+/// `--warmup` (the prompt run once before the timed run) leaves the ids unchanged on an
+/// export_llm program: the timed run starts again at position 0.
+#[test]
+fn warmup_leaves_the_ids_unchanged() {
+    let (new, cases) = expected();
+    for (prompt, want) in cases {
+        let got = generate(&dir().join("model.pte"), &prompt, new, &["--warmup"]);
+        assert_eq!(got["generated_ids"], want, "prompt {prompt:?}");
+        assert!(got["warmup_prefill_s"].as_f64().unwrap() > 0.0, "{got}");
+    }
+}
+
 #[test]
 fn lowered_program_gives_the_same_ids_on_the_simulated_device() {
     lowered_ids_match(&dir(), "fp");

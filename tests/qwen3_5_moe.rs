@@ -121,6 +121,26 @@ fn etch_generate_greedy_ids_equal_transformers() {
     }
 }
 
+/// `--warmup` runs the prompt once before the timed run (state left behind is overwritten
+/// from position 0): the ids stay transformers', on the CPU and lowered on the simulated
+/// device, and the warm-up's prefill time is reported.
+#[test]
+fn warmup_leaves_the_ids_unchanged() {
+    let cuda = lower("cuda", &[], "warmup");
+    for (model, extra) in [
+        (dir().join("model.pte"), &["--warmup"][..]),
+        (cuda, &["--warmup", "--simulate-device", "cuda"][..]),
+    ] {
+        for (prompt, want) in cases() {
+            let j = etch_generate(&model, &prompt, want.len(), extra);
+            assert_eq!(ids(&j), want, "{extra:?}, prompt {prompt:?}");
+            assert!(j["warmup_prefill_s"].as_f64().unwrap() > 0.0, "{j}");
+        }
+    }
+    let j = etch_generate(&dir().join("model.pte"), &cases()[0].0, 2, &[]);
+    assert!(j["warmup_prefill_s"].is_null(), "{j}");
+}
+
 /// Teacher forcing: fed transformers' own ids, the program picks transformers' ids at every
 /// position; the picks are the program's (a forced id that differs, the last one here, is
 /// counted as a disagreement and never fed).

@@ -104,7 +104,7 @@ run() {
       local conv=""; [ $dt = bf16 ] && conv=--convert-dtype
       # shellcheck disable=SC2086 # $conv and $ETCH_EXTRA are lists of words
       timeout 300 "$B/etch" generate "/tmp/llama_$dt.cuda.pte" --weights "$CK/etch" $conv ${ETCH_EXTRA:-} \
-        --prompt-ids "$ids" --max-new-tokens "$NEW" --json > "$O/etch_$dt.raw.json" || echo "etch $dt failed"
+        --prompt-ids "$ids" --max-new-tokens "$NEW" --warmup --json > "$O/etch_$dt.raw.json" || echo "etch $dt failed"
       python3 - "$O/etch_$dt.raw.json" "$O/etch_$dt.json" $dt "$PLEN" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -118,7 +118,7 @@ PY
       echo "== etch generate --no-cuda-graphs, $dt, 64 new"
       # shellcheck disable=SC2086
       timeout 300 "$B/etch" generate "/tmp/llama_$dt.cuda.pte" --weights "$CK/etch" $conv ${ETCH_EXTRA:-} \
-        --prompt-ids "$ids" --max-new-tokens 64 --no-cuda-graphs --json \
+        --prompt-ids "$ids" --max-new-tokens 64 --no-cuda-graphs --warmup --json \
         | python3 -c "import json,sys; d=json.load(sys.stdin); print('decode tok/s', round(d['decode_tok_s'],1), 'prefill tok/s', round(d['prefill_tok_s'],1))"
     fi
   done

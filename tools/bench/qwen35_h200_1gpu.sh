@@ -21,13 +21,13 @@ show() { python3 -c "import json,sys; d=json.load(open('$1')); [d.pop(k,None) fo
 if has etch; then
   $B/etch lower $B/q$L.pte -o /tmp/q$L.cuda.pte --ops cuda > /dev/null || exit 1
   echo "== etch generate, CUDA graphs, 128-token prompt, 256 new"
-  timeout 200 $B/etch generate /tmp/q$L.cuda.pte --weights $C --prompt-ids "$IDS" --max-new-tokens 256 --json > $O/etch128.json; show $O/etch128.json
+  timeout 200 $B/etch generate /tmp/q$L.cuda.pte --weights $C --prompt-ids "$IDS" --max-new-tokens 256 --warmup --json > $O/etch128.json; show $O/etch128.json
   echo "== load_bench (streamed weights onto the GPU, warm page cache)"
   timeout 120 $B/load_bench /tmp/q$L.cuda.pte $C 2>&1 | tail -4
   echo "== etch generate --no-cuda-graphs, 64 new"
-  timeout 200 $B/etch generate /tmp/q$L.cuda.pte --weights $C --prompt-ids "$IDS" --max-new-tokens 64 --no-cuda-graphs --json > $O/etch_nog.json; show $O/etch_nog.json
+  timeout 200 $B/etch generate /tmp/q$L.cuda.pte --weights $C --prompt-ids "$IDS" --max-new-tokens 64 --no-cuda-graphs --warmup --json > $O/etch_nog.json; show $O/etch_nog.json
   echo "== etch generate, 1024-token prompt"
-  timeout 200 $B/etch generate /tmp/q$L.cuda.pte --weights $C --prompt-ids "$IDS1K" --max-new-tokens 8 --json > $O/etch1024.json; show $O/etch1024.json
+  timeout 200 $B/etch generate /tmp/q$L.cuda.pte --weights $C --prompt-ids "$IDS1K" --max-new-tokens 8 --warmup --json > $O/etch1024.json; show $O/etch1024.json
 fi
 if has hf; then
   echo "== transformers (grouped_mm), 128-token prompt, 256 new"

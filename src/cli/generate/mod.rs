@@ -102,6 +102,12 @@ pub struct GenerateArgs {
     /// streaming
     #[arg(long)]
     pub json: bool,
+    /// Before the timed run, run the prompt's prefill and one decode step once (discarded),
+    /// so that the timings leave out first-call work (loading kernel modules, the cuBLAS
+    /// handle, growing scratch buffers), as benchmarks that warm up do; the warm-up's
+    /// prefill time is reported as warmup_prefill_s
+    #[arg(long)]
+    pub warmup: bool,
 }
 
 /// Token ids given on the command line.
@@ -272,6 +278,8 @@ struct Generated {
     ttft_s: f64,
     prefill_s: f64,
     decode_s: f64,
+    /// The warm-up's prefill (the first call, cold), when --warmup.
+    warmup_prefill_s: Option<f64>,
     /// Decode calls made, and the host ↔ device traffic during them (device programs).
     decode_calls: usize,
     decode_transfers: Option<etch::TransferStats>,
@@ -305,6 +313,11 @@ fn generate(
     if let Some(f) = forced {
         p.check_ids(f, "--force-ids")?;
     }
+    let warmup_prefill_s = if a.warmup {
+        warm_up(p, prompt, &s)?
+    } else {
+        None
+    };
     if a.save_logits.is_some() {
         p.logits_log = Some(Vec::new());
     }
@@ -343,10 +356,24 @@ fn generate(
         stop,
         ttft_s: prefill_s,
         prefill_s,
+        warmup_prefill_s,
         decode_s,
         decode_calls,
         decode_transfers: transfers(p).zip(before).map(|(after, b)| after.since(b)),
     })
+}
+
+/// One discarded prefill of the prompt and one decode step; returns the prefill's seconds.
+/// The timed run starts again at position 0, which overwrites what this left in the state
+/// (KV caches are read only up to the current position; recurrent states restart).
+fn warm_up(p: &mut LlmProgram, prompt: &[i64], s: &Sampling) -> Result<Option<f64>> {
+    let t = Instant::now();
+    let next = p.prefill(prompt, s, 0.5)?;
+    let secs = t.elapsed().as_secs_f64();
+    if prompt.len() < p.context_len() {
+        p.decode(next, prompt.len(), s, 0.5)?;
+    }
+    Ok(Some(secs))
 }
 
 /// Writes text to stdout now.
@@ -449,6 +476,7 @@ fn report(
             "load_steps_s": l.load_steps.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
             "ttft_s": g.ttft_s,
             "prefill_tok_s": prefill_tok_s,
+            "warmup_prefill_s": g.warmup_prefill_s,
             "decode_tok_s": decode_tok_s,
             "convention": p.convention.name(),
             "sampled_on": p.device_sampled.map(|d| if d { "device" } else { "host" }),
