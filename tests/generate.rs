@@ -128,6 +128,29 @@ fn quantized_embedding_lowered_gives_the_same_ids_on_the_simulated_device() {
     lowered_ids_match(&qemb_dir(), "qemb8");
 }
 
+/// export_llm with XNNPACK and the 8da4w recipe (8-bit dynamic activations, 4-bit
+/// weights in groups of 32): the linears are XNNPACK delegates with a dynamic prompt
+/// length, run with fewer rows than declared per call.
+fn xnn8da4w_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llama_ops/tiny_llama_xnn8da4w")
+}
+
+#[test]
+fn xnnpack_8da4w_greedy_ids_match_executorch() {
+    let (new, cases) = expected_in(&xnn8da4w_dir());
+    for (prompt, want) in cases {
+        let got = generate(&xnn8da4w_dir().join("model.pte"), &prompt, new, &[]);
+        assert_eq!(got["generated_ids"], want, "prompt {prompt:?}");
+    }
+}
+
+/// Lowered, the portable ops go to the simulated device; the XNNPACK delegates stay on
+/// the CPU.
+#[test]
+fn xnnpack_8da4w_lowered_gives_the_same_ids_on_the_simulated_device() {
+    lowered_ids_match(&xnn8da4w_dir(), "xnn8da4w");
+}
+
 #[test]
 fn quantized_kv_cache_lowered_gives_the_same_ids_on_the_simulated_device() {
     lowered_ids_match(&qkv_dir(), "qkv");

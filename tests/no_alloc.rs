@@ -132,6 +132,7 @@ fn execute_does_not_allocate() {
         "llama_ops/custom_sdpa_mask/model.pte",
         "llama_ops/tiny_llama/model.pte",
         "llama_ops/tiny_llama_qkv/model.pte",
+        "llama_ops/tiny_llama_xnn8da4w/model.pte",
         "xnnpack/tiny_cnn/model.pte",
         "xnnpack/tiny_transformer/model.pte",
         "xnnpack/more_nodes/model.pte",
@@ -159,6 +160,7 @@ fn execute_does_not_allocate() {
             assert_warm_execute_allocates_nothing(&mut m, "forward", &inputs, name, threads);
         }
         decode_with_sampling(threads);
+        xnnpack_rows_change(threads);
     }
     etch::set_num_threads(0);
 }
@@ -184,6 +186,28 @@ fn decode_with_sampling(threads: usize) {
         &inputs,
         "Qwen decode with sampling",
         threads,
+    );
+}
+
+/// An export_llm program with XNNPACK 8da4w delegates, called with a 5-token prompt and then
+/// one token: the delegates' views are resized to the call's rows in place.
+fn xnnpack_rows_change(threads: usize) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llama_ops");
+    let mut m = Module::from_file(dir.join("tiny_llama_xnn8da4w/model.pte")).unwrap();
+    let call = |tokens: &[i64], pos: i64| {
+        [
+            Value::Tensor(Tensor::from_slice(tokens, &[1, tokens.len()]).unwrap()),
+            Value::Tensor(Tensor::from_slice(&[pos], &[1]).unwrap()),
+        ]
+    };
+    let method = m.method("forward").unwrap();
+    method.set_inputs(&call(&[1, 5, 9, 23, 7], 0)).unwrap();
+    method.execute().unwrap();
+    method.set_inputs(&call(&[3], 5)).unwrap();
+    let (n, bytes) = allocations_in(|| method.execute().unwrap());
+    assert_eq!(
+        n, 0,
+        "XNNPACK rows 5 -> 1 with {threads} threads: {n} allocations ({bytes} bytes)"
     );
 }
 

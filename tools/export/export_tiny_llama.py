@@ -75,10 +75,15 @@ def main() -> None:
     ap.add_argument("--embedding-quantize", default=None,
                     help="quantization.embedding_quantize (e.g. 8,0 or 4,32)")
     ap.add_argument("--dtype", default="fp32", help="model.dtype_override (fp32, bf16, fp16)")
+    ap.add_argument("--xnnpack-8da4w", action="store_true",
+                    help="backend.xnnpack.enabled=True quantization.qmode=8da4w (group size 32): "
+                         "the linears in XNNPACK delegates, 8-bit dynamic activations, 4-bit weights")
     a = ap.parse_args()
     name = "tiny_llama_qkv" if a.quantize_kv else "tiny_llama"
     if a.embedding_quantize:
         name = "tiny_llama_qemb" + a.embedding_quantize.split(",")[0]
+    if a.xnnpack_8da4w:
+        name = "tiny_llama_xnn8da4w"
     a.out = a.out or os.path.join(FIXTURES, name)
     os.makedirs(a.out, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -96,6 +101,8 @@ def main() -> None:
             "model.use_sdpa_with_kv_cache=True",
             *(["model.quantize_kv_cache=True"] if a.quantize_kv else []),
             *([f"quantization.embedding_quantize='{a.embedding_quantize}'"] if a.embedding_quantize else []),
+            *(["backend.xnnpack.enabled=True", "quantization.qmode=8da4w", "quantization.group_size=32"]
+              if a.xnnpack_8da4w else []),
             f"model.dtype_override={a.dtype}",
             f"export.max_seq_length={MAX_SEQ}",
             f"export.max_context_length={MAX_SEQ}",
@@ -150,7 +157,8 @@ def main() -> None:
             pte=f"{os.path.relpath(a.out, FIXTURES)}/model.pte",
             comment=("export_llm (llama3 example model, random weights: dim 64, 2 layers, 4/2 heads, "
                      "vocab 256, max_seq_len 32; use_kv_cache + use_sdpa_with_kv_cache"
-                     + (" + quantize_kv_cache" if a.quantize_kv else "") + "); a 5-token "
+                     + (" + quantize_kv_cache" if a.quantize_kv else "")
+                     + (" + XNNPACK 8da4w, group 32" if a.xnnpack_8da4w else "") + "); a 5-token "
                      "prefill then 4 greedy decode steps on one method; expected = ExecuTorch runtime"),
             cases=cases,
         ))

@@ -26,6 +26,7 @@ mod memory;
 pub mod payload;
 mod plan;
 mod qd8;
+mod rows;
 
 pub(crate) use generated::fb_xnnpack as fb;
 

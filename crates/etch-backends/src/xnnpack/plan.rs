@@ -5,6 +5,7 @@
 
 use super::graph::{Datatype, Graph, XValue};
 use super::memory::{MemoryPlan, Storage};
+use super::rows::Rows;
 use etch_core::{
     AlignedBuf, Device, Dynamism, EValue, Error, IntList, KernelContext, KernelFn, KernelRegistry,
     Result, ScalarType, TensorImpl, bf16, f16,
@@ -62,6 +63,8 @@ pub struct Plan {
     pub step_nodes: Vec<u32>,
     /// Node names (schema names), by node.
     pub node_names: Vec<&'static str>,
+    /// When the graph takes fewer rows than declared (see [`super::rows`]).
+    rows: Option<Rows>,
     /// Owned memory the views point into (arena, constants, scratch).
     _buffers: Vec<AlignedBuf>,
 }
@@ -111,6 +114,8 @@ pub struct Builder<'g> {
     /// Views of arena values: (table entry, arena offset), pointed at the arena by `finish`.
     arena_views: Vec<(u32, usize)>,
     default_view: Vec<Option<u32>>,
+    /// Views of non-constant values (arena, arguments, per-row parameters).
+    data_views: Vec<u32>,
     values: Vec<EValue>,
     args: Vec<u32>,
     steps: Vec<Step>,
@@ -138,6 +143,7 @@ impl<'g> Builder<'g> {
             graph,
             channels_first: super::memory::channels_first(graph),
             default_view: vec![None; graph.values.len()],
+            data_views: Vec::new(),
             mem,
             const_ptrs: vec![std::ptr::null_mut(); constants.len()],
             const_src: constants,
@@ -209,7 +215,8 @@ impl<'g> Builder<'g> {
         if let Some(i) = self.row_params[id as usize] {
             return Ok(i);
         }
-        let i = self.scratch(ScalarType::Float, &[rows, 2])?;
+        let i = self.scratch_with(ScalarType::Float, &[rows, 2], Dynamism::DynamicBound)?;
+        self.data_views.push(i);
         self.row_params[id as usize] = Some(i);
         Ok(i)
     }
@@ -278,15 +285,12 @@ impl<'g> Builder<'g> {
             Storage::Constant => self.constant_ptr(id)?,
             _ => std::ptr::null_mut(),
         };
-        let t = TensorImpl::new(
-            dtype,
-            sizes,
-            dim_order,
-            Dynamism::Static,
-            Device::CPU,
-            ptr,
-            bytes,
-        )?;
+        // Views of non-constant values may be resized per call (see [`super::rows`]).
+        let dynamism = match storage {
+            Storage::Constant => Dynamism::Static,
+            _ => Dynamism::DynamicBound,
+        };
+        let t = TensorImpl::new(dtype, sizes, dim_order, dynamism, Device::CPU, ptr, bytes)?;
         if t.nbytes() != bytes {
             return Err(Error::invalid_program(format!(
                 "view {sizes:?} of value {id} {:?} changes its size",
@@ -294,6 +298,9 @@ impl<'g> Builder<'g> {
             )));
         }
         let idx = self.push(EValue::Tensor(t));
+        if storage != Storage::Constant {
+            self.data_views.push(idx);
+        }
         match storage {
             Storage::External(arg) => self.bind(id, arg, idx)?,
             Storage::Arena(off) => self.arena_views.push((idx, off)),
@@ -348,20 +355,16 @@ impl<'g> Builder<'g> {
 
     /// A new zeroed buffer of `bytes` owned by the plan, viewed as a tensor.
     pub fn scratch(&mut self, dtype: ScalarType, sizes: &[usize]) -> Result<u32> {
+        self.scratch_with(dtype, sizes, Dynamism::Static)
+    }
+
+    fn scratch_with(&mut self, dtype: ScalarType, sizes: &[usize], d: Dynamism) -> Result<u32> {
         let bytes = etch_core::checked_numel(sizes)
             .and_then(|n| n.checked_mul(dtype.element_size()))
             .ok_or_else(|| Error::invalid_program(format!("scratch {sizes:?} overflows")))?;
         self.reserve(bytes)?;
         let mut b = AlignedBuf::zeroed(bytes.max(1))?;
-        let t = TensorImpl::new(
-            dtype,
-            sizes,
-            None,
-            Dynamism::Static,
-            Device::CPU,
-            b.as_mut_ptr(),
-            b.len(),
-        )?;
+        let t = TensorImpl::new(dtype, sizes, None, d, Device::CPU, b.as_mut_ptr(), b.len())?;
         self.buffers.push(b);
         Ok(self.push(EValue::Tensor(t)))
     }
@@ -479,13 +482,16 @@ impl<'g> Builder<'g> {
             }
         }
         self.buffers.push(arena);
+        let node_names: Vec<&'static str> = self.graph.nodes.iter().map(|n| n.name).collect();
+        let rows = Rows::analyse(&node_names, &self.bindings, &self.values, &self.data_views);
         Ok(Plan {
             values: self.values,
             args: self.args,
             steps: self.steps,
             bindings: self.bindings,
             step_nodes: self.step_nodes,
-            node_names: self.graph.nodes.iter().map(|n| n.name).collect(),
+            node_names,
+            rows,
             _buffers: self.buffers,
         })
     }
@@ -498,23 +504,37 @@ unsafe impl Send for Plan {}
 impl Plan {
     /// Points the external values' views at the call's arguments, checking them.
     fn bind(&mut self, args: &mut KernelContext<'_>) -> Result<()> {
+        // A row-dynamic graph takes its leading dims from the first argument (an input).
+        if let (Some(r), Some(b)) = (&mut self.rows, self.bindings.first()) {
+            r.begin_call(&b.dims, args.tensor(b.arg as usize)?.sizes());
+        }
+        let row_dynamic = self.rows.is_some();
         for b in &self.bindings {
+            let dims = match &mut self.rows {
+                Some(r) => r.expected(&b.dims),
+                None => &b.dims[..],
+            };
             let t = args.tensor(b.arg as usize)?;
             // XNNPACK declares 0-d tensors as [1].
-            let scalar = t.dim() == 0 && b.dims[..] == [1];
+            let scalar = t.dim() == 0 && dims == [1];
             let t = if b.output && !scalar {
-                args.resize_out(b.arg as usize, &b.dims)?
+                args.resize_out(b.arg as usize, dims)?
             } else {
                 t
             };
-            if t.dtype() != b.dtype || (t.sizes() != &b.dims[..] && !scalar) {
+            if t.dtype() != b.dtype || (t.sizes() != dims && !scalar) {
+                let rows = if row_dynamic {
+                    "fewer rows than declared, the rest as declared"
+                } else {
+                    "static shapes, except for graphs of row-wise nodes called with fewer rows"
+                };
                 return Err(Error::invalid_argument(format!(
-                    "XNNPACK delegate argument {} is {} {:?}; the graph expects {} {:?} (etch runs XNNPACK graphs with static shapes only so far)",
+                    "XNNPACK delegate argument {} is {} {:?}; the graph expects {} {:?} (etch runs these XNNPACK graphs with {rows})",
                     b.arg,
                     t.dtype(),
                     t.sizes(),
                     b.dtype,
-                    &b.dims[..]
+                    dims
                 )));
             }
             if !t.device().is_cpu() {
@@ -530,7 +550,10 @@ impl Plan {
                 }
             }
         }
-        Ok(())
+        match &mut self.rows {
+            Some(r) => r.apply(&mut self.values),
+            None => Ok(()),
+        }
     }
 
     /// Runs the plan on a call's arguments.
