@@ -22,6 +22,8 @@
 // - gdn_chunk_state_*: a block per (value-column tile of GDN_TV, value head), walking the
 //   chunks in order: S (thread: 16 rows of its column) to the chunk-start state scratch H,
 //   U' = U - W S (written over U), S <- e^(G_last) S + K~^T U'; the final S to `state`.
+//   W and K go through shared memory in four 16 KB steps a chunk, each thread loading its
+//   share of the next step into registers while the block computes on the current one.
 // - gdn_chunk_out_*: a block per (chunk, value head x column tile): O = e^G (Q H) + P U',
 //   rounded to the IO dtype into out.
 // The conv_state shift runs after the last pass (gdn_conv_state). Blocks are 256 threads.
@@ -273,54 +275,101 @@ struct GdnStateSmem {
     float ecs[GDN_C];                        // e^(G_last - G_i)
 };
 
-// U' = U - W S for chunk i0 (rows w + 8m of column `lane`) into sm.us and over U.
-__device__ void gdn_state_u(const GdnChunkArgs& a, GdnStateSmem& sm, i64 b, i64 h, i64 i0,
-                            int rows, i64 tile) {
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const i64 r0 = (b * a.g.hv + h) * a.len + i0;
-    float acc[GDN_C / 8] = {};
-    for (int half = 0; half < 2; ++half) {
-        __syncthreads();  // sm.ss written; sm.stg free
-        gdn_stage(sm.stg, a.w + r0 * GDN_CD + half * GDN_C, GDN_CD, rows, GDN_C, GDN_C);
-        __syncthreads();
-        gdn_rows_mac(acc, sm.stg, GDN_C, &sm.ss[half * GDN_C][0], GDN_C);
+// gdn_chunk_state stages 4 x 16 KB a chunk through sm.stg, step st = 4n + phase of chunk n:
+// phases 0 and 1 W's columns 0-63 and 64-127 (64 rows of 16 float4), 2 and 3 K's rows 0-31
+// and 32-63 (32 rows of 32 float4), zero past the chunk's rows. A thread fetches its 4
+// float4 of the next step into registers while the block computes on the current one.
+struct GdnStage {
+    float4 x[4];
+};
+
+__device__ __forceinline__ void gdn_state_fetch(const GdnChunkArgs& a, i64 b, i64 h, i64 kh,
+                                                i64 st, GdnStage& f) {
+    const i64 i0 = (st >> 2) * GDN_C;
+    const int ph = (int)(st & 3), rows = gdn_rows(a, i0);
+    const bool isw = ph < 2;
+    const int i1 = isw ? 0 : (ph - 2) * (GDN_C / 2), valid = rows - i1, q = isw ? 16 : 32;
+    const float* src = isw ? a.w + ((b * a.g.hv + h) * a.len + i0) * GDN_CD + ph * GDN_C
+                           : a.k + ((b * a.len + i0 + i1) * a.g.hk + kh) * GDN_CD;
+    const i64 ld = isw ? GDN_CD : a.g.hk * GDN_CD;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        const int e = threadIdx.x + GDN_CT * r, row = e / q, c = e % q;
+        f.x[r] = row < valid ? *(const float4*)(src + row * ld + 4 * c)
+                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
-    float* u = a.u + r0 * GDN_CD + tile * GDN_TV + lane;
+}
+
+// U' = U - acc (rows w + 8m of column `lane`; u: U's rows at this column) into sm.us and
+// over U.
+__device__ __forceinline__ void gdn_state_u(GdnStateSmem& sm, float* u, const float* acc,
+                                            const float* uo, int rows) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 #pragma unroll
     for (int m = 0; m < GDN_C / 8; ++m) {
         const int i = w + 8 * m;
-        const float x = i < rows ? u[i * GDN_CD] - acc[m] : 0.0f;
+        const float x = i < rows ? uo[m] - acc[m] : 0.0f;
         sm.us[i][lane] = x;
         if (i < rows) u[i * GDN_CD] = x;
     }
 }
 
-// s (rows 16w + r of column `lane`) <- e^(G_last) s + sum_i k_i e^(G_last - G_i) U'_i.
-__device__ void gdn_state_update(const GdnChunkArgs& a, GdnStateSmem& sm, i64 b, i64 h,
-                                 i64 kh, i64 i0, int rows, float* s) {
+// s (rows 16w + r of column `lane`) += sum over the staged K rows i1 + i of
+// k_i e^(G_last - G_i) U'_i.
+__device__ __forceinline__ void gdn_state_k(const GdnStateSmem& sm, int i1, float* s) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const float decay = a.eg[(b * a.g.hv + h) * a.len + i0 + rows - 1];
+    for (int i = 0; i < GDN_C / 2; ++i) {
+        const float x = sm.us[i1 + i][lane] * sm.ecs[i1 + i];
+        const float4* kv = (const float4*)(sm.stg + i * GDN_CD + 16 * w);
 #pragma unroll
-    for (int r = 0; r < 16; ++r) s[r] *= decay;
-    const i64 ld = a.g.hk * GDN_CD;
-    const float* kr = a.k + ((b * a.len + i0) * a.g.hk + kh) * GDN_CD;
-    for (int half = 0; half < 2; ++half) {
-        const int i1 = half * (GDN_C / 2);
-        __syncthreads();  // sm.us written; sm.stg free
-        gdn_stage(sm.stg, kr + i1 * ld, ld, rows - i1, GDN_C / 2, GDN_CD);
-        __syncthreads();
-        for (int i = 0; i < GDN_C / 2; ++i) {
-            const float x = sm.us[i1 + i][lane] * sm.ecs[i1 + i];
-            const float4* kv = (const float4*)(sm.stg + i * GDN_CD + 16 * w);
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                const float4 k4 = kv[q];
-                s[4 * q] = fmaf(k4.x, x, s[4 * q]);
-                s[4 * q + 1] = fmaf(k4.y, x, s[4 * q + 1]);
-                s[4 * q + 2] = fmaf(k4.z, x, s[4 * q + 2]);
-                s[4 * q + 3] = fmaf(k4.w, x, s[4 * q + 3]);
-            }
+        for (int q = 0; q < 4; ++q) {
+            const float4 k4 = kv[q];
+            s[4 * q] = fmaf(k4.x, x, s[4 * q]);
+            s[4 * q + 1] = fmaf(k4.y, x, s[4 * q + 1]);
+            s[4 * q + 2] = fmaf(k4.z, x, s[4 * q + 2]);
+            s[4 * q + 3] = fmaf(k4.w, x, s[4 * q + 3]);
         }
+    }
+}
+
+// Chunk n's four steps (see GdnStage): S to H and sm.ss, U' = U - W S, then
+// S <- e^(G_last) S + K~^T U'. f holds step 4n's data and is left holding the next chunk's.
+__device__ void gdn_state_chunk(const GdnChunkArgs& a, GdnStateSmem& sm, i64 b, i64 h, i64 kh,
+                                i64 tile, i64 n, i64 nc, float* s, GdnStage& f) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const i64 i0 = n * GDN_C, r0 = (b * a.g.hv + h) * a.len + i0;
+    const int rows = gdn_rows(a, i0);
+    float* u = a.u + r0 * GDN_CD + tile * GDN_TV + lane;
+    float uo[GDN_C / 8], acc[GDN_C / 8] = {};
+#pragma unroll
+    for (int m = 0; m < GDN_C / 8; ++m) uo[m] = w + 8 * m < rows ? u[(w + 8 * m) * GDN_CD] : 0.0f;
+    const float ec = (int)threadIdx.x < rows ? a.ec[r0 + threadIdx.x] : 0.0f;
+    const float decay = a.eg[r0 + rows - 1];
+    for (int ph = 0; ph < 4; ++ph) {
+        __syncthreads();  // sm.stg free; at phase 0 also sm.ss and sm.ecs
+        if (ph == 0) {
+            float* hn = a.h + ((b * a.g.hv + h) * nc + n) * GDN_CD * GDN_CD + tile * GDN_TV + lane;
+#pragma unroll
+            for (int r = 0; r < 16; ++r) {
+                hn[(16 * w + r) * GDN_CD] = s[r];
+                sm.ss[16 * w + r][lane] = s[r];
+            }
+            if (threadIdx.x < GDN_C) sm.ecs[threadIdx.x] = ec;
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r) ((float4*)sm.stg)[threadIdx.x + GDN_CT * r] = f.x[r];
+        __syncthreads();
+        if (4 * n + ph + 1 < 4 * nc) gdn_state_fetch(a, b, h, kh, 4 * n + ph + 1, f);
+        if (ph < 2) {
+            gdn_rows_mac(acc, sm.stg, GDN_C, &sm.ss[ph * GDN_C][0], GDN_C);
+            if (ph == 1) gdn_state_u(sm, u, acc, uo, rows);
+            continue;
+        }
+        if (ph == 2) {
+#pragma unroll
+            for (int r = 0; r < 16; ++r) s[r] *= decay;
+        }
+        gdn_state_k(sm, (ph - 2) * (GDN_C / 2), s);
     }
 }
 
@@ -343,22 +392,9 @@ template <int DT> __device__ void gdn_chunk_state(const GdnChunkArgs& a) {
         s[r] = (!zero && col && i < g.dk) ? st[i * g.dv + j] : 0.0f;
     }
     const i64 nc = (a.len + GDN_C - 1) / GDN_C;
-    for (i64 n = 0; n < nc; ++n) {
-        const i64 i0 = n * GDN_C;
-        const int rows = gdn_rows(a, i0);
-        __syncthreads();  // the previous chunk's readers of sm are done
-        float* hn = a.h + ((b * g.hv + h) * nc + n) * GDN_CD * GDN_CD + j;
-#pragma unroll
-        for (int r = 0; r < 16; ++r) {
-            hn[(16 * w + r) * GDN_CD] = s[r];
-            sm.ss[16 * w + r][lane] = s[r];
-        }
-        if (threadIdx.x < GDN_C)
-            sm.ecs[threadIdx.x] = (int)threadIdx.x < rows
-                ? a.ec[(b * g.hv + h) * a.len + i0 + threadIdx.x] : 0.0f;
-        gdn_state_u(a, sm, b, h, i0, rows, tile);
-        gdn_state_update(a, sm, b, h, kh, i0, rows, s);
-    }
+    GdnStage f;
+    gdn_state_fetch(a, b, h, kh, 0, f);
+    for (i64 n = 0; n < nc; ++n) gdn_state_chunk(a, sm, b, h, kh, tile, n, nc, s, f);
 #pragma unroll
     for (int r = 0; r < 16; ++r) {
         const i64 i = 16 * w + r;
