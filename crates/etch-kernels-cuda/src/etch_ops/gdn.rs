@@ -67,6 +67,8 @@ struct GdnChunkArgs {
 }
 // SAFETY: plain `#[repr(C)]` data laid out as the CUDA struct.
 unsafe impl cudarc::driver::DeviceRepr for GdnChunkArgs {}
+// GdnArgs (152 bytes), 11 pointers, two i64 and two i32, as gdn_chunk.cu lays them out.
+const _: () = assert!(std::mem::size_of::<GdnChunkArgs>() == 152 + 11 * 8 + 2 * 8 + 2 * 4);
 
 /// State rows a thread holds (`GDN_R`) and warps a block has at most (`GDN_WARPS`).
 const ROWS_PER_THREAD: usize = 16;
