@@ -53,7 +53,8 @@ pub enum Family {
     Linalg,
     /// Convolution helpers, pooling and upsampling (`cuda/conv.cu`).
     Conv,
-    /// `etch::gated_delta_net` (`cuda/gdn.cu`).
+    /// `etch::gated_delta_net` (`cuda/gdn.cu`, then its chunked prefill kernels,
+    /// `cuda/gdn_chunk.cu`).
     Gdn,
     /// `etch::moe` (`cuda/moe.cu`, then its tensor-core kernels, `cuda/moe_tc.cu`).
     Moe,
@@ -119,7 +120,12 @@ impl Family {
             Family::Linalg => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/linalg.cu")),
             Family::Conv => include_str!("cuda/conv.cu"),
             // The etch:: ops share their IO helpers (io.cuh).
-            Family::Gdn => concat!(include_str!("cuda/io.cuh"), include_str!("cuda/gdn.cu")),
+            // The chunked prefill kernels (gdn_chunk.cu) share gdn.cu's arguments and conv.
+            Family::Gdn => concat!(
+                include_str!("cuda/io.cuh"),
+                include_str!("cuda/gdn.cu"),
+                include_str!("cuda/gdn_chunk.cu")
+            ),
             // The tensor-core kernels (moe_tc.cu) share moe.cu's arguments and pair lists.
             Family::Moe => concat!(
                 include_str!("cuda/io.cuh"),

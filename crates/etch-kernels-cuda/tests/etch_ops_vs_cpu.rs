@@ -98,12 +98,21 @@ fn etch_ops_match_the_cpu_at_model_sizes() {
     );
     let regs = (&cpu, &gpu);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    // head_k_dim 256: the 16-warp entry points.
+    // head_k_dim 256: the 16-warp entry points. From 64 tokens (ETCH_GDN_CHUNK_FROM) the
+    // chunked delta rule (gdn_chunk.cu): partial last chunks (200, 130, 1000 tokens), a
+    // state carried in (pos 9), two passes of up to 1024 tokens (1100), and head_k_dim 256
+    // at 100 tokens (the recurrence: the chunk kernels take up to 128).
     for (dt, t, p, dk) in [
         (BF16, 1, 5, 128),
         (BF16, 17, 0, 128),
         (F32, 3, 2, 128),
         (BF16, 2, 7, 256),
+        (BF16, 200, 0, 128),
+        (F32, 130, 0, 128),
+        (BF16, 64, 9, 128),
+        (F32, 1000, 0, 128),
+        (BF16, 1100, 3, 128),
+        (BF16, 100, 0, 256),
     ] {
         let args = gdn_args(&mut rng, dt, t, p, dk);
         check(

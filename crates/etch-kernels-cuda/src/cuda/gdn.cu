@@ -1,15 +1,18 @@
-// etch::gated_delta_net (etch_kernels::etch_ops::gdn has the math and the CPU kernel), in
-// two kernels on one stream:
+// etch::gated_delta_net (etch_kernels::etch_ops::gdn has the math and the CPU kernel).
+// Calls of ETCH_GDN_CHUNK_FROM tokens and more (default 64; a huge value turns it off) with
+// head_k_dim and head_v_dim <= 128 take the chunked delta rule of gdn_chunk.cu (compiled
+// after this file: prep, W/U, state and output kernels per pass of up to 1024 tokens, then
+// gdn_conv_state). Other calls (decode) take two kernels on one stream:
 // - gdn_recur_*: one block per (batch item, value head, tile of 32 value columns); warp w,
 //   lane l owns state rows w, w+G, ..., w+(GDN_R-1)G of column tile*32+l in registers (G
 //   warps, G = ceil(Dk / GDN_R) <= GDN_WARPS, so Dk <= 256). The columns of S are
 //   independent in the delta rule, so tiles need no communication. Tokens run in order:
-//   per token (4 block barriers; a prefill of T tokens is T sequential steps, where a
-//   chunked delta rule would be the faster path) the block computes the causal conv +
-//   SiLU of its q and k channels (key head h / (Hv/Hk)) and v column into shared memory
-//   (reading [conv_state | mixed_qkv], state as zero when input_pos is 0), L2-normalises
-//   q and k, then per column: S *= exp(g); kv = S^T k; d = beta (v - kv); S += k d^T;
-//   o = S^T q, the sums over Dk split over the warps and added in shared memory.
+//   per token (4 block barriers; a prefill of T tokens is T sequential steps, hence the
+//   chunked path above) the block computes the causal conv + SiLU of its q and k channels
+//   (key head h / (Hv/Hk)) and v column into shared memory (reading [conv_state |
+//   mixed_qkv], state as zero when input_pos is 0), L2-normalises q and k, then per
+//   column: S *= exp(g); kv = S^T k; d = beta (v - kv); S += k d^T; o = S^T q, the sums
+//   over Dk split over the warps and added in shared memory.
 // - the conv_state shift (the last K-1 conv inputs) at the end of gdn_recur: each block its
 //   v channels, and the last block of a key head (an atomic counter) its q and k channels;
 //   or, past GDN_COUNTERS (batch x key heads) or with ETCH_GDN_FUSE=0, gdn_conv_state_*, one
