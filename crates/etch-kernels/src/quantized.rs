@@ -431,6 +431,11 @@ fn embed<S: FElem<F = f32>, O: FElem<F = f32>>(
     c: &mut QuantizedEmbeddingCall<'_>,
 ) -> Result<()> {
     let (dim, gs) = (c.dim, c.group_size);
+    if dim == 0 {
+        // Rows of no values (a weight with no columns): nothing to write. The group size
+        // is 0 then.
+        return Ok(());
+    }
     let groups = dim / gs;
     let rows = c.weight.sizes()[0];
     let scales = c.scales.data::<S>()?;

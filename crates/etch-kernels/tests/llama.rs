@@ -430,6 +430,27 @@ fn quantized_embeddings_dequantize_rows_and_reject_bad_arguments() {
     assert_eq!(e.get::<f32>(o), e.get::<f32>(out));
 }
 
+/// A weight with no columns (found by the mutation test: the group size was 0 and the
+/// kernel divided by it): the output has no values and nothing is read.
+#[test]
+fn quantized_embedding_of_an_empty_row_is_empty() {
+    let mut e = Env::default();
+    let w = e.t::<u8>(&[], &[2, 0]);
+    let s = e.t(&[1.0f32, 1.0], &[2]);
+    let no = e.none();
+    let (lo, hi) = (e.int(-8), e.int(7));
+    let idx = e.t(&[1i64, 0], &[2]);
+    let dt = e.int(6);
+    let out = e.out(ScalarType::Float, &[2, 0]);
+    for op in [
+        "quantized_decomposed::embedding_4bit.dtype_out",
+        "quantized_decomposed::embedding_byte.dtype_out",
+    ] {
+        e.run(op, &[w, s, no, lo, hi, idx, dt, out, out]).unwrap();
+        assert!(e.get::<f32>(out).is_empty(), "{op}");
+    }
+}
+
 /// `start_pos` given as a one-element int64 tensor (what `etch lower` passes so that a
 /// device kernel reads it on the device) gives the same results as the Int, for the cache
 /// update and both attention ops; a tensor of another dtype or size, or an out-of-range
