@@ -128,6 +128,26 @@ fn quantized_embedding_lowered_gives_the_same_ids_on_the_simulated_device() {
     lowered_ids_match(&qemb_dir(), "qemb8");
 }
 
+/// export_llm's plain KV-cache recipe (`use_sdpa_with_kv_cache=False`: ATen attention, the
+/// caches updated with index_put).
+fn kv_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llama_ops/tiny_llama_kv")
+}
+
+#[test]
+fn plain_kv_cache_greedy_ids_match_executorch() {
+    let (new, cases) = expected_in(&kv_dir());
+    for (prompt, want) in cases {
+        let got = generate(&kv_dir().join("model.pte"), &prompt, new, &[]);
+        assert_eq!(got["generated_ids"], want, "prompt {prompt:?}");
+    }
+}
+
+#[test]
+fn plain_kv_cache_lowered_gives_the_same_ids_on_the_simulated_device() {
+    lowered_ids_match(&kv_dir(), "kv");
+}
+
 /// export_llm with XNNPACK and the 8da4w recipe (8-bit dynamic activations, 4-bit
 /// weights in groups of 32): the linears are XNNPACK delegates with a dynamic prompt
 /// length, run with fewer rows than declared per call.

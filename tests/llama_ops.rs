@@ -72,6 +72,7 @@ fn every_fixture_is_tested() {
         "tiny_llama_qkv",
         "tiny_llama_qemb8",
         "tiny_llama_xnn8da4w",
+        "tiny_llama_kv",
     ];
     for f in manifest_in(&fixtures_dir().join("llama_ops")) {
         assert!(
@@ -104,6 +105,7 @@ fixture_tests!(
     tiny_llama_qkv,
     tiny_llama_qemb8,
     tiny_llama_xnn8da4w,
+    tiny_llama_kv,
 );
 
 /// A start position past the cache is a typed error, not a panic, and the method stays

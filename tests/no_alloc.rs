@@ -133,6 +133,7 @@ fn execute_does_not_allocate() {
         "llama_ops/tiny_llama/model.pte",
         "llama_ops/tiny_llama_qkv/model.pte",
         "llama_ops/tiny_llama_xnn8da4w/model.pte",
+        "llama_ops/tiny_llama_kv/model.pte",
         "xnnpack/tiny_cnn/model.pte",
         "xnnpack/tiny_transformer/model.pte",
         "xnnpack/more_nodes/model.pte",

@@ -75,6 +75,9 @@ def main() -> None:
     ap.add_argument("--embedding-quantize", default=None,
                     help="quantization.embedding_quantize (e.g. 8,0 or 4,32)")
     ap.add_argument("--dtype", default="fp32", help="model.dtype_override (fp32, bf16, fp16)")
+    ap.add_argument("--no-sdpa", action="store_true",
+                    help="model.use_sdpa_with_kv_cache=False: the plain KV-cache recipe (ATen attention, "
+                         "the caches as mutable buffers updated with index_put)")
     ap.add_argument("--xnnpack-8da4w", action="store_true",
                     help="backend.xnnpack.enabled=True quantization.qmode=8da4w (group size 32): "
                          "the linears in XNNPACK delegates, 8-bit dynamic activations, 4-bit weights")
@@ -84,6 +87,8 @@ def main() -> None:
         name = "tiny_llama_qemb" + a.embedding_quantize.split(",")[0]
     if a.xnnpack_8da4w:
         name = "tiny_llama_xnn8da4w"
+    if a.no_sdpa:
+        name = "tiny_llama_kv"
     a.out = a.out or os.path.join(FIXTURES, name)
     os.makedirs(a.out, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -98,7 +103,7 @@ def main() -> None:
             f"base.checkpoint={ckpt}",
             f"base.params={params}",
             "model.use_kv_cache=True",
-            "model.use_sdpa_with_kv_cache=True",
+            f"model.use_sdpa_with_kv_cache={not a.no_sdpa}",
             *(["model.quantize_kv_cache=True"] if a.quantize_kv else []),
             *([f"quantization.embedding_quantize='{a.embedding_quantize}'"] if a.embedding_quantize else []),
             *(["backend.xnnpack.enabled=True", "quantization.qmode=8da4w", "quantization.group_size=32"]
@@ -156,7 +161,8 @@ def main() -> None:
             name=name,
             pte=f"{os.path.relpath(a.out, FIXTURES)}/model.pte",
             comment=("export_llm (llama3 example model, random weights: dim 64, 2 layers, 4/2 heads, "
-                     "vocab 256, max_seq_len 32; use_kv_cache + use_sdpa_with_kv_cache"
+                     "vocab 256, max_seq_len 32; use_kv_cache"
+                     + ("" if a.no_sdpa else " + use_sdpa_with_kv_cache")
                      + (" + quantize_kv_cache" if a.quantize_kv else "")
                      + (" + XNNPACK 8da4w, group 32" if a.xnnpack_8da4w else "") + "); a 5-token "
                      "prefill then 4 greedy decode steps on one method; expected = ExecuTorch runtime"),
