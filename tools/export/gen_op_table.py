@@ -758,6 +758,20 @@ def inplace_ops():
                       "expected": [tensor_json(torch.full([2, 3], v, dtype=dtype))["tensor"]], "rtol": 0.0, "atol": 0.0})
 
 
+def extreme_all_ops():
+    """max / min over every element (`.unary_out`); appended last so that the random
+    inputs of the cases before stay as they were."""
+    for dtype in REAL + [torch.bool]:
+        x = rand([3, 4, 2], dtype)
+        op("aten::max.unary_out", x)
+        op("aten::min.unary_out", x)
+    nanx = torch.tensor([[1.0, float("nan"), 3.0], [float("-inf"), 0.0, float("inf")]])
+    op("aten::max.unary_out", nanx)
+    op("aten::min.unary_out", torch.tensor([float("-inf"), 2.0]))
+    op("aten::max.unary_out", rand([2, 0], torch.float32))  # error: empty input
+    op("aten::max.unary_out", torch.tensor(4.0))
+
+
 def main():
     binary_ops()
     unary_ops()
@@ -769,6 +783,7 @@ def main():
     prim_ops()
     inplace_ops()
     cases.extend(op_table_etch.cases(tensor_json, out_json, TOL))
+    extreme_all_ops()
     # The replay takes the tolerance of the first floating-point output when none is given.
     by_name = {NAMES[d]: tol for d, tol in TOL.items()}
     for c in cases:

@@ -278,6 +278,8 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
         ("aten::mean.out", reduce::mean_out, ALL),
         ("aten::amax.out", reduce::amax_out, ALL),
         ("aten::amin.out", reduce::amin_out, ALL),
+        ("aten::max.unary_out", reduce::max_unary_out, ALL),
+        ("aten::min.unary_out", reduce::min_unary_out, ALL),
         ("aten::argmax.out", reduce::argmax_out, ALL),
         ("aten::argmin.out", reduce::argmin_out, ALL),
         ("aten::any.out", reduce::any_out, ALL),

@@ -9,8 +9,8 @@ use crate::util::{MAX_DIMS, arg, check_rank, dt_code, ptr, same_device};
 use cudarc::driver::LaunchConfig;
 use etch_core::{EValue, KernelContext, Result, TensorRef};
 use etch_kernels::reduce::{
-    Call, Plan, amax_amin_call, any_all_call, arg_extreme_call, dim_extreme_call, prod_call,
-    sum_mean_call, var_std_call,
+    Call, Plan, amax_amin_call, any_all_call, arg_extreme_call, dim_extreme_call, extreme_all_call,
+    prod_call, sum_mean_call, var_std_call,
 };
 
 const SUM: i32 = 0;
@@ -178,6 +178,27 @@ pub(crate) fn amax_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 }
 pub(crate) fn amin_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     amax_amin(ctx, false)
+}
+
+/// `max`/`min` over every element (`.unary_out`); an empty input gives the identity.
+fn extreme_all(ctx: &mut KernelContext<'_>, max: bool) -> Result<()> {
+    let c = extreme_all_call(ctx)?;
+    if c.a.numel() == 0 {
+        let v = etch_kernels::reduce::extreme_identity(c.out.dtype(), max);
+        return crate::elementwise::fill(ctx, &c.out, v);
+    }
+    run(
+        ctx,
+        if max { AMAX } else { AMIN },
+        Domain::of(c.a.dtype()),
+        &c,
+    )
+}
+pub(crate) fn max_unary_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    extreme_all(ctx, true)
+}
+pub(crate) fn min_unary_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    extreme_all(ctx, false)
 }
 
 fn arg_extreme(ctx: &mut KernelContext<'_>, max: bool) -> Result<()> {

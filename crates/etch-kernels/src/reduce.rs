@@ -5,7 +5,9 @@ use crate::binary::{Class, class_of};
 use crate::threads::SharedMut;
 use crate::util::*;
 use crate::{dispatch_all, dispatch_float};
-use etch_core::{EValue, Error, KernelContext, KernelRegistry, Result, ScalarType, TensorRef};
+use etch_core::{
+    EValue, Error, KernelContext, KernelRegistry, Result, Scalar, ScalarType, TensorRef,
+};
 
 /// How to iterate a reduction: kept dims (outer) and reduced dims (inner).
 #[derive(Debug)]
@@ -359,15 +361,26 @@ pub fn amax_amin_call<'a>(ctx: &mut KernelContext<'a>) -> Result<Call<'a>> {
     Ok(call(a, p, out, so))
 }
 
-/// `amax`/`amin`. NaN propagates.
-fn amax_amin(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
+/// Decodes `max`/`min` over every element (`.unary_out`): args [self, out].
+pub fn extreme_all_call<'a>(ctx: &mut KernelContext<'a>) -> Result<Call<'a>> {
+    let op = ctx.op_name();
+    let a = ctx.tensor(0)?;
+    let p = plan(op, &a, None, false)?;
+    let out = ctx.resize_out(1, &p.out_shape)?;
+    same_dtype(op, a.dtype(), out.dtype())?;
+    let so = kept_out_strides(&p, &out, false, &a, None)?;
+    Ok(call(a, p, out, so))
+}
+
+/// `amax`/`amin` and `max`/`min` over every element. NaN propagates.
+fn extreme(c: Call<'_>, op: &str, max: bool) -> Result<()> {
     let Call {
         a,
         plan: p,
         mut out,
         so,
         ..
-    } = amax_amin_call(ctx)?;
+    } = c;
     dispatch_all!(a.dtype(), op, "input", |T| {
         let x = a.data::<T>()?;
         let o = SharedMut::new(out.data_mut::<T>()?);
@@ -388,6 +401,43 @@ fn amax_amin(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
         });
         Ok(())
     })
+}
+fn amax_amin(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
+    extreme(amax_amin_call(ctx)?, op, max)
+}
+/// The identity of `max` (the dtype's lowest value) or `min` (its highest): what
+/// PyTorch's `max`/`min` `.unary_out` give for an empty input.
+pub fn extreme_identity(dtype: ScalarType, max: bool) -> Scalar {
+    let int = |lo: i64, hi: i64| Scalar::Int(if max { lo } else { hi });
+    match dtype {
+        ScalarType::Bool => Scalar::Bool(!max),
+        ScalarType::Byte => int(0, u8::MAX as i64),
+        ScalarType::Char => int(i8::MIN as i64, i8::MAX as i64),
+        ScalarType::Short => int(i16::MIN as i64, i16::MAX as i64),
+        ScalarType::Int => int(i32::MIN as i64, i32::MAX as i64),
+        ScalarType::Long => int(i64::MIN, i64::MAX),
+        _ => Scalar::Double(if max {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        }),
+    }
+}
+
+/// `max`/`min` over every element; of an empty input, [`extreme_identity`].
+fn extreme_all(ctx: &mut KernelContext<'_>, op: &str, max: bool) -> Result<()> {
+    let mut c = extreme_all_call(ctx)?;
+    if c.a.numel() > 0 {
+        return extreme(c, op, max);
+    }
+    let identity = extreme_identity(c.out.dtype(), max);
+    crate::shape::fill(op, &mut c.out, identity)
+}
+fn max_unary_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    extreme_all(ctx, "aten::max.unary_out", true)
+}
+fn min_unary_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    extreme_all(ctx, "aten::min.unary_out", false)
 }
 fn amax_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     amax_amin(ctx, "aten::amax.out", true)
@@ -1019,6 +1069,8 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
         ("aten::sum.IntList_out", sum_out),
         ("aten::mean.out", mean_out),
         ("aten::amax.out", amax_out),
+        ("aten::max.unary_out", max_unary_out),
+        ("aten::min.unary_out", min_unary_out),
         ("aten::amin.out", amin_out),
         ("aten::argmax.out", argmax_out),
         ("aten::argmin.out", argmin_out),
