@@ -58,6 +58,25 @@ fn run_matches_pytorch() {
     }
 }
 
+/// A method that returns None (as ExecuTorch's ModuleSharedState.set_state does): `etch
+/// run` prints it and writes no .npy for it.
+#[test]
+fn run_prints_a_none_output_and_writes_no_npy() {
+    let pte = fixtures_dir().join("none_output/model.pte");
+    let out = tmpdir("none_output");
+    let o = etch()
+        .arg("run")
+        .arg(&pte)
+        .args(["--method", "set_state", "--output-dir"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("output 0: None"), "{stdout}");
+    assert!(!out.join("output_0.npy").exists());
+}
+
 #[test]
 fn run_carries_state_across_iterations() {
     let fx = manifest()

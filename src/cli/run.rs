@@ -245,21 +245,25 @@ fn summarize(i: usize, v: &Value) -> String {
             };
             format!("output {i}: {} {} {s}", t.dtype(), shape_str(t.sizes()))
         }
+        Value::None => format!("output {i}: None"),
+        Value::Int(x) => format!("output {i}: Int {x}"),
+        Value::Double(x) => format!("output {i}: Double {x}"),
+        Value::Bool(x) => format!("output {i}: Bool {x}"),
+        Value::String(x) => format!("output {i}: String {x:?}"),
         other => format!("output {i}: {other:?}"),
     }
 }
 
-fn value_to_npy(v: &Value) -> Result<Tensor> {
-    match v {
-        Value::Tensor(t) => Ok(t.clone()),
-        Value::Int(x) => Tensor::scalar(*x),
-        Value::Double(x) => Tensor::scalar(*x),
-        Value::Bool(b) => Tensor::from_bytes(ScalarType::Bool, &[], &[*b as u8]),
-        other => Err(Error::not_supported(format!(
-            "cannot write a {} output as .npy",
-            other.tag().name()
-        ))),
-    }
+/// The output as a `.npy` array: tensors and scalars; `None` for the other values (None,
+/// strings, lists), which `etch run` prints only.
+fn value_to_npy(v: &Value) -> Result<Option<Tensor>> {
+    Ok(Some(match v {
+        Value::Tensor(t) => t.clone(),
+        Value::Int(x) => Tensor::scalar(*x)?,
+        Value::Double(x) => Tensor::scalar(*x)?,
+        Value::Bool(b) => Tensor::from_bytes(ScalarType::Bool, &[], &[*b as u8])?,
+        _ => return Ok(None),
+    }))
 }
 
 /// Sets the inputs and executes `n` times, waiting for device outputs; the times.
@@ -303,7 +307,10 @@ pub fn cmd_run(a: &RunArgs) -> Result<()> {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::access_failed(format!("cannot create '{}': {e}", dir.display())))?;
         for (i, v) in outputs.iter().enumerate() {
-            npy::write(dir.join(format!("output_{i}.npy")), &value_to_npy(v)?)?;
+            match value_to_npy(v)? {
+                Some(t) => npy::write(dir.join(format!("output_{i}.npy")), &t)?,
+                None => println!("output {i} is a {}: not written", v.tag().name()),
+            }
         }
     }
     let mut sorted = times.clone();
