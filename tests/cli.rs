@@ -77,6 +77,56 @@ fn run_prints_a_none_output_and_writes_no_npy() {
     assert!(!out.join("output_0.npy").exists());
 }
 
+/// Several methods in order on one loaded module, each taking its own --input files in
+/// order; outputs written as METHOD_output_I.npy; a wrong input count names each method's.
+#[test]
+fn run_takes_a_sequence_of_methods() {
+    let pte = fixtures_dir().join("none_output/model.pte");
+    let out = tmpdir("method_sequence");
+    let x = out.join("x.npy");
+    etch::npy::write(
+        &x,
+        &etch::Tensor::from_slice(&[1.5f32, -2.0], &[2]).unwrap(),
+    )
+    .unwrap();
+    let run = |extra: &[&std::ffi::OsStr]| {
+        etch()
+            .arg("run")
+            .arg(&pte)
+            .args(extra)
+            .arg("--output-dir")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[
+        "--method".as_ref(),
+        "set_state".as_ref(),
+        "--input".as_ref(),
+        x.as_os_str(),
+        "--method".as_ref(),
+        "get_state".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("method set_state:") && stdout.contains("method get_state:"));
+    assert!(out.join("get_state_output_0.npy").exists());
+    assert!(!out.join("set_state_output_0.npy").exists());
+    let o = run(&[
+        "--method".as_ref(),
+        "set_state".as_ref(),
+        "--method".as_ref(),
+        "get_state".as_ref(),
+        "--input".as_ref(),
+        x.as_os_str(),
+        "--input".as_ref(),
+        x.as_os_str(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("'set_state' 1, 'get_state' 0"), "{err}");
+}
+
 #[test]
 fn run_carries_state_across_iterations() {
     let fx = manifest()

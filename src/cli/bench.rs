@@ -34,6 +34,11 @@ pub fn cmd_bench(a: &BenchArgs) -> Result<()> {
     }
     let n = a.iterations;
     let baseline = proc_status_bytes("VmRSS");
+    if a.inputs.method.len() > 1 {
+        return Err(etch::Error::invalid_argument(
+            "etch bench times one method: give --method once (etch run runs several in order)",
+        ));
+    }
     let Prepared {
         mut module,
         method,

@@ -12,12 +12,15 @@ use std::time::{Duration, Instant};
 /// Which method runs and on what (`run`, `bench`).
 #[derive(clap::Args, Debug)]
 pub struct InputOpts {
-    /// Method to run [default: forward, or the only method]
+    /// Method to run [default: forward, or the only method]. `etch run` takes it more than
+    /// once to run several methods in order on one loaded module (e.g. `--method set_state
+    /// --method get_state`)
     #[arg(long, value_name = "NAME")]
-    pub method: Option<String>,
-    /// One per method input, in order. A 0-d array feeds an Int, Double or Bool input;
-    /// float32 arrays are accepted for bfloat16 inputs [default: deterministic random
-    /// inputs of the declared shapes]
+    pub method: Vec<String>,
+    /// One per method input, in order (with several --method, the first method's inputs,
+    /// then the next's). A 0-d array feeds an Int, Double or Bool input; float32 arrays
+    /// are accepted for bfloat16 inputs [default: deterministic random inputs of the
+    /// declared shapes]
     #[arg(long, value_name = "FILE.npy")]
     pub input: Vec<PathBuf>,
 }
@@ -42,6 +45,8 @@ pub struct Prepared {
     pub module: Module,
     pub method: String,
     pub inputs: Vec<Value>,
+    /// The methods given after the first (`etch run --method A --method B`), with theirs.
+    pub then: Vec<(String, Vec<Value>)>,
     pub load: Duration,
     pub simulated: Option<Arc<SimulatedAllocator>>,
 }
@@ -49,55 +54,83 @@ pub struct Prepared {
 /// Opens the model, loads the method and makes its inputs.
 pub fn prepare(model: &ModelOpts, io: &InputOpts) -> Result<Prepared> {
     let t0 = Instant::now();
-    let progress = Progress::new(2, true);
+    let progress = Progress::new(1 + io.method.len().max(1) as u64, true);
     let Opened {
         mut module,
         simulated,
     } = model.open(&progress)?;
-    let method = match &io.method {
-        Some(m) => m.clone(),
-        None => {
-            let names = module.method_names();
-            if names.iter().any(|n| n == "forward") || names.len() != 1 {
-                "forward".to_string()
-            } else {
-                names[0].clone()
-            }
+    let methods = if io.method.is_empty() {
+        let names = module.method_names();
+        if names.iter().any(|n| n == "forward") || names.len() != 1 {
+            vec!["forward".to_string()]
+        } else {
+            vec![names[0].clone()]
         }
+    } else {
+        io.method.clone()
     };
-    let meta = module.method_meta(&method)?;
-    progress.step(format!("loading {method}"));
-    module.load_method(&method)?;
+    for method in &methods {
+        progress.step(format!("loading {method}"));
+        module.load_method(method)?;
+    }
     progress.finish();
     let load = t0.elapsed();
-
-    let inputs: Vec<Value> = if io.input.is_empty() {
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-        meta.inputs()
-            .iter()
-            .map(|i| random_input(i, &mut rng))
-            .collect::<Result<_>>()?
-    } else {
-        if io.input.len() != meta.num_inputs() {
-            return Err(Error::invalid_argument(format!(
-                "method '{method}' takes {} inputs; {} --input files given",
-                meta.num_inputs(),
-                io.input.len()
-            )));
-        }
-        io.input
-            .iter()
-            .enumerate()
-            .map(|(i, f)| adapt_input(i, npy::read(f)?, &meta.inputs()[i]))
-            .collect::<Result<_>>()?
-    };
+    let mut calls = method_inputs(&module, &methods, &io.input)?.into_iter();
+    let (method, inputs) = calls
+        .next()
+        .ok_or_else(|| Error::internal("no method to run"))?;
     Ok(Prepared {
         module,
         method,
         inputs,
+        then: calls.collect(),
         load,
         simulated,
     })
+}
+
+/// Each method's inputs: from the `--input` files in order (each method takes as many as
+/// it has inputs), or deterministic random ones when none are given.
+fn method_inputs(
+    module: &Module,
+    methods: &[String],
+    files: &[PathBuf],
+) -> Result<Vec<(String, Vec<Value>)>> {
+    let metas = methods
+        .iter()
+        .map(|m| module.method_meta(m))
+        .collect::<Result<Vec<_>>>()?;
+    let wanted: usize = metas.iter().map(|m| m.num_inputs()).sum();
+    if !files.is_empty() && files.len() != wanted {
+        let each: Vec<String> = methods
+            .iter()
+            .zip(&metas)
+            .map(|(n, m)| format!("'{n}' {}", m.num_inputs()))
+            .collect();
+        return Err(Error::invalid_argument(format!(
+            "{} --input files given; the methods take {wanted} ({})",
+            files.len(),
+            each.join(", ")
+        )));
+    }
+    let mut next = files.iter();
+    let mut out = Vec::with_capacity(methods.len());
+    for (name, meta) in methods.iter().zip(&metas) {
+        let inputs: Vec<Value> = if files.is_empty() {
+            let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+            meta.inputs()
+                .iter()
+                .map(|i| random_input(i, &mut rng))
+                .collect::<Result<_>>()?
+        } else {
+            (0..meta.num_inputs())
+                .zip(next.by_ref())
+                .map(|(i, f)| adapt_input(i, npy::read(f)?, &meta.inputs()[i]))
+                .collect::<Result<_>>()?
+        };
+        out.push((name.clone(), inputs));
+    }
+    Ok(out)
 }
 
 /// A small deterministic generator for default inputs.
@@ -266,6 +299,69 @@ fn value_to_npy(v: &Value) -> Result<Option<Tensor>> {
     }))
 }
 
+/// The method's outputs, device tensors copied to the host.
+fn host_outputs(m: &mut etch::Method) -> Result<Vec<Value>> {
+    m.output_values()?
+        .into_iter()
+        .map(|v| match v {
+            Value::Tensor(t) if !t.is_cpu() => t.to_cpu().map(Value::Tensor),
+            other => Ok(other),
+        })
+        .collect()
+}
+
+/// Writes `{prefix}output_{i}.npy` for each tensor or scalar output into `dir`.
+fn write_outputs(dir: &std::path::Path, prefix: &str, outputs: &[Value]) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::access_failed(format!("cannot create '{}': {e}", dir.display())))?;
+    for (i, v) in outputs.iter().enumerate() {
+        match value_to_npy(v)? {
+            Some(t) => npy::write(dir.join(format!("{prefix}output_{i}.npy")), &t)?,
+            None => println!("{prefix}output {i} is a {}: not written", v.tag().name()),
+        }
+    }
+    Ok(())
+}
+
+/// Runs several methods in order on one loaded module (`--method A --method B`), the whole
+/// sequence `--iterations` times; prints each method's outputs of the last round and
+/// writes them as `{method}_output_{i}.npy`.
+fn run_sequence(
+    a: &RunArgs,
+    module: &mut Module,
+    calls: &[(String, Vec<Value>)],
+    load: Duration,
+) -> Result<()> {
+    let mut times = vec![Vec::new(); calls.len()];
+    for round in 0..a.iterations {
+        for (k, (name, inputs)) in calls.iter().enumerate() {
+            let m = module.method(name)?;
+            times[k].extend(timed_runs(m, inputs, 1)?);
+            if round + 1 < a.iterations {
+                continue;
+            }
+            let outputs = host_outputs(m)?;
+            println!("method {name}:");
+            for (i, v) in outputs.iter().enumerate() {
+                println!("  {}", summarize(i, v));
+            }
+            if let Some(dir) = &a.output_dir {
+                write_outputs(dir, &format!("{name}_"), &outputs)?;
+            }
+        }
+    }
+    println!("load {}", ms(load));
+    for ((name, _), t) in calls.iter().zip(&mut times) {
+        t.sort();
+        println!(
+            "{name}: median {} over {} run(s)",
+            ms(t[t.len() / 2]),
+            t.len()
+        );
+    }
+    Ok(())
+}
+
 /// Sets the inputs and executes `n` times, waiting for device outputs; the times.
 pub fn timed_runs(m: &mut etch::Method, inputs: &[Value], n: usize) -> Result<Vec<Duration>> {
     let mut times = Vec::with_capacity(n);
@@ -286,32 +382,23 @@ pub fn cmd_run(a: &RunArgs) -> Result<()> {
         mut module,
         method,
         inputs,
+        then,
         load,
         simulated,
     } = prepare(&a.model, &a.inputs)?;
+    if !then.is_empty() {
+        let mut calls = vec![(method, inputs)];
+        calls.extend(then);
+        return run_sequence(a, &mut module, &calls, load);
+    }
     let m = module.method(&method)?;
     let times = timed_runs(m, &inputs, a.iterations)?;
-    // Device outputs come back to the host for printing and writing.
-    let outputs: Vec<Value> = m
-        .output_values()?
-        .into_iter()
-        .map(|v| match v {
-            Value::Tensor(t) if !t.is_cpu() => t.to_cpu().map(Value::Tensor),
-            other => Ok(other),
-        })
-        .collect::<Result<_>>()?;
+    let outputs = host_outputs(m)?;
     for (i, v) in outputs.iter().enumerate() {
         println!("{}", summarize(i, v));
     }
     if let Some(dir) = &a.output_dir {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::access_failed(format!("cannot create '{}': {e}", dir.display())))?;
-        for (i, v) in outputs.iter().enumerate() {
-            match value_to_npy(v)? {
-                Some(t) => npy::write(dir.join(format!("output_{i}.npy")), &t)?,
-                None => println!("output {i} is a {}: not written", v.tag().name()),
-            }
-        }
+        write_outputs(dir, "", &outputs)?;
     }
     let mut sorted = times.clone();
     sorted.sort();
