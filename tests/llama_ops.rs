@@ -1,7 +1,8 @@
 //! ExecuTorch's LLM custom ops (`llama::update_cache`, `llama::custom_sdpa`,
 //! `llama::sdpa_with_kv_cache`, and the quantized KV-cache recipe's
 //! `llama::custom_quantized_sdpa` with `quantized_decomposed::` per-token quantization, and
-//! the weight-only quantized embeddings `quantized_decomposed::embedding_byte` / `embedding_4bit`): programs from `tools/export/export_llama_ops_fixtures.py`
+//! the weight-only quantized embeddings `quantized_decomposed::embedding_byte` / `embedding_4bit`,
+//! and `llama::gated_delta_rule` over a recurrent state in a mutable buffer): programs from `tools/export/export_llama_ops_fixtures.py`
 //! run over several calls on one loaded module (a prefill, decode steps, another chunk), so
 //! the KV caches in their mutable buffers carry state, and match the outputs of
 //! ExecuTorch's own runtime (the wheel's kernels) on the same inputs. `tiny_llama` is a stock
@@ -68,6 +69,10 @@ fn every_fixture_is_tested() {
         "embedding_byte_groups",
         "embedding_4bit",
         "embedding_4bit_zp",
+        "gated_delta_rule",
+        "gated_delta_rule_scalar",
+        "gated_delta_rule_gqa",
+        "channelwise_gated_delta_rule",
         "tiny_llama",
         "tiny_llama_qkv",
         "tiny_llama_qemb8",
@@ -101,6 +106,10 @@ fixture_tests!(
     embedding_byte_groups,
     embedding_4bit,
     embedding_4bit_zp,
+    gated_delta_rule,
+    gated_delta_rule_scalar,
+    gated_delta_rule_gqa,
+    channelwise_gated_delta_rule,
     tiny_llama,
     tiny_llama_qkv,
     tiny_llama_qemb8,

@@ -322,6 +322,78 @@ def build_embedding(name, bits, *, rows=20, dim=64, groups=1, zero_points=False,
                 cases=cases)
 
 
+class GatedDeltaRule(torch.nn.Module):
+    """`llama::gated_delta_rule` (or its deprecated alias `channelwise_gated_delta_rule`)
+    over a recurrent state kept in a mutable buffer [B, Hs, K, V], as the Qwen 3.5 example
+    calls it: q [B, Hq, T, K], k [B, Hs, T, K], v [B, Hs, T, V], decay [B, Hs, T(, K)],
+    beta [B, Hs, T]. Returns (output, final_state)."""
+
+    def __init__(self, batch, state_heads, k_dim, v_dim, alias):
+        super().__init__()
+        self.alias = alias
+        self.register_buffer("state", torch.zeros(batch, state_heads, k_dim, v_dim),
+                             persistent=False)
+
+    def forward(self, q, k, v, decay, beta):
+        op = (torch.ops.llama.channelwise_gated_delta_rule if self.alias
+              else torch.ops.llama.gated_delta_rule)
+        out, state = op(q, k, v, decay, beta, self.state)
+        self.state.copy_(state)
+        return out, state
+
+
+def gdr_reference(q, k, v, decay, beta, state):
+    """NumPy (f64) delta rule as documented in docs/OPS.md; updates `state` in place."""
+    group = q.shape[1] // k.shape[1]
+    out = np.zeros(q.shape[:3] + (v.shape[3],))
+    if decay.ndim == 3:
+        decay = np.broadcast_to(decay[..., None], k.shape)
+    for t in range(q.shape[2]):
+        state *= decay[:, :, t, :, None]
+        pred = np.einsum("bhkv,bhk->bhv", state, k[:, :, t])
+        delta = (v[:, :, t] - pred) * beta[:, :, t, None]
+        state += k[:, :, t, :, None] * delta[:, :, None, :]
+        out[:, :, t] = np.einsum("bhkv,bhk->bhv", np.repeat(state, group, axis=1), q[:, :, t])
+    return out
+
+
+def build_gdr(name, *, batch=1, heads=2, state_heads=2, k_dim=8, v_dim=6, channelwise=True,
+              alias=False, steps=(5, 1, 3), seed=0) -> Dict[str, Any]:
+    torch.manual_seed(seed)
+    model = GatedDeltaRule(batch, state_heads, k_dim, v_dim, alias).eval()
+    T = torch.export.Dim("T", min=1, max=64)
+
+    def inputs(t):
+        k = torch.nn.functional.normalize(torch.randn(batch, state_heads, t, k_dim), dim=-1)
+        dshape = (batch, state_heads, t) + ((k_dim,) if channelwise else ())
+        return [torch.randn(batch, heads, t, k_dim) / math.sqrt(k_dim), k,
+                torch.randn(batch, state_heads, t, v_dim),
+                torch.rand(dshape) * 0.6 + 0.4,            # decay, already exponentiated
+                torch.sigmoid(torch.randn(batch, state_heads, t))]
+
+    calls = [inputs(t) for t in steps]
+    dyn = tuple({2: T} for _ in range(5))
+    cases, results = export_and_run(name, model, inputs(3), dyn, calls)
+    state = np.zeros((batch, state_heads, k_dim, v_dim))
+    worst = 0.0
+    for x, got, case in zip(calls, results, cases):
+        r = gdr_reference(*[to_numpy(t).astype(np.float64) for t in x], state)
+        worst = max(worst, float(np.abs(to_numpy(got[0]) - r).max()),
+                    float(np.abs(to_numpy(got[1]) - state).max()))
+        case.update(rtol=1e-4, atol=1e-5)
+    assert worst <= 1e-5, (name, worst)
+    print(f"{name}: runtime vs numpy reference max |diff| {worst:.3g}")
+    op = "channelwise_gated_delta_rule" if alias else "gated_delta_rule"
+    return dict(
+        name=name, pte=f"{name}/model.pte",
+        comment=(f"llama::{op}: batch {batch}, {heads} query / {state_heads} state heads, "
+                 f"K {k_dim}, V {v_dim}, {'channelwise' if channelwise else 'scalar'} decay; the "
+                 f"state in a mutable buffer, cases run in order on one method (T = {list(steps)}); "
+                 f"outputs: output, final_state; expected = ExecuTorch runtime"),
+        cases=cases,
+    )
+
+
 def to_numpy(t: torch.Tensor) -> np.ndarray:
     if t.dtype == torch.bfloat16:
         t = t.float()
@@ -420,6 +492,14 @@ def main() -> None:
                                                             dtype=torch.float16, seed=10)),
         ("embedding_4bit", lambda n: build_embedding(n, 4, groups=2, seed=11)),
         ("embedding_4bit_zp", lambda n: build_embedding(n, 4, groups=4, zero_points=True, seed=12)),
+        ("gated_delta_rule", lambda n: build_gdr(n, seed=13)),
+        ("gated_delta_rule_scalar", lambda n: build_gdr(n, batch=2, heads=4, state_heads=2, k_dim=5,
+                                                        v_dim=7, channelwise=False, steps=(5, 1, 37),
+                                                        seed=14)),
+        ("gated_delta_rule_gqa", lambda n: build_gdr(n, heads=6, state_heads=3, k_dim=7, v_dim=3,
+                                                     steps=(1, 5, 1, 33), seed=15)),
+        ("channelwise_gated_delta_rule", lambda n: build_gdr(n, batch=2, k_dim=4, v_dim=4,
+                                                             alias=True, steps=(5, 1), seed=16)),
     ]
     built: List[Dict[str, Any]] = [f(n) for n, f in todo if not only or n in only]
     # Keep the entries other scripts wrote (tiny_llama from export_tiny_llama.py).

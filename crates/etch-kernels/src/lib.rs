@@ -15,6 +15,7 @@ pub mod gemm;
 pub mod index;
 pub mod linalg;
 pub mod llama;
+pub mod llama_gdr;
 pub mod norm;
 pub mod prim;
 pub mod quantized;

@@ -29,6 +29,8 @@
 //!   scores `sum((q - zq) * (k - zk)) * sq * sk * scale` (the sum exact in int32), softmax
 //!   in f32, output `sum_j p_j * (v_j - zv_j) * sv_j` in f32. The mask, if any, is f32.
 //!   `is_seq_at_dim_2` (`[batch, heads, seq, head_dim]` operands) is not implemented.
+//! - `gated_delta_rule.out` (and `channelwise_gated_delta_rule.out`): in
+//!   [`crate::llama_gdr`] (head-major operands).
 //!
 //! Half types compute in `f32` (scores, softmax and the weighted sum) and round once.
 //!
@@ -889,5 +891,5 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
         "llama::custom_quantized_sdpa.out",
         custom_quantized_sdpa_out,
     )?;
-    Ok(())
+    crate::llama_gdr::register(reg)
 }

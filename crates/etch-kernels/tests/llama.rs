@@ -516,3 +516,178 @@ fn start_pos_may_be_a_tensor() {
     }
     assert_eq!(results[0], results[1]);
 }
+
+/// The gated delta rule in f64 (`llama::gated_delta_rule`, docs/OPS.md): q [b, hq, t, kd],
+/// k [b, hs, t, kd], v [b, hs, t, vd], decay [b, hs, t(, kd)], beta [b, hs, t], state
+/// [b, hs, kd, vd] (updated); returns out [b, hq, t, vd].
+#[allow(clippy::too_many_arguments)]
+fn gdr_reference(
+    [q, k, v, decay, beta]: [&[f32]; 5],
+    state: &mut [f64],
+    [b, hq, hs, t, kd, vd]: [usize; 6],
+    channelwise: bool,
+) -> Vec<f64> {
+    let g = hq / hs;
+    let mut out = vec![0f64; b * hq * t * vd];
+    for bi in 0..b {
+        for h in 0..hs {
+            let s = &mut state[(bi * hs + h) * kd * vd..(bi * hs + h + 1) * kd * vd];
+            for ti in 0..t {
+                let tok = (bi * hs + h) * t + ti;
+                for i in 0..kd {
+                    let d = if channelwise {
+                        decay[tok * kd + i]
+                    } else {
+                        decay[tok]
+                    };
+                    for j in 0..vd {
+                        s[i * vd + j] *= d as f64;
+                    }
+                }
+                let kk = |i: usize| k[tok * kd + i] as f64;
+                let delta: Vec<f64> = (0..vd)
+                    .map(|j| {
+                        let pred: f64 = (0..kd).map(|i| s[i * vd + j] * kk(i)).sum();
+                        (v[tok * vd + j] as f64 - pred) * beta[tok] as f64
+                    })
+                    .collect();
+                for i in 0..kd {
+                    for j in 0..vd {
+                        s[i * vd + j] += kk(i) * delta[j];
+                    }
+                }
+                for qh in h * g..(h + 1) * g {
+                    let row = (bi * hq + qh) * t + ti;
+                    for j in 0..vd {
+                        out[row * vd + j] = (0..kd)
+                            .map(|i| s[i * vd + j] * q[row * kd + i] as f64)
+                            .sum();
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn gated_delta_rule_matches_reference_for_any_thread_count() {
+    for (dims, channelwise) in [
+        ([1, 2, 2, 1, 5, 3], true),
+        ([2, 8, 4, 20, 16, 16], false),
+        ([2, 6, 3, 7, 7, 9], true),
+    ] {
+        let [b, hq, hs, t, kd, vd] = dims;
+        let q = seq(b * hq * t * kd, 1);
+        let k = seq(b * hs * t * kd, 2);
+        let v = seq(b * hs * t * vd, 3);
+        let dn = if channelwise {
+            b * hs * t * kd
+        } else {
+            b * hs * t
+        };
+        let decay: Vec<f32> = seq(dn, 4).iter().map(|x| 0.7 + 0.3 * x).collect();
+        let beta: Vec<f32> = seq(b * hs * t, 5).iter().map(|x| 0.5 + 0.5 * x).collect();
+        let s0 = seq(b * hs * kd * vd, 6);
+        let mut state: Vec<f64> = s0.iter().map(|&x| x as f64).collect();
+        let want = gdr_reference([&q, &k, &v, &decay, &beta], &mut state, dims, channelwise);
+        let mut first: Option<(Vec<f32>, Vec<f32>)> = None;
+        for threads in [1, 4] {
+            etch_kernels::threads::set_num_threads(threads);
+            let mut e = Env::default();
+            let qi = e.t(&q, &[b, hq, t, kd]);
+            let ki = e.t(&k, &[b, hs, t, kd]);
+            let vi = e.t(&v, &[b, hs, t, vd]);
+            let di = if channelwise {
+                e.t(&decay, &[b, hs, t, kd])
+            } else {
+                e.t(&decay, &[b, hs, t])
+            };
+            let bi = e.t(&beta, &[b, hs, t]);
+            let si = e.t(&s0, &[b, hs, kd, vd]);
+            let out = e.out(ScalarType::Float, &[b, hq, t, vd]);
+            let fs = e.out(ScalarType::Float, &[b, hs, kd, vd]);
+            // Run twice: the second run reuses the scratch and starts from the same state.
+            for _ in 0..2 {
+                e.run(
+                    "llama::gated_delta_rule.out",
+                    &[qi, ki, vi, di, bi, si, out, fs, out, fs],
+                )
+                .unwrap();
+            }
+            let (o, s) = (e.get::<f32>(out), e.get::<f32>(fs));
+            for (got, want) in [(&o, &want), (&s, &state)] {
+                for (i, (&g, &w)) in got.iter().zip(want.iter()).enumerate() {
+                    assert!(
+                        (g as f64 - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                        "{dims:?} element {i}: {g} vs {w}"
+                    );
+                }
+            }
+            match &first {
+                None => first = Some((o, s)),
+                Some(f) => assert!(f.0 == o && f.1 == s, "{dims:?}: thread counts differ"),
+            }
+        }
+        etch_kernels::threads::set_num_threads(0);
+    }
+}
+
+#[test]
+fn gated_delta_rule_rejects_bad_arguments() {
+    let mut e = Env::default();
+    let (b, hq, hs, t, kd, vd) = (1, 4, 2, 3, 4, 5);
+    let q = e.t(&seq(b * hq * t * kd, 1), &[b, hq, t, kd]);
+    let k = e.t(&seq(b * hs * t * kd, 2), &[b, hs, t, kd]);
+    let v = e.t(&seq(b * hs * t * vd, 3), &[b, hs, t, vd]);
+    let d = e.t(&seq(b * hs * t, 4), &[b, hs, t]);
+    let beta = e.t(&seq(b * hs * t, 5), &[b, hs, t]);
+    let s = e.t(&seq(b * hs * kd * vd, 6), &[b, hs, kd, vd]);
+    let out = e.out(ScalarType::Float, &[b, hq, t, vd]);
+    let fs = e.out(ScalarType::Float, &[b, hs, kd, vd]);
+    let run = |e: &mut Env, a: [u32; 6]| {
+        let [q, k, v, d, beta, s] = a;
+        e.run(
+            "llama::gated_delta_rule.out",
+            &[q, k, v, d, beta, s, out, fs, out, fs],
+        )
+    };
+    run(&mut e, [q, k, v, d, beta, s]).unwrap();
+    let q3 = e.t(&seq(hq * t * kd, 1), &[hq, t, kd]);
+    let q_half = e.t(&vec![f16::ZERO; b * hq * t * kd], &[b, hq, t, kd]);
+    let q_heads = e.t(&seq(b * 3 * t * kd, 1), &[b, 3, t, kd]);
+    let k_dim = e.t(&seq(b * hs * t * 3, 2), &[b, hs, t, 3]);
+    let v_t = e.t(&seq(b * hs * 2 * vd, 3), &[b, hs, 2, vd]);
+    let d_wrong = e.t(&seq(b * hs * t * 3, 4), &[b, hs, t, 3]);
+    let d_2d = e.t(&seq(hs * t, 4), &[hs, t]);
+    let beta4 = e.t(&seq(b * hs * t, 5), &[b, hs, t, 1]);
+    let s_wrong = e.t(&seq(b * hs * vd * kd, 6), &[b, hs, vd, kd]);
+    let s_long = e.t(&vec![0i64; b * hs * kd * vd], &[b, hs, kd, vd]);
+    let k0 = e.t(&[0f32; 0], &[b, 0, t, kd]);
+    let v0 = e.t(&[0f32; 0], &[b, 0, t, vd]);
+    let d0 = e.t(&[0f32; 0], &[b, 0, t]);
+    let s0 = e.t(&[0f32; 0], &[b, 0, kd, vd]);
+    for (what, args) in [
+        ("3-D query", [q3, k, v, d, beta, s]),
+        ("f16 query", [q_half, k, v, d, beta, s]),
+        ("3 query heads over 2", [q_heads, k, v, d, beta, s]),
+        ("key head_dim", [q, k_dim, v, d, beta, s]),
+        ("value tokens", [q, k, v_t, d, beta, s]),
+        (
+            "channelwise decay of the wrong K",
+            [q, k, v, d_wrong, beta, s],
+        ),
+        ("2-D decay", [q, k, v, d_2d, beta, s]),
+        ("4-D beta", [q, k, v, d, beta4, s]),
+        ("transposed state", [q, k, v, d, beta, s_wrong]),
+        ("int64 state", [q, k, v, d, beta, s_long]),
+        ("no state heads", [q, k0, v0, d0, d0, s0]),
+    ] {
+        let r = run(&mut e, args);
+        assert_eq!(
+            r.as_ref().map_err(|e| e.code()),
+            Err(ErrorCode::InvalidArgument),
+            "{what}: {r:?}"
+        );
+    }
+}
