@@ -173,6 +173,8 @@ const ETCH_IO: &[ScalarType] = &[F32, F16, BF16];
 const MAXPOOL: &[ScalarType] = &[F32, F16, BF16, F64, Long];
 /// The `etch::` ops: f32/f16/bf16 IO, float32 states, int64 positions and tokens.
 const ETCH: &[ScalarType] = &[F32, F16, BF16, Long];
+/// `llama::gated_delta_rule`: float32 only, as ExecuTorch's kernel.
+const GDR: &[ScalarType] = &[F32];
 /// `llama::custom_quantized_sdpa`: int8 operands and zero points, f32 scales, mask and
 /// output, an int64 position.
 const QSDPA: &[ScalarType] = &[Char, F32, Long];
@@ -372,6 +374,16 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
             ALL,
         ),
         ("llama::custom_sdpa.out", llama::custom_sdpa_out, ETCH),
+        (
+            "llama::gated_delta_rule.out",
+            llama::gated_delta_rule_out,
+            GDR,
+        ),
+        (
+            "llama::channelwise_gated_delta_rule.out",
+            llama::gated_delta_rule_out,
+            GDR,
+        ),
         (
             "llama::sdpa_with_kv_cache.out",
             llama::sdpa_with_kv_cache_out,

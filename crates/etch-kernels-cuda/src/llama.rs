@@ -19,6 +19,7 @@ use etch_kernels::llama::{
     AttnShape, StartPos, custom_sdpa_call, quantized_sdpa_call, sdpa_with_kv_cache_call,
     update_cache_call, update_cache_with_indices_call,
 };
+use etch_kernels::llama_gdr::gated_delta_rule_call;
 
 /// `struct LlamaWrite` in llama.cu.
 #[repr(C)]
@@ -378,4 +379,91 @@ mod tests {
         assert_eq!(copy_unit(3, &[0x1000, 0x2000]), 1);
         assert_eq!(copy_unit(16, &[0x1001, 0x2000]), 1);
     }
+}
+
+/// `struct LlamaGdr` in llama.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct LlamaGdr {
+    q: u64,
+    k: u64,
+    v: u64,
+    decay: u64,
+    beta: u64,
+    init: u64,
+    out: u64,
+    fin: u64,
+    batch: i64,
+    heads: i64,
+    sheads: i64,
+    seq: i64,
+    kd: i64,
+    vd: i64,
+    channelwise: i32,
+    pad: i32,
+}
+// SAFETY: plain `#[repr(C)]` data laid out as the CUDA struct.
+unsafe impl cudarc::driver::DeviceRepr for LlamaGdr {}
+
+/// `llama::gated_delta_rule.out` (and `channelwise_gated_delta_rule.out`) on CUDA: one
+/// thread per (batch item, state head, value column), tokens in order (see llama.cu).
+pub(crate) fn gated_delta_rule_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let op = ctx.op_name();
+    let c = gated_delta_rule_call(ctx)?;
+    let all = [
+        &c.out,
+        &c.final_state,
+        &c.query,
+        &c.key,
+        &c.value,
+        &c.decay,
+        &c.beta,
+        &c.initial_state,
+    ];
+    same_device(op, &all)?;
+    for (t, what) in all
+        .iter()
+        .zip(["out", "final_state_out", "query", "key", "value"])
+    {
+        etch_kernels::util::require_contiguous(op, what, t)?;
+    }
+    for (t, what) in all[5..].iter().zip(["decay", "beta", "initial_state"]) {
+        etch_kernels::util::require_contiguous(op, what, t)?;
+    }
+    if c.batch == 0 || c.v_dim == 0 {
+        return Ok(());
+    }
+    let mut a = LlamaGdr {
+        q: ptr(&c.query),
+        k: ptr(&c.key),
+        v: ptr(&c.value),
+        decay: ptr(&c.decay),
+        beta: ptr(&c.beta),
+        init: ptr(&c.initial_state),
+        out: ptr(&c.out),
+        fin: ptr(&c.final_state),
+        batch: c.batch as i64,
+        heads: c.heads as i64,
+        sheads: c.state_heads as i64,
+        seq: c.seq as i64,
+        kd: c.k_dim as i64,
+        vd: c.v_dim as i64,
+        channelwise: i32::from(c.channelwise),
+        pad: 0,
+    };
+    let cfg = LaunchConfig {
+        grid_dim: (
+            grid_dim(op, "value column tiles", c.v_dim.div_ceil(128), 1 << 30)?,
+            grid_dim(op, "state heads", c.state_heads, 65_535)?,
+            grid_dim(op, "batch", c.batch, 65_535)?,
+        ),
+        block_dim: (128, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    with_device(ctx, c.out.device(), |mut l: Launch<'_>| {
+        let f = l.function(Family::Llama, "llama_gdr")?;
+        // SAFETY: every operand is a contiguous float32 tensor of the shape the decoder
+        // checked, on this device; each thread writes its own column of its state and out.
+        unsafe { l.launch_with(f, cfg, &mut [arg(&mut a)]) }
+    })
 }

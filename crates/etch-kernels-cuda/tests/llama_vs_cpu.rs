@@ -50,6 +50,50 @@ fn positive(rng: &mut Rng, sizes: &[usize], lo: f32, hi: f32) -> Tensor {
     Tensor::from_slice(&v, sizes).unwrap()
 }
 
+/// `llama::gated_delta_rule` (float32) at the dense Qwen 3.5 shapes (16 query heads over 16
+/// or 8 state heads of 128), per-channel and scalar decay, prefill and one token, and the
+/// deprecated `channelwise_` name; small odd head dims too.
+fn gated_delta_rule(e: &Env, rng: &mut Rng) {
+    for (op, b, hq, hs, t, k, v, channelwise) in [
+        ("llama::gated_delta_rule.out", 1, 16, 16, 7, 128, 128, true),
+        ("llama::gated_delta_rule.out", 1, 16, 8, 1, 128, 128, false),
+        ("llama::gated_delta_rule.out", 2, 6, 3, 33, 7, 130, true),
+        (
+            "llama::channelwise_gated_delta_rule.out",
+            1,
+            4,
+            4,
+            5,
+            5,
+            3,
+            true,
+        ),
+    ] {
+        let decay_sizes: Vec<usize> = if channelwise {
+            vec![b, hs, t, k]
+        } else {
+            vec![b, hs, t]
+        };
+        // Unit-norm-ish keys and queries, as the model's (L2-normalised) ones.
+        let scale = 1.0 / (k as f32).sqrt();
+        let args = [
+            A::In(rand(rng, F32, &[b, hq, t, k], scale)),
+            A::In(rand(rng, F32, &[b, hs, t, k], scale)),
+            A::In(rand(rng, F32, &[b, hs, t, v], 1.0)),
+            A::In(positive(rng, &decay_sizes, 0.5, 1.0)),
+            A::In(positive(rng, &[b, hs, t], 0.0, 1.0)),
+            A::In(rand(rng, F32, &[b, hs, k, v], 1.0)),
+            A::Out(F32, vec![b, hq, t, v]),
+            A::Out(F32, vec![b, hs, k, v]),
+        ];
+        e.check(
+            &format!("{op} B={b} Hq={hq} Hs={hs} T={t} K={k} V={v}"),
+            op,
+            &args,
+        );
+    }
+}
+
 struct Env {
     devs: DeviceRegistry,
     cpu: KernelRegistry,
@@ -406,4 +450,5 @@ fn llama_ops_match_the_cpu_at_llama_3_2_1b_sizes() {
     per_token(&e, &mut rng);
     embeddings(&e, &mut rng);
     bad_positions(&e, &mut rng);
+    gated_delta_rule(&e, &mut rng);
 }

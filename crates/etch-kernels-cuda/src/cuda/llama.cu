@@ -199,3 +199,55 @@ template <int DT> __device__ void llama_combine(const LlamaAttn& a) {
     attn_merge<DT>(a.part + row * a.splits * (a.dim + 2), used, a.dim, a.out, row);
 }
 IO_KERNELS(llama_combine, LlamaAttn, 256)
+
+// llama_gdr: gated_delta_rule (float32; etch_kernels::llama_gdr has the math and the CPU
+// kernel): one thread per (batch item, state head, value column j), the state's column j
+// kept in final_state (copied from initial_state first), tokens in order. Per token:
+// S[:, j] *= decay (per key channel or one per token); v_pred = sum_i S[i, j] k_i; d =
+// (v_j - v_pred) beta; S[:, j] += k d; then each of the state head's query heads reads
+// out = sum_i S[i, j] q_i. Sums over K in order, as on the CPU.
+struct LlamaGdr {
+    const float* q;      // [B, Hq, T, K]
+    const float* k;      // [B, Hs, T, K]
+    const float* v;      // [B, Hs, T, V]
+    const float* decay;  // [B, Hs, T] or [B, Hs, T, K]
+    const float* beta;   // [B, Hs, T]
+    const float* init;   // [B, Hs, K, V]
+    float* out;          // [B, Hq, T, V]
+    float* fin;          // [B, Hs, K, V]
+    i64 batch, heads, sheads, seq, kd, vd;
+    int channelwise;
+    int pad;
+};
+
+extern "C" __global__ void __launch_bounds__(128) llama_gdr(LlamaGdr a) {
+    PDL_ENTRY();
+    const i64 j = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    const i64 s = blockIdx.y, b = blockIdx.z;
+    if (j >= a.vd) return;
+    const i64 K = a.kd, V = a.vd, T = a.seq, G = a.heads / a.sheads;
+    const i64 bs = b * a.sheads + s;
+    float* S = a.fin + bs * K * V;
+    const float* S0 = a.init + bs * K * V;
+    for (i64 i = 0; i < K; ++i) S[i * V + j] = S0[i * V + j];
+    for (i64 t = 0; t < T; ++t) {
+        const i64 tok = bs * T + t;
+        const float* kt = a.k + tok * K;
+        float vp = 0.0f;
+        for (i64 i = 0; i < K; ++i) {
+            const float g = a.channelwise ? a.decay[tok * K + i] : a.decay[tok];
+            const float x = S[i * V + j] * g;
+            S[i * V + j] = x;
+            vp += x * kt[i];
+        }
+        const float d = (a.v[tok * V + j] - vp) * a.beta[tok];
+        for (i64 i = 0; i < K; ++i) S[i * V + j] += kt[i] * d;
+        for (i64 g = 0; g < G; ++g) {
+            const i64 row = (b * a.heads + s * G + g) * T + t;
+            const float* qt = a.q + row * K;
+            float o = 0.0f;
+            for (i64 i = 0; i < K; ++i) o += S[i * V + j] * qt[i];
+            a.out[row * V + j] = o;
+        }
+    }
+}
