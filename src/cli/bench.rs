@@ -51,7 +51,7 @@ pub fn cmd_bench(a: &BenchArgs) -> Result<()> {
     let planned: u64 = m.planned_bytes().iter().map(|&b| b as u64).sum();
     let times = timed_runs(m, &inputs, n + 1)?;
     if a.profile {
-        print_profile(&mut *m, n)?;
+        print_profile(&mut *m, &inputs, n)?;
     }
     let first = times[0];
     let mut rest: Vec<Duration> = times[1..].to_vec();
@@ -105,13 +105,17 @@ pub fn cmd_bench(a: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs the method `n` more times with every kernel call timed and prints the operators,
-/// slowest first (device work is waited for after each call).
-fn print_profile(m: &mut etch::Method, n: usize) -> Result<()> {
+/// Runs the method `n` more times (inputs set before each run, as in the timed runs: the
+/// planned memory that holds them may be reused during a run) with every kernel call timed
+/// and prints the operators, slowest first (device work is waited for after each call).
+fn print_profile(m: &mut etch::Method, inputs: &[etch::Value], n: usize) -> Result<()> {
     use etch::profile;
     profile::take();
     profile::set_enabled(true);
     for _ in 0..n {
+        profile::set_enabled(false);
+        m.set_inputs(inputs)?;
+        profile::set_enabled(true);
         m.execute()?;
         m.synchronize()?;
     }

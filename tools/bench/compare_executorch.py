@@ -7,6 +7,8 @@ Writes the table into BENCHMARKS.md between the `<!-- compare:begin -->` and
 
 Models: every CPU fixture (first case's inputs), plus conv nets from torchvision and small
 HF decoders (hidden 512, 4 layers, sequence 128) exported into target/bench-models/.
+XNNPACK-delegated programs (etch vs ExecuTorch+XNNPACK): tools/bench/compare_xnnpack.py,
+which uses `write_table` from here.
 """
 
 import argparse
@@ -168,11 +170,16 @@ def main():
         )
     table = "\n".join(lines)
     print(table)
-    if args.no_write:
-        return
+    if not args.no_write:
+        write_table("compare", table)
+
+
+def write_table(marker, table):
+    """Replaces BENCHMARKS.md's text between `<!-- MARKER:begin -->` and `<!-- MARKER:end -->`
+    with `table` (appends both markers and the table when they are missing)."""
     path = os.path.join(ROOT, "BENCHMARKS.md")
     text = open(path).read() if os.path.exists(path) else ""
-    begin, end = "<!-- compare:begin -->", "<!-- compare:end -->"
+    begin, end = f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"
     if begin in text and end in text:
         text = text[: text.index(begin) + len(begin)] + "\n" + table + "\n" + text[text.index(end):]
     else:

@@ -492,84 +492,184 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
 }
 
 /// A depthwise convolution (one input and one output channel per group), computed
-/// directly: every output row accumulates the kernel taps in order over a row buffer.
-/// Split over (batch item, channel) planes above [`CONV_TASK_WORK`].
+/// directly. Each task copies its (batch item, channel) planes, widened to the compute type,
+/// into a zero-padded plane, then computes the outputs in blocks of [`DW_LANES`] pixels of
+/// a row, [`DW_BLOCKS`] blocks (of any rows) at a time with the accumulators in registers:
+/// every output is `sum(w[i, j] * x[.., ..])` over the taps in order `(i, j)`, from zero,
+/// plus the bias. (The padding's zero products leave a sum starting from +0 unchanged, so
+/// the result is the unpadded sum's.) Split over planes above [`DEPTHWISE_TASK_WORK`].
 fn depthwise<T: FElem>(c: &Conv, xs: &[T], wf: &[T::F], bs: Option<&[T]>, o: &mut [T]) {
     let zero = <T::F as Compute>::ZERO;
-    let (xv, ov) = (c.xv, c.ov);
-    let (kh, kw, oh, ow) = (c.kh, c.kw, c.oh, c.ow);
-    let ((sh, sw), (ph, pw), (dh, dw)) = (c.stride, c.pad, c.dil);
+    let (xv, kh, kw, oh, ow) = (c.xv, c.kh, c.kw, c.oh, c.ow);
+    let ((sh, sw), (pw, dh, dw)) = (c.stride, (c.pad.1, c.dil.0, c.dil.1));
     let planes = xv.n * c.g;
     let tasks = threads::tasks_for(planes * oh * ow * kh * kw, DEPTHWISE_TASK_WORK).min(planes);
-    // scratch: per kernel column, the output columns whose input column is inside the image.
-    let mut xr = crate::scratch::take(2 * kw, 0usize);
-    for j in 0..kw {
-        let lo = (pw.saturating_sub(j * dw)).div_ceil(sw).min(ow);
-        xr[2 * j] = lo;
-        xr[2 * j + 1] = (xv.w + pw)
-            .saturating_sub(j * dw)
-            .div_ceil(sw)
-            .clamp(lo, ow);
-    }
-    let xr = &xr[..];
-    // scratch: one output row of accumulators per task, a cache line apart (no false
-    // sharing between tasks).
-    let stride = (ow + 16).next_multiple_of(16);
-    let mut rows = crate::scratch::take(tasks * stride, zero);
-    let rows = SharedMut::new(&mut rows);
+    // The padded plane: rows `ih + ph` for the input rows read, `pwid` columns; then slack
+    // for the lanes past the last output column of the last row (computed, not stored).
+    let pwid = xv.w + 2 * pw;
+    let prows = (oh - 1) * sh + (kh - 1) * dh + 1;
+    let per_task = (prows * pwid + DW_LANES * sw + pwid).next_multiple_of(16);
+    // scratch: one padded plane per task (their borders stay zero).
+    let mut pads = crate::scratch::take(tasks * per_task, zero);
+    let pads = SharedMut::new(&mut pads);
     let out = SharedMut::new(o);
+    let g = DwGeom {
+        c,
+        xs,
+        wf,
+        bs,
+        out: &out,
+        pwid,
+        prows,
+        taps: Taps {
+            kh,
+            kw,
+            rstep: dh * pwid,
+            cstep: dw,
+        },
+    };
     threads::run(tasks, &|t| {
-        // SAFETY: task `t`'s own accumulator row.
-        let acc = unsafe { rows.slice(t * stride, ow) };
+        // SAFETY: task `t`'s own padded plane.
+        let pad = unsafe { pads.slice(t * per_task, per_task) };
         for plane in threads::part(planes, tasks, t) {
-            let (n, ch) = (plane / c.g, plane % c.g);
-            let xbase = n * xv.s[0] + ch * xv.s[1];
-            let obase = n * ov.s[0] + ch * ov.s[1];
-            let w = &wf[ch * kh * kw..(ch + 1) * kh * kw];
-            let bv = bs.map_or(zero, |b| b[ch].to_f());
-            for y in 0..oh {
-                acc.fill(zero);
-                for i in 0..kh {
-                    let ih = (y * sh + i * dh) as isize - ph as isize;
-                    if ih < 0 || ih as usize >= xv.h {
-                        continue;
-                    }
-                    let rbase = xbase + ih as usize * xv.s[2];
-                    for j in 0..kw {
-                        let (lo, hi) = (xr[2 * j], xr[2 * j + 1]);
-                        if lo == hi {
-                            continue;
-                        }
-                        let wv = w[i * kw + j];
-                        let first = rbase + (lo * sw + j * dw - pw) * xv.s[3];
-                        let step = sw * xv.s[3];
-                        if step == 1 {
-                            for (a, x) in acc[lo..hi].iter_mut().zip(&xs[first..]) {
-                                *a += wv * x.to_f();
-                            }
-                        } else {
-                            for (k, a) in acc[lo..hi].iter_mut().enumerate() {
-                                *a += wv * xs[first + k * step].to_f();
-                            }
-                        }
-                    }
+            dw_plane_dispatch(&g, plane, pad);
+        }
+    });
+}
+
+/// Output pixels of a row computed together (one 256-bit vector of `f32`).
+const DW_LANES: usize = 8;
+
+/// Blocks of [`DW_LANES`] pixels computed together (independent accumulators).
+const DW_BLOCKS: usize = 4;
+
+/// What every plane of a depthwise convolution shares: geometry, operands, output.
+struct DwGeom<'a, T: FElem> {
+    c: &'a Conv,
+    xs: &'a [T],
+    wf: &'a [T::F],
+    bs: Option<&'a [T]>,
+    out: &'a SharedMut<'a, T>,
+    /// Padded plane width and rows.
+    pwid: usize,
+    prows: usize,
+    taps: Taps,
+}
+
+/// Kernel taps `(i, j)`, `i < kh`, `j < kw`, whose inputs are at `i * rstep + j * cstep`
+/// in the padded plane.
+#[derive(Clone, Copy)]
+struct Taps {
+    kh: usize,
+    kw: usize,
+    rstep: usize,
+    cstep: usize,
+}
+
+/// [`dw_plane`] with AVX2 code generation where the CPU has it (the same operations in the
+/// same order: the results do not depend on it).
+fn dw_plane_dispatch<T: FElem>(g: &DwGeom<'_, T>, plane: usize, pad: &mut [T::F]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        #[target_feature(enable = "avx2")]
+        fn avx2<T: FElem>(g: &DwGeom<'_, T>, plane: usize, pad: &mut [T::F]) {
+            dw_plane(g, plane, pad)
+        }
+        // SAFETY: the CPU has AVX2.
+        return unsafe { avx2(g, plane, pad) };
+    }
+    dw_plane(g, plane, pad)
+}
+
+/// One (batch item, channel) plane of a depthwise convolution (see [`depthwise`]).
+#[inline(always)]
+fn dw_plane<T: FElem>(g: &DwGeom<'_, T>, plane: usize, pad: &mut [T::F]) {
+    let (c, xs, out) = (g.c, g.xs, g.out);
+    let (xv, ov) = (c.xv, c.ov);
+    let (kh, kw, oh, ow) = (c.kh, c.kw, c.oh, c.ow);
+    let ((sh, sw), (ph, pw)) = (c.stride, c.pad);
+    let (n, ch) = (plane / c.g, plane % c.g);
+    let xbase = n * xv.s[0] + ch * xv.s[1];
+    let obase = n * ov.s[0] + ch * ov.s[1];
+    let w = &g.wf[ch * kh * kw..(ch + 1) * kh * kw];
+    let bv = g.bs.map_or(<T::F as Compute>::ZERO, |b| b[ch].to_f());
+    // The plane's rows into the padded plane (rows and columns outside the image stay 0).
+    for r in ph..g.prows.min(ph + xv.h) {
+        let src = xbase + (r - ph) * xv.s[2];
+        let dst = &mut pad[r * g.pwid + pw..r * g.pwid + pw + xv.w];
+        if xv.s[3] == 1 {
+            for (d, s) in dst.iter_mut().zip(&xs[src..src + xv.w]) {
+                *d = s.to_f();
+            }
+        } else {
+            for (k, d) in dst.iter_mut().enumerate() {
+                *d = xs[src + k * xv.s[3]].to_f();
+            }
+        }
+    }
+    let pad = &*pad;
+    let xblocks = ow.div_ceil(DW_LANES);
+    let nblocks = oh * xblocks;
+    let mut b = 0;
+    while b < nblocks {
+        let cnt = DW_BLOCKS.min(nblocks - b);
+        let mut base = [0usize; DW_BLOCKS];
+        for (k, bk) in base.iter_mut().enumerate().take(cnt) {
+            let (y, x0) = ((b + k) / xblocks, (b + k) % xblocks * DW_LANES);
+            *bk = y * sh * g.pwid + x0 * sw;
+        }
+        // (Blocks past `cnt` read from 0 and are not stored.)
+        let acc = match sw {
+            1 => dw_blocks::<T::F, 1>(pad, w, g.taps, &base, 1),
+            2 => dw_blocks::<T::F, 2>(pad, w, g.taps, &base, 2),
+            _ => dw_blocks::<T::F, 0>(pad, w, g.taps, &base, sw),
+        };
+        for (k, a) in acc.iter().enumerate().take(cnt) {
+            let (y, x0) = ((b + k) / xblocks, (b + k) % xblocks * DW_LANES);
+            let lanes = DW_LANES.min(ow - x0);
+            let orow = obase + y * ov.s[2];
+            if ov.s[3] == 1 {
+                // SAFETY: plane (n, ch) is this task's.
+                let o = unsafe { out.slice(orow + x0, lanes) };
+                for (o, &v) in o.iter_mut().zip(a) {
+                    *o = T::from_f(v + bv);
                 }
-                let orow = obase + y * ov.s[2];
-                if ov.s[3] == 1 {
-                    // SAFETY: plane (n, ch) is this task's.
-                    let o = unsafe { out.slice(orow, ow) };
-                    for (o, &a) in o.iter_mut().zip(acc.iter()) {
-                        *o = T::from_f(a + bv);
-                    }
-                } else {
-                    for (x, &a) in acc.iter().enumerate() {
-                        // SAFETY: as above.
-                        unsafe { out.write(orow + x * ov.s[3], T::from_f(a + bv)) };
-                    }
+            } else {
+                for (l, &v) in a.iter().enumerate().take(lanes) {
+                    // SAFETY: as above.
+                    unsafe { out.write(orow + (x0 + l) * ov.s[3], T::from_f(v + bv)) };
                 }
             }
         }
-    });
+        b += cnt;
+    }
+}
+
+/// [`DW_BLOCKS`] blocks of [`DW_LANES`] outputs, block `k` reading the padded plane from `base[k]`
+/// with a lane step of `sw` (`S`, or `sw` when `S` is 0): per tap in order, `acc += w * x`.
+#[inline(always)]
+fn dw_blocks<F: Float, const S: usize>(
+    pad: &[F],
+    w: &[F],
+    taps: Taps,
+    base: &[usize; DW_BLOCKS],
+    sw: usize,
+) -> [[F; DW_LANES]; DW_BLOCKS] {
+    let step = if S == 0 { sw } else { S };
+    let span = (DW_LANES - 1) * step + 1;
+    let mut acc = [[<F as Compute>::ZERO; DW_LANES]; DW_BLOCKS];
+    for i in 0..taps.kh {
+        for j in 0..taps.kw {
+            let (wv, off) = (w[i * taps.kw + j], i * taps.rstep + j * taps.cstep);
+            for (a, &bk) in acc.iter_mut().zip(base) {
+                let x = &pad[bk + off..bk + off + span];
+                for (l, a) in a.iter_mut().enumerate() {
+                    *a += wv * x[l * step];
+                }
+            }
+        }
+    }
+    acc
 }
 
 /// Transposed convolution (`convolution` with `transposed=True`): per batch item and group,

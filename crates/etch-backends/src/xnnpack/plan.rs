@@ -276,6 +276,22 @@ impl<'g> Builder<'g> {
         Ok((self.raw_view(id, &s, order)?, s))
     }
 
+    /// Value `id`, a 4-d NHWC value laid out channels-first or with one pixel (where both
+    /// layouts are the same bytes), as a contiguous NCHW tensor `[n, c, h, w]` in the
+    /// default dim order; `None` for other values.
+    pub fn dense_nchw(&mut self, id: u32) -> Result<Option<u32>> {
+        let d = self.value(id).dims;
+        if d.len() != 4 || !(self.channels_first[id as usize] || d[1] * d[2] == 1) {
+            return Ok(None);
+        }
+        self.raw_view(id, &[d[0], d[3], d[1], d[2]], None).map(Some)
+    }
+
+    /// Whether value `id` is laid out channels-first.
+    pub fn is_channels_first(&self, id: u32) -> bool {
+        self.channels_first[id as usize]
+    }
+
     fn raw_view(&mut self, id: u32, sizes: &[usize], dim_order: Option<&[u8]>) -> Result<u32> {
         let v = self.value(id);
         let dtype = scalar_type(v, id)?;

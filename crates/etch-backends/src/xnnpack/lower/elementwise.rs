@@ -50,11 +50,38 @@ fn check_same(b: &Builder<'_>, x: u32, out: u32) -> Result<()> {
     }
 }
 
+/// Views of the operands `ids` of an elementwise node. When one of them is laid out
+/// channels-first and all can be viewed as contiguous NCHW tensors ([`Builder::dense_nchw`]),
+/// those views: the kernels' contiguous paths, and the same numpy broadcasting over the
+/// permuted dims (every operand is 4-d). Otherwise the values in XNNPACK's own shapes.
+fn elementwise_views<const N: usize>(b: &mut Builder<'_>, ids: [u32; N]) -> Result<[u32; N]> {
+    if ids.iter().any(|&id| b.is_channels_first(id)) {
+        let mut views = [0; N];
+        let mut dense = true;
+        for (v, &id) in views.iter_mut().zip(&ids) {
+            match b.dense_nchw(id)? {
+                Some(t) => *v = t,
+                None => {
+                    dense = false;
+                    break;
+                }
+            }
+        }
+        if dense {
+            return Ok(views);
+        }
+    }
+    let mut views = [0; N];
+    for (v, &id) in views.iter_mut().zip(&ids) {
+        *v = b.tensor(id)?;
+    }
+    Ok(views)
+}
+
 /// `a (op) b`, then the node's clamp.
 pub fn binary(b: &mut Builder<'_>, node: &Node, op: BinaryOp, ids: [u32; 3]) -> Result<()> {
     check_broadcast(b, ids)?;
-    let [x, y, out] = ids;
-    let (x, y, o) = (b.tensor(x)?, b.tensor(y)?, b.tensor(out)?);
+    let [x, y, o] = elementwise_views(b, ids)?;
     match op {
         BinaryOp::Add | BinaryOp::Sub => {
             let alpha = b.int(1);
@@ -108,7 +135,12 @@ pub fn unary(b: &mut Builder<'_>, node: &Node, op: UnaryOp, input: u32, output: 
         return global_avg_pool(b, node, input, output);
     }
     check_same(b, input, output)?;
-    let (x, o) = (b.tensor(input)?, b.tensor(output)?);
+    // Softmax works on the last dim of XNNPACK's shape: no NCHW views.
+    let [x, o] = if op == UnaryOp::Softmax {
+        [b.tensor(input)?, b.tensor(output)?]
+    } else {
+        elementwise_views(b, [input, output])?
+    };
     if let Some(name) = simple_unary(op) {
         b.kernel(name, &[x, o])?;
         b.clamp(o, node.clamp);
@@ -172,7 +204,7 @@ pub fn param_unary(
     p: f32,
     io: [u32; 2],
 ) -> Result<()> {
-    let (x, o) = (b.tensor(io[0])?, b.tensor(io[1])?);
+    let [x, o] = elementwise_views(b, io)?;
     let p = b.double(p as f64);
     if elu {
         let one = b.double(1.0);
