@@ -91,12 +91,7 @@ const CHUNK_THREADS: u32 = 256;
 /// a CPU emulation of the kernel code only.
 fn chunk_from() -> usize {
     static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("ETCH_GDN_CHUNK_FROM")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(usize::MAX)
-    })
+    *N.get_or_init(|| super::env_usize("ETCH_GDN_CHUNK_FROM", usize::MAX))
 }
 
 /// Whether gdn_recur shifts conv_state itself (`ETCH_GDN_FUSE=0`: a kernel of its own, for

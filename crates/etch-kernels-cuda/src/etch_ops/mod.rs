@@ -60,3 +60,12 @@ pub(crate) fn carve<const N: usize>(op: &str, sizes: [usize; N]) -> Result<([u64
     }
     Ok((offs, end))
 }
+
+/// The value of environment variable `name` as a number (a tuning switch, read once by its
+/// caller), or `default` when unset or not a number.
+pub(crate) fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}

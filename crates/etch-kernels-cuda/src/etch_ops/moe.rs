@@ -80,12 +80,7 @@ fn down_by_row() -> bool {
 /// 4 layers) expert-major was 3% faster at 1024 rows and 14% slower at 128.
 fn by_expert_from() -> usize {
     static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("ETCH_MOE_BY_EXPERT_FROM")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(512)
-    })
+    *N.get_or_init(|| super::env_usize("ETCH_MOE_BY_EXPERT_FROM", 512))
 }
 
 /// x rows moe_up_ex stages at a time (`MOE_EX_TOK`), and the most bytes of a weight row
@@ -120,12 +115,7 @@ fn expert_major(c: &MoeCall<'_>, es: usize, rows: usize) -> bool {
 /// default 64; a huge value keeps the CUDA-core kernels, for comparisons).
 fn tc_from() -> usize {
     static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("ETCH_MOE_TC_FROM")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(64)
-    })
+    *N.get_or_init(|| super::env_usize("ETCH_MOE_TC_FROM", 64))
 }
 
 /// moe_tc.cu's tiles: pairs per tile (`MOE_TC_BM`), k per stage (`MOE_TC_BK`), and the
