@@ -411,23 +411,17 @@ pub(crate) fn gated_delta_rule_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let op = ctx.op_name();
     let c = gated_delta_rule_call(ctx)?;
     let all = [
-        &c.out,
-        &c.final_state,
-        &c.query,
-        &c.key,
-        &c.value,
-        &c.decay,
-        &c.beta,
-        &c.initial_state,
+        (&c.out, "out"),
+        (&c.final_state, "final_state_out"),
+        (&c.query, "query"),
+        (&c.key, "key"),
+        (&c.value, "value"),
+        (&c.decay, "decay"),
+        (&c.beta, "beta"),
+        (&c.initial_state, "initial_state"),
     ];
-    same_device(op, &all)?;
-    for (t, what) in all
-        .iter()
-        .zip(["out", "final_state_out", "query", "key", "value"])
-    {
-        etch_kernels::util::require_contiguous(op, what, t)?;
-    }
-    for (t, what) in all[5..].iter().zip(["decay", "beta", "initial_state"]) {
+    same_device(op, &all.map(|(t, _)| t))?;
+    for (t, what) in all {
         etch_kernels::util::require_contiguous(op, what, t)?;
     }
     if c.batch == 0 || c.v_dim == 0 {

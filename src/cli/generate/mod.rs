@@ -314,7 +314,7 @@ fn generate(
         p.check_ids(f, "--force-ids")?;
     }
     let warmup_prefill_s = if a.warmup {
-        warm_up(p, prompt, &s)?
+        Some(warm_up(p, prompt, &s)?)
     } else {
         None
     };
@@ -366,14 +366,14 @@ fn generate(
 /// One discarded prefill of the prompt and one decode step; returns the prefill's seconds.
 /// The timed run starts again at position 0, which overwrites what this left in the state
 /// (KV caches are read only up to the current position; recurrent states restart).
-fn warm_up(p: &mut LlmProgram, prompt: &[i64], s: &Sampling) -> Result<Option<f64>> {
+fn warm_up(p: &mut LlmProgram, prompt: &[i64], s: &Sampling) -> Result<f64> {
     let t = Instant::now();
     let next = p.prefill(prompt, s, 0.5)?;
     let secs = t.elapsed().as_secs_f64();
     if prompt.len() < p.context_len() {
         p.decode(next, prompt.len(), s, 0.5)?;
     }
-    Ok(Some(secs))
+    Ok(secs)
 }
 
 /// Writes text to stdout now.
