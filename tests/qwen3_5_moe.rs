@@ -267,8 +267,8 @@ fn lowered_program_generates_the_same_ids_on_the_simulated_device() {
     }
 }
 
-/// With `--ops cuda` every instruction is delegated (the six `etch::` ops have CUDA kernels)
-/// and the state lives on the device.
+/// With `--ops cuda` every instruction is delegated (the `etch::` ops have CUDA kernels),
+/// the state lives on the device and the linears become `etch::linear_group` calls.
 #[test]
 fn lowering_with_the_cuda_op_set_delegates_everything() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_etch"))
@@ -289,6 +289,11 @@ fn lowering_with_the_cuda_op_set_delegates_everything() {
             assert_eq!(m["host_instructions"], 0, "{m}");
             assert_eq!(m["device_state"], 10, "{m}");
             assert_eq!(m["host_state"], 0, "{m}");
+            // The 24 linears with constant weights become 11 etch::linear_group calls: per
+            // DeltaNet layer its 4 input projections and out_proj, per attention layer q/k/v
+            // and o_proj, and the LM head.
+            assert_eq!(m["linears_grouped"], 24, "{m}");
+            assert_eq!(m["linear_groups"], 11, "{m}");
         }
     }
 }

@@ -39,6 +39,11 @@ pub struct LowerArgs {
     /// One delegate per operator instead of maximal regions
     #[arg(long)]
     pub per_op: bool,
+    /// Keep `aten::linear` calls as they are (by default those with constant weights
+    /// become `etch::linear_group` calls, consecutive ones of one input merged: one GEMV
+    /// launch per group when decoding on CUDA)
+    #[arg(long)]
+    pub no_linear_groups: bool,
     /// Inputs of these methods (all without a list) are taken on the device: no copy, and
     /// the inputs are left unplanned
     #[arg(long, value_name = "M,..", num_args = 0..=1, require_equals = true)]
@@ -49,7 +54,7 @@ pub struct LowerArgs {
     /// Keep the program on the CPU; only re-plan its memory (never more bytes than before)
     #[arg(
         long,
-        conflicts_with_all = ["device", "ops", "skip_h2d_inputs", "skip_d2h_outputs", "per_op"]
+        conflicts_with_all = ["device", "ops", "skip_h2d_inputs", "skip_d2h_outputs", "per_op", "no_linear_groups"]
     )]
     pub replan_only: bool,
     /// With --replan-only: leave the method inputs unplanned (the caller binds them), as
@@ -210,6 +215,12 @@ fn lowered_text(m: &MethodLowering, device: Device) -> String {
         "  copies inserted: {} h2d, {} d2h; elided: {} upload(s) reused, {} d2h->h2d round trip(s), {} d2h not needed\n",
         m.h2d_copies, m.d2h_copies, m.uploads_reused, m.round_trips_elided, m.downloads_skipped
     ));
+    if m.linears_grouped > 0 {
+        t.push_str(&format!(
+            "  linears: {} aten::linear call(s) with constant weights became {} etch::linear_group call(s) (sibling linears of one input merged)\n",
+            m.linears_grouped, m.linear_groups
+        ));
+    }
     if m.device_positions > 0 {
         t.push_str(&format!(
             "  positions read on the device: {} reader(s) of _local_scalar_dense take the int64 element instead\n",
@@ -244,6 +255,8 @@ fn lowered_json(m: &MethodLowering) -> Json {
         "delegated_instructions": m.delegated_instructions,
         "host_instructions": m.host_instructions,
         "matmuls_rewritten": m.matmuls_rewritten,
+        "linears_grouped": m.linears_grouped,
+        "linear_groups": m.linear_groups,
         "device_positions": m.device_positions,
         "h2d_copies": m.h2d_copies,
         "d2h_copies": m.d2h_copies,
@@ -274,6 +287,7 @@ fn lower(
     opts.skip_d2h_outputs = skip(&a.skip_d2h_outputs);
     opts.alignment = alignment;
     opts.per_op = a.per_op;
+    opts.group_linears = !a.no_linear_groups;
     let summary = etch::compiler::lower(parts, &opts)?;
     text.push_str(&format!(
         "lowered {} -> {} for {device} (ops: {ops_desc})\n",

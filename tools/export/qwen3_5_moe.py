@@ -135,12 +135,14 @@ class GatedDeltaNet(nn.Module):
 
     def forward(self, x, input_pos, rope):
         B, T, _ = x.shape
+        # The four projections of x first, one after another: `etch lower` groups
+        # consecutive linears of one input into one call (one GEMV launch when decoding).
+        qkv, a, b, z = self.in_proj_qkv(x), self.in_proj_a(x), self.in_proj_b(x), self.in_proj_z(x)
         o = torch.ops.etch.gated_delta_net(
-            self.in_proj_qkv(x), self.in_proj_a(x), self.in_proj_b(x), self.conv1d.weight,
-            self.A_log, self.dt_bias, self.conv_state, self.recurrent_state, input_pos,
-            self.hk, self.dk,
+            qkv, a, b, self.conv1d.weight, self.A_log, self.dt_bias, self.conv_state,
+            self.recurrent_state, input_pos, self.hk, self.dk,
         )
-        z = self.in_proj_z(x).reshape(B, T, self.hv, self.dv)
+        z = z.reshape(B, T, self.hv, self.dv)
         return self.out_proj(self.norm(o, z).reshape(B, T, self.hv * self.dv))
 
 
@@ -166,11 +168,13 @@ class Attention(nn.Module):
 
     def forward(self, x, input_pos, rope):
         B, T, _ = x.shape
-        q, gate = torch.chunk(self.q_proj(x).view(B, T, self.hq, 2 * self.d), 2, dim=-1)
+        # The three projections first (grouped by `etch lower`, as in GatedDeltaNet).
+        qg, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q, gate = torch.chunk(qg.view(B, T, self.hq, 2 * self.d), 2, dim=-1)
         gate = gate.reshape(B, T, self.hq * self.d)
         q = self.q_norm(q)
-        k = self.k_norm(self.k_proj(x).view(B, T, self.hkv, self.d))
-        v = self.v_proj(x).view(B, T, self.hkv, self.d)
+        k = self.k_norm(k.view(B, T, self.hkv, self.d))
+        v = v.view(B, T, self.hkv, self.d)
         cos, sin = rope
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         o = torch.ops.etch.attention(q, k, v, self.k_cache, self.v_cache, input_pos, self.d ** -0.5)

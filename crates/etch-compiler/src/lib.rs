@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 mod analysis;
+mod linear_group;
 mod lower;
 pub mod planner;
 mod positions;

@@ -166,6 +166,9 @@ pub struct LowerOptions {
     /// One delegate per operator instead of maximal regions (what per-op partitioners
     /// such as upstream's test `PerAddDeviceDelegatePartitioner` produce).
     pub per_op: bool,
+    /// Turn `aten::linear` calls with constant weights into `etch::linear_group` calls
+    /// (when the device has that kernel; default on).
+    pub group_linears: bool,
 }
 
 impl LowerOptions {
@@ -178,6 +181,7 @@ impl LowerOptions {
             skip_d2h_outputs: MethodSelection::None,
             alignment: planner::DEFAULT_ALIGNMENT,
             per_op: false,
+            group_linears: true,
         }
     }
 }
@@ -221,6 +225,11 @@ pub struct MethodLowering {
     pub host_state: usize,
     /// Broadcast matmuls (`expand_copy` of a 2-D weight + `bmm`) turned into one `mm`.
     pub matmuls_rewritten: usize,
+    /// `aten::linear` calls with constant weights that became `etch::linear_group` calls
+    /// (consecutive ones of one input merged; when the device has that kernel) ...
+    pub linears_grouped: usize,
+    /// ... and how many `etch::linear_group` calls they became.
+    pub linear_groups: usize,
     /// Readers of a host-read position (`_local_scalar_dense` of an int64 element) that
     /// now take the element itself and read it on the device (`llama::` ops' `start_pos`,
     /// RoPE table slices).
@@ -533,6 +542,11 @@ fn lower_plan(
     let skip_h2d = opts.skip_h2d_inputs.applies(&name);
     let skip_d2h = opts.skip_d2h_outputs.applies(&name);
     let matmuls_rewritten = crate::rewrite::broadcast_matmul(&mut plan)?;
+    let (linears_grouped, linear_groups) = if opts.group_linears {
+        crate::linear_group::group_linears(&mut plan, &opts.supported)?
+    } else {
+        (0, 0)
+    };
     let device_positions = crate::positions::device_positions(&mut plan, &opts.supported)?;
     if skip_h2d || skip_d2h {
         crate::views::materialize(&mut plan, skip_h2d, skip_d2h)?;
@@ -548,6 +562,8 @@ fn lower_plan(
     let dev = opts.device;
     let mut out = MethodLowering {
         matmuls_rewritten,
+        linears_grouped,
+        linear_groups,
         device_positions,
         ..Default::default()
     };

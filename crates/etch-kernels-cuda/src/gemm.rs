@@ -411,7 +411,7 @@ pub(crate) fn linear_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 /// Whether a one-row linear runs on our GEMV kernel rather than cuBLAS: float32, bfloat16
 /// or float16, one dtype, contiguous, on one device; `ETCH_CUDA_GEMV=0` turns it off (for
 /// comparisons with cuBLAS).
-fn use_gemv(x: &TensorRef<'_>, w: &TensorRef<'_>, out: &TensorRef<'_>) -> bool {
+pub(crate) fn use_gemv(x: &TensorRef<'_>, w: &TensorRef<'_>, out: &TensorRef<'_>) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let on = *ON.get_or_init(|| std::env::var("ETCH_CUDA_GEMV").map_or(true, |v| v != "0"));
     let dt = out.dtype();
@@ -434,13 +434,14 @@ struct GemvArgs {
     n: i64,
     k: i64,
     beta: i32,
-    pad: i32,
+    /// 1: the weight is a constant, fetched before the kernel waits for the previous one.
+    early: i32,
 }
 // SAFETY: plain `#[repr(C)]` data laid out as the CUDA struct.
 unsafe impl cudarc::driver::DeviceRepr for GemvArgs {}
 
 /// `out[1, n] = x[1, k] @ w[n, k]^T (+ out when beta)` on the GEMV kernel (see [`use_gemv`]).
-fn gemv(
+pub(crate) fn gemv(
     ctx: &KernelContext<'_>,
     x: &TensorRef<'_>,
     w: &TensorRef<'_>,
@@ -460,7 +461,7 @@ fn gemv(
         n: n as i64,
         k: k as i64,
         beta: beta as i32,
-        pad: 0,
+        early: 0,
     };
     let cfg = cudarc::driver::LaunchConfig {
         grid_dim: (n.div_ceil(8).min(1 << 30) as u32, 1, 1),

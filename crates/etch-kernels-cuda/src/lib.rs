@@ -365,6 +365,11 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
         ),
         ("etch::sample.out", etch_ops::sample::sample_out, ETCH),
         ("etch::rope.out", etch_ops::rope::rope_out, ETCH_IO),
+        (
+            "etch::linear_group.out",
+            etch_ops::linear_group::linear_group_out,
+            ETCH_IO,
+        ),
         // update_cache copies rows of any dtype (the quantized recipe's int8 caches, f32
         // scales and int8 zero points too).
         ("llama::update_cache.out", llama::update_cache_out, ALL),
@@ -461,7 +466,8 @@ mod tests {
     use super::Family;
 
     /// Kernels launch with programmatic dependent launch, so each must wait for the
-    /// previous grid before it touches memory: `PDL_ENTRY()` opens every kernel body.
+    /// previous grid before it touches memory: `PDL_ENTRY()` opens every kernel body (or
+    /// `PDL_EARLY()`, for the GEMVs that fetch weights before they wait).
     #[test]
     fn every_kernel_waits_for_the_previous_grid_first() {
         for &f in Family::ALL {
@@ -471,8 +477,11 @@ mod tests {
                 let after = &rest[i..];
                 let body = after.find('{').expect("kernel body");
                 let first = after[body + 1..].trim_start_matches([' ', '\n', '\\']);
+                // Or PDL_EARLY() in a family whose source waits (PDL_WAIT) after reading
+                // only constants.
+                let early = first.starts_with("PDL_EARLY();") && src.contains("PDL_WAIT();");
                 assert!(
-                    first.starts_with("PDL_ENTRY();"),
+                    first.starts_with("PDL_ENTRY();") || early,
                     "{f:?}: kernel does not start with PDL_ENTRY(): {}",
                     &after[..body.min(120)]
                 );

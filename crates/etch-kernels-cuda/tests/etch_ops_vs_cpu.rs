@@ -168,6 +168,32 @@ fn etch_ops_match_the_cpu_at_model_sizes() {
             &args,
         );
     }
+    // etch::linear_group: one row at the Gated DeltaNet's projection sizes (one
+    // gemv_group launch), the attention's three, a single linear, and 5 rows (cuBLAS).
+    for (dt, m, ns) in [
+        (BF16, 1, &[8192usize, 32, 32, 4096][..]),
+        (F32, 1, &[8192, 512, 512][..]),
+        (F16, 1, &[100][..]),
+        (BF16, 5, &[640, 32, 256][..]),
+    ] {
+        let k = 2048;
+        let ws = ns
+            .iter()
+            .map(|&n| rand(&mut rng, dt, &[n, k], 0.05))
+            .collect();
+        let args = [
+            A::In(rand(&mut rng, dt, &[1, m, k], 1.0)),
+            A::InList(ws),
+            A::OutList(dt, ns.iter().map(|&n| vec![1, m, n]).collect()),
+        ];
+        check(
+            regs,
+            &devs,
+            &format!("linear_group {dt} rows={m} outs={ns:?}"),
+            "etch::linear_group.out",
+            &args,
+        );
+    }
     let l = logits(&mut rng, BF16, 2);
     // Greedy; top-k 20 with top-p (shared-memory path); all tokens, top-p 0.9 and all
     // tokens, top-k 2000 (digit searches).

@@ -497,27 +497,45 @@ fn linear_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let w = ctx.tensor(1)?;
     let bias = ctx.opt_tensor(2)?;
     need_dim(OP, "weight", &w, 2)?;
-    require_contiguous(OP, "input", &x)?;
     if x.dim() == 0 {
         return Err(Error::invalid_argument(format!(
             "{OP}: input must have at least 1 dim"
         )));
     }
+    let mut oshape = Shape::from_slice(x.sizes())?;
+    let last = oshape.len() - 1;
+    oshape[last] = w.sizes()[0];
+    let mut out = ctx.resize_out(3, &oshape)?;
+    linear_into(OP, &x, &w, bias, &mut out)
+}
+
+/// `out = x @ w^T (+ bias)` into `out`, already shaped `[..., N]` (`aten::linear`, and each
+/// linear of `etch::linear_group`).
+pub(crate) fn linear_into(
+    op: &str,
+    x: &TensorRef<'_>,
+    w: &TensorRef<'_>,
+    bias: Option<TensorRef<'_>>,
+    out: &mut TensorRef<'_>,
+) -> Result<()> {
+    need_dim(op, "weight", w, 2)?;
+    require_contiguous(op, "input", x)?;
+    if x.dim() == 0 {
+        return Err(Error::invalid_argument(format!(
+            "{op}: input must have at least 1 dim"
+        )));
+    }
     let kdim = x.sizes()[x.dim() - 1];
     if w.sizes()[1] != kdim {
         return Err(Error::invalid_argument(format!(
-            "{OP}: input {:?} and weight {:?} do not match",
+            "{op}: input {:?} and weight {:?} do not match",
             x.sizes(),
             w.sizes()
         )));
     }
     let n = w.sizes()[0];
     let m = x.numel() / kdim.max(1);
-    let mut oshape = Shape::from_slice(x.sizes())?;
-    let last = oshape.len() - 1;
-    oshape[last] = n;
-    let mut out = ctx.resize_out(3, &oshape)?;
-    require_contiguous(OP, "out", &out)?;
+    require_contiguous(op, "out", out)?;
     let m = if kdim == 0 { out.numel() / n.max(1) } else { m };
     let d = GemmDims {
         batch: 1,
@@ -527,7 +545,7 @@ fn linear_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     };
     let bias = match bias {
         Some(t) => {
-            let strides = bias_strides(OP, &t, &[m, n])?;
+            let strides = bias_strides(op, &t, &[m, n])?;
             Some(Bias {
                 t,
                 strides,
@@ -537,18 +555,7 @@ fn linear_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         None => None,
     };
     let sw = [0, w.strides()[1], w.strides()[0]];
-    matmul(
-        OP,
-        d,
-        &x,
-        [0, kdim, 1],
-        &w,
-        sw,
-        bias,
-        1.0,
-        &mut out,
-        [0, n, 1],
-    )
+    matmul(op, d, x, [0, kdim, 1], w, sw, bias, 1.0, out, [0, n, 1])
 }
 
 /// Registers this module's kernels.

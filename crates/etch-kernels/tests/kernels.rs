@@ -245,6 +245,63 @@ fn matmul_family() {
     assert_eq!(e.get::<f32>(lo), vec![1.5, 4.5, 4.5, 10.5]);
 }
 
+/// `etch::linear_group` (made by `etch lower` from sibling linears) gives each output
+/// exactly what `aten::linear` gives for its pair, for f32 and bf16, one row or several;
+/// mismatched weights, no weights and K = 0 are errors.
+#[test]
+fn linear_group_equals_its_linears() {
+    for (dt, rows) in [
+        (ScalarType::Float, 1),
+        (ScalarType::Float, 3),
+        (ScalarType::BFloat16, 2),
+    ] {
+        let mut e = Env::default();
+        let k = 37;
+        let t = |e: &mut Env, n: usize, seed: usize| {
+            let v = inp(n, seed);
+            match dt {
+                ScalarType::Float => e.t(&v, &[n / k, k]),
+                _ => e.t(
+                    &v.iter()
+                        .map(|&x| etch_core::bf16::from_f32(x))
+                        .collect::<Vec<_>>(),
+                    &[n / k, k],
+                ),
+            }
+        };
+        let x = t(&mut e, rows * k, 1);
+        let ns = [5usize, 1, 64];
+        let ws: Vec<u32> = ns
+            .iter()
+            .enumerate()
+            .map(|(j, &n)| t(&mut e, n * k, 2 + j))
+            .collect();
+        let outs: Vec<u32> = ns.iter().map(|&n| e.out(dt, &[rows, n])).collect();
+        let (wl, ol) = (e.list(&ws), e.list(&outs));
+        e.run("etch::linear_group.out", &[x, wl, ol]).unwrap();
+        for (j, &n) in ns.iter().enumerate() {
+            let (none, o) = (e.none(), e.out(dt, &[rows, n]));
+            e.run("aten::linear.out", &[x, ws[j], none, o, o]).unwrap();
+            assert_eq!(e.getf(outs[j]), e.getf(o), "{dt} rows {rows} linear {j}");
+        }
+        let bad = t(&mut e, 4 * (k - 1) + 4, 9);
+        let (bl, ol1, empty, eo) = (
+            e.list(&[ws[0], bad]),
+            e.list(&outs[..2]),
+            e.list(&[]),
+            e.list(&[]),
+        );
+        code(
+            e.run("etch::linear_group.out", &[x, bl, ol1]),
+            ErrorCode::InvalidArgument,
+        );
+        code(
+            e.run("etch::linear_group.out", &[x, empty, eo]),
+            ErrorCode::InvalidArgument,
+        );
+    }
+}
+
 #[test]
 fn convolution_matches_pytorch() {
     let mut e = Env::default();

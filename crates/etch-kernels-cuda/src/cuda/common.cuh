@@ -42,6 +42,10 @@ struct Geo {
 #define PDL_TRIGGER() do {} while (0)
 #endif
 #define PDL_ENTRY() do { PDL_WAIT(); PDL_TRIGGER(); } while (0)
+// For kernels that read constants (weights, which no kernel writes) before waiting: the
+// entry point starts with PDL_EARLY() and the body calls PDL_WAIT() before it reads or
+// writes anything else (linalg.cu's GEMVs).
+#define PDL_EARLY() PDL_TRIGGER()
 #define GRID_LOOP(i, n) for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
 
 __device__ __forceinline__ float h2f(u16 h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }

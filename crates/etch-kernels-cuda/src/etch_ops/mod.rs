@@ -1,5 +1,6 @@
 //! etch's own `etch::` ops on CUDA, one module and one CUDA source each (`gdn.cu`, `moe.cu`,
-//! `attention.cu`, `rope.cu`, `sample.cu`, sharing `io.cuh`). Arguments are decoded and checked by the
+//! `attention.cu`, `rope.cu`, `sample.cu`, sharing `io.cuh`; `etch::linear_group`'s GEMV is
+//! in `linalg.cu`). Arguments are decoded and checked by the
 //! CPU kernels' `*_call` functions (`etch_kernels::etch_ops`), the math follows the CPU
 //! kernels (float32 accumulation, rounding to the IO dtype at the same points), and values
 //! held in tensors (`input_pos`, the sampling parameters) are read on the device, so no
@@ -8,6 +9,7 @@
 
 pub(crate) mod attention;
 pub(crate) mod gdn;
+pub(crate) mod linear_group;
 pub(crate) mod moe;
 pub(crate) mod rope;
 pub(crate) mod sample;

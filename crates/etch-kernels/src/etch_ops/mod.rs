@@ -14,6 +14,8 @@
 //!   RMSNorms as one kernel each.
 //! - [`rope`]: `etch::rope.out`, rotate-half rotary embedding on the first `R` features
 //!   of each head (partial RoPE).
+//! - [`linear_group`]: `etch::linear_group.out`, several bias-free linears of one input in
+//!   one call (made by `etch lower` from consecutive `aten::linear` calls).
 //! - [`sample`]: `etch::sample.out`, next-token sampling (greedy, temperature, top-k,
 //!   top-p) with a uniform number from the host.
 //!
@@ -22,6 +24,7 @@
 
 pub mod attention;
 pub mod gdn;
+pub mod linear_group;
 pub mod moe;
 pub mod norm;
 pub mod rope;
@@ -39,6 +42,7 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     reg.register("etch::rms_norm_gated.out", norm::rms_norm_gated_out)?;
     reg.register("etch::add_rms_norm.out", norm::add_rms_norm_out)?;
     reg.register("etch::rope.out", rope::rope_out)?;
+    reg.register("etch::linear_group.out", linear_group::linear_group_out)?;
     Ok(())
 }
 
