@@ -72,8 +72,8 @@ for i in \$(seq 0 \$((ngpu - 1))); do
   ETCH_CUDA_DEVICE=\$i .gpu/cuda-kernel-tests --test-threads=1 --nocapture || status=1
   echo "== etch:: CUDA kernels vs CPU kernels at the model's sizes on cuda:\$i"
   ETCH_CUDA_DEVICE=\$i .gpu/cuda-etch-ops-tests --nocapture || status=1
-  echo "== the same with the opt-in chunked delta rule (ETCH_GDN_CHUNK_FROM=64)"
-  ETCH_GDN_CHUNK_FROM=64 ETCH_CUDA_DEVICE=\$i .gpu/cuda-etch-ops-tests --nocapture || status=1
+  echo "== the same with the token-by-token delta rule for every call (ETCH_GDN_CHUNK_FROM=huge)"
+  ETCH_GDN_CHUNK_FROM=1000000000 ETCH_CUDA_DEVICE=\$i .gpu/cuda-etch-ops-tests --nocapture || status=1
   echo "== llama:: / quantized_decomposed:: CUDA kernels vs CPU kernels at Llama-3.2-1B sizes on cuda:\$i"
   ETCH_CUDA_DEVICE=\$i .gpu/cuda-llama-ops-tests --nocapture || status=1
 done

@@ -24,7 +24,7 @@ if has prefill; then
 # one call), A/B of the MoE prefill paths, then ncu over the prefill's kernels.
 IDS=$(python3 -c "import torch; g=torch.Generator().manual_seed(0); print(','.join(map(str, torch.randint(0, 248320, (1, 1024), generator=g)[0].tolist())))")
 pre() { echo "== prefill 1024 $*"; env "$@" timeout 100 $B/etch generate /tmp/q.cuda.pte --weights $C --prompt-ids "$IDS" --max-new-tokens 2 --warmup --json | python3 -c "import json,sys; d=json.load(sys.stdin); print('prefill tok/s', round(d['prefill_tok_s'],1), 'cold', round(1024 / d['warmup_prefill_s'],1))"; }
-pre X=1; pre ETCH_GDN_CHUNK_FROM=64; pre ETCH_MOE_TC_FROM=1000000000; pre ETCH_MOE_TC_FROM=1000000000 ETCH_MOE_BY_EXPERT_FROM=1000000000; pre ETCH_GDN_CHUNK_FROM=64
+pre X=1; pre ETCH_GDN_CHUNK_FROM=1000000000; pre ETCH_MOE_TC_FROM=1000000000; pre ETCH_MOE_TC_FROM=1000000000 ETCH_MOE_BY_EXPERT_FROM=1000000000; pre X=1
 echo "== ncu, prefill 1024"
 timeout 300 /usr/local/cuda/bin/ncu --metrics gpu__time_duration.sum --csv --print-units base $B/etch generate /tmp/q.cuda.pte --weights $C --prompt-ids "$IDS" --max-new-tokens 1 --no-cuda-graphs > $OUT/ncu_prefill.csv 2> $OUT/ncu_prefill.err
 echo "rc=$?"; python3 $B/ncu_sum.py $OUT/ncu_prefill.csv --top 30

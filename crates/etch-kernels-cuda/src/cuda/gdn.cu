@@ -1,5 +1,5 @@
 // etch::gated_delta_net (etch_kernels::etch_ops::gdn has the math and the CPU kernel).
-// Calls of ETCH_GDN_CHUNK_FROM tokens and more (opt-in: not yet run on a GPU) with
+// Calls of ETCH_GDN_CHUNK_FROM tokens and more (default 64) with
 // head_k_dim and head_v_dim <= 128 take the chunked delta rule of gdn_chunk.cu (compiled
 // after this file: prep, W/U, state and output kernels per pass of up to 1024 tokens, then
 // gdn_conv_state). Other calls (decode) take two kernels on one stream:

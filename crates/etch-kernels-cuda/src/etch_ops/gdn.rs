@@ -3,7 +3,7 @@
 //! columns), its state columns in registers, looping over the tokens (the conv, SiLU and
 //! q/k L2 norm computed on the fly), which then shifts the conv inputs into `conv_state`
 //! (or a kernel of its own does). `input_pos` is read on the device (0: both states start
-//! from zero). Prefill (`ETCH_GDN_CHUNK_FROM` tokens and more; opt-in) takes the chunked delta rule
+//! from zero). Prefill (from `ETCH_GDN_CHUNK_FROM` tokens, default 64) takes the chunked delta rule
 //! (gdn_chunk.cu): per pass of up to 1024 tokens a prep kernel (conv, SiLU, norms, gates
 //! into the scratch), the chunks' W / U / P, the state walk over the chunks, the outputs;
 //! then the conv_state shift.
@@ -86,12 +86,12 @@ const CHUNK_COLS: usize = 32;
 const PASS: usize = 1024;
 const CHUNK_THREADS: u32 = 256;
 
-/// Tokens from which calls take the chunked delta rule (`ETCH_GDN_CHUNK_FROM`, e.g. 64).
-/// Off by default until the kernels have run on a GPU: they were checked by NVRTC and by
-/// a CPU emulation of the kernel code only.
+/// Tokens from which calls take the chunked delta rule (`ETCH_GDN_CHUNK_FROM`, default
+/// 64, the chunk; a huge value keeps the token-by-token kernel, for comparisons). Checked
+/// against the CPU kernel on the H200 (`bench/gpu/2026-12-01-h200-session8-linear-groups.log`).
 fn chunk_from() -> usize {
     static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *N.get_or_init(|| super::env_usize("ETCH_GDN_CHUNK_FROM", usize::MAX))
+    *N.get_or_init(|| super::env_usize("ETCH_GDN_CHUNK_FROM", CHUNK))
 }
 
 /// Whether gdn_recur shifts conv_state itself (`ETCH_GDN_FUSE=0`: a kernel of its own, for
