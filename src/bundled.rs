@@ -18,8 +18,9 @@
 //! `|actual - expected| <= atol + |rtol * expected|` (the difference of two Floats is taken
 //! in single precision, as upstream does), or both are NaN, or both are infinities of one
 //! sign; with `rtol` and `atol` both 0 they must be equal. Every other dtype, BFloat16
-//! included, must match exactly, as upstream compares them with `memcmp`. Upstream also
-//! counts NaN against an infinity of its sign test as close; here NaN matches only NaN.
+//! included, must match exactly, as upstream compares them with `memcmp`. One deliberate
+//! difference: upstream's infinity test also lets NaN pass against `-inf` (it reads NaN as
+//! not positive); here NaN matches only NaN.
 //! A `.bpte` stores no tolerances: the runner picks them, upstream's default being
 //! [`Tolerance::default`] (`rtol` 1e-5, `atol` 1e-8).
 
