@@ -22,6 +22,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+pub mod bundled;
 mod module;
 pub mod npy;
 

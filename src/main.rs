@@ -32,6 +32,10 @@ enum Command {
     /// prefill/decode convention)
     #[command(args_override_self = true, long_about = cli::generate::LONG_ABOUT)]
     Generate(Box<cli::generate::GenerateArgs>),
+    /// Run the test cases of a bundled program (.bpte) and compare every output with the
+    /// expected one; exits with 1 when a case fails
+    #[command(args_override_self = true)]
+    Test(cli::test::TestArgs),
     /// List the portable CPU operators
     Ops,
     /// List the CPU and the CUDA devices (or why there is none)
@@ -59,6 +63,12 @@ fn main() {
         Command::Bench(a) => cli::bench::cmd_bench(a),
         Command::Lower(a) => cli::lower::cmd_lower(a),
         Command::Generate(a) => cli::generate::cmd_generate(a),
+        Command::Test(a) => match cli::test::cmd_test(a) {
+            Ok(true) => Ok(()),
+            // The report names the failing cases.
+            Ok(false) => std::process::exit(1),
+            Err(e) => Err(e),
+        },
         Command::Ops => cli::devices::cmd_ops(),
         Command::Devices => cli::devices::cmd_devices(),
     };

@@ -8,6 +8,7 @@ pub mod inspect;
 pub mod lower;
 pub mod progress;
 pub mod run;
+pub mod test;
 
 use etch::{Device, DeviceType, Error, Module, Result, SimulatedAllocator};
 use progress::Progress;
@@ -32,6 +33,13 @@ pub struct ModelOpts {
     /// declares (by default a dtype mismatch is an error)
     #[arg(long)]
     pub convert_dtype: bool,
+    #[command(flatten)]
+    pub device: DeviceOpts,
+}
+
+/// Where device programs run (`run`, `bench`, `generate`, `test`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct DeviceOpts {
     /// Run device programs on a simulated CUDA device: host memory behind a tracking
     /// allocator; inputs the method expects on the device are staged through it and device
     /// outputs copied back
@@ -41,6 +49,37 @@ pub struct ModelOpts {
     /// is recorded as a CUDA graph and replayed; ETCH_CUDA_GRAPHS=0 does the same as this flag
     #[arg(long)]
     pub no_cuda_graphs: bool,
+}
+
+impl DeviceOpts {
+    /// Applies the options to a module: CUDA graphs off, the simulated device registry.
+    pub fn apply(&self, module: Module) -> Result<Opened> {
+        if self.no_cuda_graphs {
+            etch::set_cuda_graphs(false);
+        }
+        if self.simulate_device.is_none() {
+            return Ok(Opened {
+                module,
+                simulated: None,
+            });
+        }
+        let registry = etch::DeviceRegistry::new();
+        let sim = Arc::new(SimulatedAllocator::new(8));
+        registry.register(sim.clone())?;
+        Ok(Opened {
+            module: module.with_devices(Arc::new(registry)),
+            simulated: Some(sim),
+        })
+    }
+}
+
+/// The simulated device's counters, as `run` and `test` print them.
+pub fn simulated_stats_line(sim: &SimulatedAllocator) -> String {
+    let s = sim.stats();
+    format!(
+        "simulated cuda: {} allocations ({} live), {} H2D copies ({} bytes), {} D2H copies ({} bytes)",
+        s.allocations, s.live_allocations, s.h2d_copies, s.h2d_bytes, s.d2h_copies, s.d2h_bytes
+    )
 }
 
 /// `--simulate-device`: a CUDA device name (`cuda`, `cuda:0`).
@@ -68,19 +107,11 @@ pub struct Opened {
 impl ModelOpts {
     /// Opens the model with its device and data options.
     pub fn open(&self, progress: &Progress) -> Result<Opened> {
-        if self.no_cuda_graphs {
-            etch::set_cuda_graphs(false);
-        }
         progress.step(format!("opening {}", self.model.display()));
-        let mut module = Module::from_file(&self.model)?;
-        let mut simulated = None;
-        if self.simulate_device.is_some() {
-            let registry = etch::DeviceRegistry::new();
-            let sim = Arc::new(SimulatedAllocator::new(8));
-            registry.register(sim.clone())?;
-            module = module.with_devices(Arc::new(registry));
-            simulated = Some(sim);
-        }
+        let Opened {
+            mut module,
+            simulated,
+        } = self.device.apply(Module::from_file(&self.model)?)?;
         for d in &self.data {
             progress.step(format!("mapping {}", d.display()));
             module = module.with_data_file(d)?;

@@ -299,17 +299,6 @@ fn value_to_npy(v: &Value) -> Result<Option<Tensor>> {
     }))
 }
 
-/// The method's outputs, device tensors copied to the host.
-fn host_outputs(m: &mut etch::Method) -> Result<Vec<Value>> {
-    m.output_values()?
-        .into_iter()
-        .map(|v| match v {
-            Value::Tensor(t) if !t.is_cpu() => t.to_cpu().map(Value::Tensor),
-            other => Ok(other),
-        })
-        .collect()
-}
-
 /// Writes `{prefix}output_{i}.npy` for each tensor or scalar output into `dir`.
 fn write_outputs(dir: &std::path::Path, prefix: &str, outputs: &[Value]) -> Result<()> {
     std::fs::create_dir_all(dir)
@@ -340,7 +329,7 @@ fn run_sequence(
             if round + 1 < a.iterations {
                 continue;
             }
-            let outputs = host_outputs(m)?;
+            let outputs = m.host_output_values()?;
             println!("method {name}:");
             for (i, v) in outputs.iter().enumerate() {
                 println!("  {}", summarize(i, v));
@@ -393,7 +382,7 @@ pub fn cmd_run(a: &RunArgs) -> Result<()> {
     }
     let m = module.method(&method)?;
     let times = timed_runs(m, &inputs, a.iterations)?;
-    let outputs = host_outputs(m)?;
+    let outputs = m.host_output_values()?;
     for (i, v) in outputs.iter().enumerate() {
         println!("{}", summarize(i, v));
     }
@@ -410,11 +399,7 @@ pub fn cmd_run(a: &RunArgs) -> Result<()> {
         a.iterations
     );
     if let Some(sim) = simulated {
-        let s = sim.stats();
-        println!(
-            "simulated cuda: {} allocations ({} live), {} H2D copies ({} bytes), {} D2H copies ({} bytes)",
-            s.allocations, s.live_allocations, s.h2d_copies, s.h2d_bytes, s.d2h_copies, s.d2h_bytes
-        );
+        println!("{}", super::simulated_stats_line(&sim));
     }
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! Where a program's bytes come from: a memory-mapped file or an owned, aligned buffer.
 
 use etch_core::{AlignedBuf, Error, Result};
+use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Bytes of a `.pte`, `.ptd` or `.safetensors` file, kept alive as long as anything refers
 /// to them.
@@ -11,6 +13,9 @@ pub enum DataSource {
     Mapped(memmap2::MmapMut, std::fs::File),
     /// A copy in aligned host memory (for callers that hand over bytes).
     Owned(AlignedBuf),
+    /// A range of another source, zero-copy: a program embedded in a bundled program
+    /// (`.bpte`). The range was checked against the parent when it was made.
+    Slice(Arc<DataSource>, Range<usize>),
 }
 
 impl DataSource {
@@ -39,11 +44,27 @@ impl DataSource {
         Ok(DataSource::Owned(AlignedBuf::from_bytes(bytes)?))
     }
 
+    /// Bytes `range` of `parent`, without copying; an error when the range lies outside it.
+    pub fn slice(parent: Arc<DataSource>, range: Range<usize>) -> Result<Self> {
+        if range.start > range.end || range.end > parent.len() {
+            return Err(Error::invalid_program(format!(
+                "range [{}, {}) lies outside the {}-byte source",
+                range.start,
+                range.end,
+                parent.len()
+            )));
+        }
+        Ok(DataSource::Slice(parent, range))
+    }
+
     /// The bytes.
     pub fn bytes(&self) -> &[u8] {
         match self {
             DataSource::Mapped(m, _) => m,
             DataSource::Owned(b) => b.as_slice(),
+            // The range was checked against the parent in `slice`; `get` keeps this
+            // panic-free regardless.
+            DataSource::Slice(parent, range) => parent.bytes().get(range.clone()).unwrap_or(&[]),
         }
     }
 
@@ -55,6 +76,7 @@ impl DataSource {
     pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
         let range = etch_core::source::checked_source_range(offset, dst.len(), self.len())?;
         match self {
+            DataSource::Slice(parent, r) => parent.read_at(r.start + offset, dst),
             #[cfg(unix)]
             DataSource::Mapped(_, file) => {
                 use std::os::unix::fs::FileExt;
@@ -76,6 +98,12 @@ impl DataSource {
     /// Asks the OS to read `[offset, offset + len)` of a mapped file into the page cache
     /// soon (`madvise(MADV_WILLNEED)`); a hint, ignored where unsupported.
     pub fn prefetch(&self, offset: usize, len: usize) {
+        if let DataSource::Slice(parent, r) = self {
+            if offset.checked_add(len).is_some_and(|end| end <= r.len()) {
+                parent.prefetch(r.start + offset, len);
+            }
+            return;
+        }
         #[cfg(unix)]
         if let DataSource::Mapped(m, _) = self
             && offset.checked_add(len).is_some_and(|end| end <= m.len())

@@ -7,9 +7,11 @@
 //! checks the file identifier, the extended header and every segment's range before any
 //! of it is used, and gives out data (constants, delegate blobs, named data) only as
 //! slices that were range-checked against the file. [`ProgramParts`] writes programs back
-//! in the same layout.
+//! in the same layout. [`BundledProgram`] reads bundled programs (`.bpte`: a program with
+//! test cases for its methods).
 #![warn(missing_docs)]
 
+mod bundled;
 mod data;
 mod program;
 mod ptd;
@@ -26,12 +28,18 @@ mod write;
 )]
 mod generated;
 
-/// The generated flatbuffer schema (`executorch_flatbuffer` and `flat_tensor_flatbuffer`).
+/// The generated flatbuffer schema (`executorch_flatbuffer`, `flat_tensor_flatbuffer` and
+/// `bundled_program_flatbuffer`).
 pub mod schema {
+    pub use crate::generated::bundled_program_flatbuffer as bundled;
     pub use crate::generated::executorch_flatbuffer as pte;
     pub use crate::generated::flat_tensor_flatbuffer as ptd;
 }
 
+pub use bundled::{
+    BUNDLED_PROGRAM_IDENTIFIER, BundledProgram, BundledTensor, BundledTestCase, BundledValue,
+    EMBEDDED_PROGRAM_ALIGNMENT, MethodTestSuite,
+};
 pub use data::DataSource;
 pub use program::{ExtendedHeader, Program, TensorLayout};
 pub use ptd::{NamedBlob, NamedDataMap, PtdFile, TensorSource};

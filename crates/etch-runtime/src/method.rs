@@ -1259,6 +1259,18 @@ impl Method {
             .map(|i| self.output_value(i))
             .collect()
     }
+
+    /// All outputs, copied to the host: device tensors are copied back through their
+    /// allocator, so every tensor can be read.
+    pub fn host_output_values(&self) -> Result<Vec<Value>> {
+        self.output_values()?
+            .into_iter()
+            .map(|v| match v {
+                Value::Tensor(t) if !t.is_cpu() => t.to_cpu().map(Value::Tensor),
+                other => Ok(other),
+            })
+            .collect()
+    }
 }
 
 /// Byte range of a tensor's memory, if it has any.
