@@ -10,6 +10,8 @@
 //   one split the block writes the output row; with several (flash-decoding, chosen by
 //   the host for few rows) it writes (max, sum, acc[D]) partials and attn_combine_*
 //   merges them.
+// - attn_fwd_heads_*: many query rows (one split) and 2 to 8 query heads a KV head:
+//   grid (B*T*Hkv), one warp per query head of the group, see there.
 // NaN scores make the row NaN, as on the CPU.
 
 // ATTN_MAXD, ATTN_WARPS, attn_dims, attn_add, attn_max and attn_weight: attn.cuh.
@@ -76,6 +78,35 @@ template <int DT> __device__ void attn_fwd(const AttnArgs& a) {
     attn_block_finish<DT>(st, acc, per, a.dim, a.out, row, part);
 }
 IO_KERNELS(attn_fwd, AttnArgs, 256)
+
+// Many query rows (prefill, one key split): block (b, t, KV head g) with one warp per query
+// head of the group, each attending its row to all keys 0..=pos+t: the group's warps read
+// each K and V row together (an L1 hit for all but the first) instead of one block per
+// query row reading it from L2, which bounded attn_fwd (8.6 GB of L2 reads for a
+// 1024-token prefill of 16 heads over 2 KV heads).
+template <int DT> __device__ void attn_fwd_heads(const AttnArgs& a) {
+    const i64 pos = *a.pos;
+    if (!attn_pos_ok(a, pos)) return;
+    const i64 gs = a.hq / a.hkv, g = blockIdx.x % a.hkv;
+    const i64 t = (blockIdx.x / a.hkv) % a.seq, b = blockIdx.x / (a.hkv * a.seq);
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const i64 row = (b * a.seq + t) * a.hq + g * gs + w;
+    const int per = (int)((a.dim + 31) / 32);
+    float qx[8], acc[8];
+    attn_dims<DT>(a.q, row * a.dim, lane, per, a.dim, qx);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] = 0.0f;
+    AttnState st = {-1.0f / 0.0f, 0.0f};
+    const AttnKeys kk = {a.kc, a.vc, 0, (b * a.cache * a.hkv + g) * a.dim, a.hkv * a.dim, 0};
+    attn_keys_warp<DT>(kk, qx, 0, pos + t + 1, a.scale, per, a.dim, st, acc, 0, 1);
+    // One warp's state: the normalised row, rounded once (st.l > 0: key 0 is always seen).
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+        const i64 d = (i64)lane * per + e;
+        if (e < per && d < a.dim) io_st<DT>(a.out, row * a.dim + d, acc[e] * (1.0f / st.l));
+    }
+}
+IO_KERNELS(attn_fwd_heads, AttnArgs, 256)
 
 // Merges the partials of query row blockIdx.x over the splits that hold keys.
 template <int DT> __device__ void attn_combine(const AttnArgs& a) {

@@ -57,14 +57,15 @@ struct AttnKeys {
     i64 base0, stride, mask_base;
 };
 
-// Attends this lane's query dims qx to keys k0..k1: warp w takes keys k0 + w, k0 + w + nw,
-// ..., two at a time (j and j + nw, the order one key per step would take) so that both k
-// and v rows are loaded before the reductions (four row loads in flight per lane), and adds
-// them to the warp's online-softmax state (st, acc).
+// Attends this lane's query dims qx to keys k0..k1: warp w of nw takes keys k0 + w,
+// k0 + w + nw, ..., two at a time (j and j + nw, the order one key per step would take) so
+// that both k and v rows are loaded before the reductions (four row loads in flight per
+// lane), and adds them to the warp's online-softmax state (st, acc). attn_keys: the
+// block's warps share the keys; attn_keys_warp: w and nw given (0 and 1: all of them).
 template <int DT>
-__device__ void attn_keys(const AttnKeys& kk, const float* qx, i64 k0, i64 k1, float scale,
-                          int per, i64 dim, AttnState& st, float* acc) {
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+__device__ void attn_keys_warp(const AttnKeys& kk, const float* qx, i64 k0, i64 k1, float scale,
+                               int per, i64 dim, AttnState& st, float* acc, int w, int nw) {
+    const int lane = threadIdx.x & 31;
     float x[8], x2[8], y[8], y2[8];
     for (i64 j = k0 + w; j < k1; j += 2 * nw) {
         const bool two = j + nw < k1;
@@ -91,6 +92,13 @@ __device__ void attn_keys(const AttnKeys& kk, const float* qx, i64 k0, i64 k1, f
         attn_add(st, acc, s, y, per);
         if (two) attn_add(st, acc, s2, y2, per);
     }
+}
+
+template <int DT>
+__device__ __forceinline__ void attn_keys(const AttnKeys& kk, const float* qx, i64 k0, i64 k1,
+                                          float scale, int per, i64 dim, AttnState& st,
+                                          float* acc) {
+    attn_keys_warp<DT>(kk, qx, k0, k1, scale, per, dim, st, acc, threadIdx.x >> 5, blockDim.x >> 5);
 }
 
 // Merges the block's warp states (each warp's (st, acc), lane l holding dims l*per..) and

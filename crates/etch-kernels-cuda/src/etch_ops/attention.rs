@@ -3,7 +3,8 @@
 //! position sets the device error word and nothing is written), then causal GQA attention
 //! with an online softmax, one block per query row and key split. Few query rows (decode)
 //! split the keys over several blocks (flash-decoding) whose partials a second kernel
-//! merges; the split is chosen from the shapes alone.
+//! merges; the split is chosen from the shapes alone. Many rows (prefill) take one block
+//! per (token, KV head) with a warp per query head of the group.
 
 use super::{bytes, carve, grid_dim, io_kernel};
 use crate::Family;
@@ -64,6 +65,13 @@ pub(crate) fn split_keys(rows: usize, cache: usize) -> (usize, usize) {
     (cache.div_ceil(chunk), chunk)
 }
 
+/// Whether one-split calls take `attn_fwd_heads` (`ETCH_ATTN_HEADS=0`: the row-per-block
+/// kernel, for comparisons).
+fn by_heads() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ETCH_ATTN_HEADS").map_or(true, |v| v != "0"))
+}
+
 /// `etch::attention.out` on CUDA.
 pub(crate) fn attention_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let op = ctx.op_name();
@@ -88,7 +96,23 @@ pub(crate) fn attention_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let (splits, chunk) = split_keys(rows, cache);
     let grid_rows = grid_dim(op, "query rows", rows, i32::MAX as usize)?;
     let dt = c.q.dtype();
-    let fwd = io_kernel(op, dt, ["attn_fwd_f32", "attn_fwd_bf16", "attn_fwd_f16"])?;
+    // One split and 2 to 8 query heads a KV head: a block per (b, t, KV head), a warp
+    // per query head of the group (attn_fwd_heads), so the group shares each K/V row read.
+    let group = hq / hkv.max(1);
+    let heads = splits == 1 && (2..=8).contains(&group) && by_heads();
+    let fwd = if heads {
+        io_kernel(
+            op,
+            dt,
+            [
+                "attn_fwd_heads_f32",
+                "attn_fwd_heads_bf16",
+                "attn_fwd_heads_f16",
+            ],
+        )?
+    } else {
+        io_kernel(op, dt, ["attn_fwd_f32", "attn_fwd_bf16", "attn_fwd_f16"])?
+    };
     let combine = io_kernel(
         op,
         dt,
@@ -122,10 +146,27 @@ pub(crate) fn attention_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         es: dt.element_size() as i32,
     };
     let write_cfg = config((batch * seq * hkv * dim) as i64);
-    let fwd_cfg = LaunchConfig {
-        grid_dim: (grid_rows, splits as u32, 1),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: 0,
+    let fwd_cfg = if heads {
+        LaunchConfig {
+            grid_dim: (
+                grid_dim(
+                    op,
+                    "query tokens x KV heads",
+                    batch * seq * hkv,
+                    i32::MAX as usize,
+                )?,
+                1,
+                1,
+            ),
+            block_dim: (32 * group as u32, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    } else {
+        LaunchConfig {
+            grid_dim: (grid_rows, splits as u32, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        }
     };
     let combine_cfg = rows_config(rows, THREADS);
     with_device(ctx, c.out.device(), |mut l: Launch<'_>| {
