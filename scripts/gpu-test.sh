@@ -25,6 +25,7 @@ cp "$(exe etch-kernels-cuda op_table_cuda)" .gpu/cuda-op-table
 cp "$(exe etch-kernels-cuda etch_ops_vs_cpu)" .gpu/cuda-etch-ops-tests
 cp "$(exe etch-kernels-cuda llama_vs_cpu)" .gpu/cuda-llama-ops-tests
 cp "$(exe etch device)" .gpu/device-tests
+cp "$(exe etch device_faults)" .gpu/device-fault-tests
 cp "$(exe etch lower)" .gpu/lower-tests
 cp "$(exe etch qwen3_5_moe)" .gpu/qwen-tests
 # Exported models (tools/export/export_models.py), for `etch lower` on real CUDA; the big
@@ -78,6 +79,7 @@ for i in \$(seq 0 \$((ngpu - 1))); do
   ETCH_CUDA_DEVICE=\$i .gpu/cuda-llama-ops-tests --nocapture || status=1
 done
 echo "== device fixtures (simulated and real CUDA)"; .gpu/device-tests --test-threads=1 --nocapture || status=1
+echo "== device faults end in errors (real CUDA)"; .gpu/device-fault-tests --test-threads=1 --nocapture || status=1
 echo "== etch run on the device fixtures, real CUDA"
 for f in tests/fixtures/device/*/model.pte; do
   if [[ "\$f" == *two_gpus* && \$ngpu -lt 2 ]]; then
