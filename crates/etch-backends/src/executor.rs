@@ -343,8 +343,13 @@ impl Delegate for ExecutorDelegate {
                 args.num_args()
             )));
         }
-        self.bind(args, ni, no)?;
         let hooks = self.hooks.clone();
+        // A device delegate (with hooks) has the device's stream to itself from binding to
+        // its error check: another thread's work there would break a graph capture.
+        let _stream = hooks
+            .is_some()
+            .then(|| etch_core::lock_device(self.device.index));
+        self.bind(args, ni, no)?;
         let same = self.key == self.last_key;
         match (&self.graph, &hooks) {
             (GraphState::Recorded(g), Some(_)) if same => {

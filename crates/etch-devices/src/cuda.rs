@@ -531,6 +531,7 @@ impl CudaAllocator {
 
     /// [`CudaAllocator::copy_host_to_device_staged`] for any [`ByteSource`].
     fn copy_staged(&self, dst: *mut u8, src: &dyn ByteSource, index: i8) -> Result<()> {
+        let _stream = etch_core::lock_device(index);
         if src.is_empty() {
             return Ok(());
         }
@@ -637,6 +638,7 @@ impl DeviceAllocator for CudaAllocator {
     }
 
     fn copy_host_to_device(&self, dst: *mut u8, src: &[u8], index: i8) -> Result<()> {
+        let _stream = etch_core::lock_device(index);
         if self.staged(src) {
             return self.copy_host_to_device_staged(dst, src, index);
         }
@@ -668,6 +670,7 @@ impl DeviceAllocator for CudaAllocator {
     }
 
     fn copy_device_to_host(&self, dst: &mut [u8], src: *const u8, index: i8) -> Result<()> {
+        let _stream = etch_core::lock_device(index);
         self.copy_device_to_host_async(dst, src, index, StreamId(0))?;
         self.synchronize(index, StreamId(0))
     }
@@ -680,6 +683,9 @@ impl DeviceAllocator for CudaAllocator {
         src_index: i8,
         nbytes: usize,
     ) -> Result<()> {
+        // Both ordinals, in ascending order (see etch_core::lock_device).
+        let _first = etch_core::lock_device(dst_index.min(src_index));
+        let _second = etch_core::lock_device(dst_index.max(src_index));
         if nbytes == 0 {
             return Ok(());
         }
@@ -734,6 +740,7 @@ impl DeviceAllocator for CudaAllocator {
         index: i8,
         _stream: StreamId,
     ) -> Result<()> {
+        let _stream = etch_core::lock_device(index);
         if src.is_empty() {
             return Ok(());
         }
@@ -760,6 +767,7 @@ impl DeviceAllocator for CudaAllocator {
         index: i8,
         _stream: StreamId,
     ) -> Result<()> {
+        let _stream = etch_core::lock_device(index);
         if dst.is_empty() {
             return Ok(());
         }
