@@ -11,7 +11,8 @@
 //   the host for few rows) it writes (max, sum, acc[D]) partials and attn_combine_*
 //   merges them.
 // - attn_fwd_heads_*: many query rows (one split) and 2 to 8 query heads a KV head:
-//   grid (B*T*Hkv), one warp per query head of the group, see there.
+//   grid (B*T*Hkv), one warp per query head of the group, keys staged in shared memory,
+//   see there.
 // NaN scores make the row NaN, as on the CPU.
 
 // ATTN_MAXD, ATTN_WARPS, attn_dims, attn_add, attn_max and attn_weight: attn.cuh.
@@ -80,11 +81,46 @@ template <int DT> __device__ void attn_fwd(const AttnArgs& a) {
 IO_KERNELS(attn_fwd, AttnArgs, 256)
 
 // Many query rows (prefill, one key split): block (b, t, KV head g) with one warp per query
-// head of the group, each attending its row to all keys 0..=pos+t: the group's warps read
-// each K and V row together (an L1 hit for all but the first) instead of one block per
-// query row reading it from L2, which bounded attn_fwd (8.6 GB of L2 reads for a
-// 1024-token prefill of 16 heads over 2 KV heads).
+// head of the group, each attending its row to all keys 0..=pos+t. The block stages the
+// keys in tiles of ATTN_TILE_BYTES of K and of V in shared memory (each row read once from
+// L2 by the block, coalesced), and every warp reads its dims from there, in key order as
+// attn_keys_warp takes them: one block per query row reading every K/V row from L2 bounded
+// attn_fwd (8.6 GB of L2 reads for a 1024-token prefill of 16 heads over 2 KV heads).
+#define ATTN_TILE_BYTES 16384
+
+// Copies keys k0..k0+cnt of (batch item, KV head) into the tiles (rows of D elements).
+template <int DT>
+__device__ void attn_stage(const AttnArgs& a, i64 base0, i64 k0, i64 cnt, char* ks, char* vs) {
+    const int es = DT == DT_F32 ? 4 : 2;
+    const i64 rb = a.dim * es, stride = a.hkv * a.dim;
+    const char *kc = (const char*)a.kc, *vc = (const char*)a.vc;
+    if (rb % 16 == 0 && (stride * es) % 16 == 0 && aligned16(kc + base0 * es) &&
+        aligned16(vc + base0 * es)) {
+        const i64 per_row = rb / 16;
+        for (i64 i = threadIdx.x; i < cnt * per_row; i += blockDim.x) {
+            const i64 r = i / per_row, c = i % per_row;
+            const i64 src = (base0 + (k0 + r) * stride) * es + c * 16;
+            *(uint4*)(ks + r * rb + c * 16) = *(const uint4*)(kc + src);
+            *(uint4*)(vs + r * rb + c * 16) = *(const uint4*)(vc + src);
+        }
+        return;
+    }
+    for (i64 i = threadIdx.x; i < cnt * a.dim; i += blockDim.x) {
+        const i64 r = i / a.dim, d = i % a.dim;
+        const i64 src = base0 + (k0 + r) * stride + d;
+        if (es == 4) {
+            ((float*)ks)[i] = ((const float*)kc)[src];
+            ((float*)vs)[i] = ((const float*)vc)[src];
+        } else {
+            ((u16*)ks)[i] = ((const u16*)kc)[src];
+            ((u16*)vs)[i] = ((const u16*)vc)[src];
+        }
+    }
+}
+
 template <int DT> __device__ void attn_fwd_heads(const AttnArgs& a) {
+    __shared__ __align__(16) char ks[ATTN_TILE_BYTES];
+    __shared__ __align__(16) char vs[ATTN_TILE_BYTES];
     const i64 pos = *a.pos;
     if (!attn_pos_ok(a, pos)) return;
     const i64 gs = a.hq / a.hkv, g = blockIdx.x % a.hkv;
@@ -97,8 +133,17 @@ template <int DT> __device__ void attn_fwd_heads(const AttnArgs& a) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[e] = 0.0f;
     AttnState st = {-1.0f / 0.0f, 0.0f};
-    const AttnKeys kk = {a.kc, a.vc, 0, (b * a.cache * a.hkv + g) * a.dim, a.hkv * a.dim, 0};
-    attn_keys_warp<DT>(kk, qx, 0, pos + t + 1, a.scale, per, a.dim, st, acc, 0, 1);
+    const i64 base0 = (b * a.cache * a.hkv + g) * a.dim, n = pos + t + 1;
+    const i64 tk = ATTN_TILE_BYTES / (a.dim * (DT == DT_F32 ? 4 : 2));
+    // Tile rows j at element j * D of ks / vs.
+    const AttnKeys kk = {ks, vs, 0, 0, a.dim, 0};
+    for (i64 k0 = 0; k0 < n; k0 += tk) {
+        const i64 cnt = n - k0 < tk ? n - k0 : tk;
+        __syncthreads();  // every warp is done with the previous tile
+        attn_stage<DT>(a, base0, k0, cnt, ks, vs);
+        __syncthreads();
+        attn_keys_warp<DT>(kk, qx, 0, cnt, a.scale, per, a.dim, st, acc, 0, 1);
+    }
     // One warp's state: the normalised row, rounded once (st.l > 0: key 0 is always seen).
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
