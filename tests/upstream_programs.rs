@@ -65,10 +65,7 @@ fn parse_call(dir: &Path, c: &Json) -> Call {
 
 fn fixtures() -> Vec<Fixture> {
     let dir = upstream_dir();
-    let text = std::fs::read_to_string(dir.join("manifest.json")).expect("manifest.json");
-    let json: Json = serde_json::from_str(&text).expect("manifest parses");
-    json.as_array()
-        .expect("manifest is a list")
+    common::manifest_entries(&dir)
         .iter()
         .map(|f| Fixture {
             name: f["name"].as_str().unwrap().to_string(),
@@ -204,3 +201,80 @@ upstream_tests!(
     linear_external => "ModuleLinearProgram",
     no_op => "ModuleNoOp",
 );
+
+/// Which programs declare shared state: ModuleSharedState does (its 16-byte state
+/// buffer); a one-method program, ModuleMultipleEntry (two methods, no state) and the
+/// set_state/get_state program exported without share_mutable_buffers do not, so their
+/// methods keep their own buffers.
+#[test]
+fn only_share_mutable_buffers_programs_declare_shared_state() {
+    use etch_runtime::shared_state::declared_shared_state;
+    let declared =
+        |p: &Path| declared_shared_state(Module::from_file(p).unwrap().program()).unwrap();
+    let dir = upstream_dir();
+    assert_eq!(declared(&dir.join("ModuleSharedState.pte")), Some(16));
+    for name in [
+        "ModuleMultipleEntry",
+        "ModuleKVCacheInputPos",
+        "ModuleSimpleTrain",
+    ] {
+        assert_eq!(declared(&dir.join(format!("{name}.pte"))), None, "{name}");
+    }
+    let unshared = common::fixtures_dir().join("none_output/model.pte");
+    assert_eq!(declared(&unshared), None);
+}
+
+/// Without declared sharing, each method has its own state: the set_state/get_state
+/// program exported without share_mutable_buffers keeps get_state's buffer untouched by
+/// set_state (as upstream's Module without share_memory_arenas does).
+#[test]
+fn methods_that_do_not_declare_sharing_keep_their_own_state() {
+    let pte = common::fixtures_dir().join("none_output/model.pte");
+    let mut module = Module::from_file(&pte).unwrap();
+    let before = module.execute("get_state", &[]).unwrap();
+    let x = etch::Tensor::from_slice(&[7.0f32, 7.0], &[2]).unwrap();
+    module.execute("set_state", &[Value::Tensor(x)]).unwrap();
+    let after = module.execute("get_state", &[]).unwrap();
+    let vals = |v: &[Value]| v[0].as_tensor().unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(vals(&before), vals(&after));
+}
+
+/// ModuleAddWithDevice: the add is delegated to upstream's demo backend with a cuda:0
+/// annotation. etch reads the device annotations; running it fails with a clear error
+/// (no such backend or device), never a panic.
+#[test]
+fn device_info_program_is_read_and_fails_clearly() {
+    let fx = fixture("ModuleAddWithDevice");
+    assert!(
+        fx.skip
+            .as_deref()
+            .unwrap()
+            .contains("BackendWithCompilerDemo")
+    );
+    let mut module = open(&fx);
+    let meta = module.method_meta("forward").unwrap();
+    let delegates = meta.delegates();
+    assert_eq!(delegates.len(), 1);
+    assert_eq!(delegates[0].backend, "BackendWithCompilerDemo");
+    assert!(
+        meta.tensor_devices().iter().any(|(d, _)| !d.is_cpu()),
+        "{:?}",
+        meta.tensor_devices()
+    );
+    let e = module.load_method("forward").unwrap_err();
+    assert!(
+        e.message().contains("BackendWithCompilerDemo") || e.message().contains("cuda"),
+        "{e}"
+    );
+}
+
+/// ModuleStateful's state has no planned memory (upstream attaches some through the C++
+/// Method::get_attribute); etch reports an error instead of crashing.
+#[test]
+fn unplanned_state_fails_clearly() {
+    let fx = fixture("ModuleStateful");
+    let mut module = open(&fx);
+    let x = etch::Tensor::from_slice(&[1.0f32], &[1]).unwrap();
+    let r = module.forward(&[Value::Tensor(x)]);
+    assert!(r.is_err(), "{r:?}");
+}

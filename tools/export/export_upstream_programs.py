@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import shutil
+import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -61,20 +62,14 @@ from executorch.exir.passes import (
 )
 from executorch.runtime import Runtime
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_fixtures as ef  # noqa: E402  (helpers only; no side effects on import)
+
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 OUTDIR = os.path.join(REPO_ROOT, "tests", "fixtures", "upstream")
 
 TOL_F32 = dict(rtol=1e-5, atol=1e-5)
 TOL_F16 = dict(rtol=1e-2, atol=1e-2)
-
-DTYPE_NAMES = {
-    torch.float32: "float32",
-    torch.float16: "float16",
-    torch.float64: "float64",
-    torch.int64: "int64",
-    torch.int32: "int32",
-    torch.bool: "bool",
-}
 
 
 # ----------------------------------------------------------------------------
@@ -439,24 +434,11 @@ def call_sequence(cls) -> List[Tuple[str, Sequence[Any]]]:
 
 
 def _value_dtype(v) -> str:
-    if isinstance(v, torch.Tensor):
-        return DTYPE_NAMES[v.dtype]
-    if v is None:
-        return "none"
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int):
-        return "int"
-    if isinstance(v, float):
-        return "float"
-    raise TypeError(f"unsupported value {type(v)}")
+    return "none" if v is None else ef.dtype_name(v)
 
 
 def _save(path: str, v) -> None:
-    if isinstance(v, torch.Tensor):
-        np.save(path, v.detach().float().numpy() if v.dtype == torch.bfloat16 else v.detach().numpy())
-    else:
-        np.save(path, np.array(v))
+    np.save(path, ef.to_numpy(v))
 
 
 def _tolerance(dtypes: Sequence[str]) -> Dict[str, float]:
