@@ -71,6 +71,11 @@ impl NamedDataMap for DataFiles {
 /// Methods load on first use (or explicitly with [`Module::load_method`]) and stay loaded:
 /// their planned memory and mutable state (e.g. registered buffers updated in place)
 /// persist across executions until the module is dropped.
+///
+/// Each method owns its planned buffers, except mutable state that the program declares
+/// shared (exported with `MemoryPlanningPass(share_mutable_buffers=True)`): the methods of
+/// one module read and write that state in one buffer, so `forward` updating it is seen by
+/// `get_state` ([`etch_runtime::shared_state`] has the rule and its safety check).
 pub struct Module {
     program: Program,
     kernels: Arc<KernelRegistry>,
@@ -288,6 +293,13 @@ impl Module {
             }
             devices
         } else {
+            if self.shared_arenas.is_none() {
+                self.shared_arenas =
+                    etch_runtime::shared_state::declared_shared_state(&self.program)?
+                        .map(|size| etch_runtime::SharedArenas::shared_state(size, &self.devices()))
+                        .transpose()?
+                        .map(Arc::new);
+            }
             self.registry_for(&[self.method_meta(method)?])
         };
         Ok(self.load_config_inner(devices))

@@ -127,6 +127,36 @@ fn run_takes_a_sequence_of_methods() {
     assert!(err.contains("'set_state' 1, 'get_state' 0"), "{err}");
 }
 
+/// Upstream's ModuleSharedState (exported with share_mutable_buffers): `forward` then
+/// `get_state` on one module shows forward's update of the shared state.
+#[test]
+fn run_sequence_shares_declared_state_between_methods() {
+    let pte = fixtures_dir().join("upstream/ModuleSharedState.pte");
+    let out = tmpdir("shared_state");
+    let x = out.join("x.npy");
+    etch::npy::write(&x, &etch::Tensor::from_slice(&[2.0f32], &[1]).unwrap()).unwrap();
+    let o = etch()
+        .arg("run")
+        .arg(&pte)
+        .args(["--method", "forward", "--input"])
+        .arg(&x)
+        .args(["--method", "get_state", "--output-dir"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let read = |f: &str| {
+        etch::npy::read(out.join(f))
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap()
+    };
+    // The state starts at zero (ExecuTorch serializes no initial value for it), forward
+    // adds one and returns state + x, get_state reads the same buffer.
+    assert_eq!(read("forward_output_0.npy"), [3.0]);
+    assert_eq!(read("get_state_output_0.npy"), [1.0]);
+}
+
 #[test]
 fn run_carries_state_across_iterations() {
     let fx = manifest()

@@ -61,13 +61,20 @@ pub fn manifest() -> Vec<Fixture> {
     manifest_in(&fixtures_dir())
 }
 
+/// The entries of a fixture directory's `manifest.json`.
+pub fn manifest_entries(dir: &Path) -> Vec<Json> {
+    let text = std::fs::read_to_string(dir.join("manifest.json")).expect("manifest.json");
+    let json: Json = serde_json::from_str(&text).expect("manifest parses");
+    match json {
+        Json::Array(a) => a,
+        _ => panic!("manifest is a list"),
+    }
+}
+
 /// Reads the manifest of a fixture directory (`tests/fixtures` or `tests/fixtures/device`).
 pub fn manifest_in(dir: &Path) -> Vec<Fixture> {
     let dir = dir.to_path_buf();
-    let text = std::fs::read_to_string(dir.join("manifest.json")).expect("manifest.json");
-    let json: Json = serde_json::from_str(&text).expect("manifest parses");
-    json.as_array()
-        .expect("manifest is a list")
+    manifest_entries(&dir)
         .iter()
         .map(|f| Fixture {
             name: f["name"].as_str().unwrap().to_string(),

@@ -13,6 +13,7 @@ pub mod meta;
 pub mod method;
 pub mod parse;
 pub mod profile;
+pub mod shared_state;
 
 pub use backend::{Backend, BackendInitContext, BackendRegistry, CompileSpec, Delegate};
 pub use memory::SharedArenas;

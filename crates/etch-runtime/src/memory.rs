@@ -268,6 +268,9 @@ pub unsafe fn copy_between(
 #[derive(Default)]
 pub struct SharedArenas {
     buffers: std::collections::HashMap<(Device, usize), Arc<Buffer>>,
+    /// True when only some buffers are shared (the declared shared state, see
+    /// [`crate::shared_state`]); a method allocates the others itself.
+    partial: bool,
 }
 
 impl SharedArenas {
@@ -308,7 +311,34 @@ impl SharedArenas {
                 Arc::new(Buffer::allocate_arena(size, dev, registry)?),
             );
         }
-        Ok(SharedArenas { buffers })
+        Ok(SharedArenas {
+            buffers,
+            partial: false,
+        })
+    }
+
+    /// One shared host arena of `size` zeroed bytes for the shared-state buffer that a
+    /// program declares ([`crate::shared_state::declared_shared_state`]); each method
+    /// allocates its other buffers itself.
+    pub fn shared_state(size: u64, registry: &DeviceRegistry) -> Result<SharedArenas> {
+        let size = usize::try_from(size).map_err(|_| {
+            Error::memory_allocation_failed(format!("shared state of {size} bytes is too large"))
+        })?;
+        let buf = Buffer::allocate_arena(size, Device::CPU, registry)?;
+        let key = (Device::CPU, crate::shared_state::SHARED_STATE_BUFFER);
+        Ok(SharedArenas {
+            buffers: [(key, Arc::new(buf))].into_iter().collect(),
+            partial: true,
+        })
+    }
+
+    /// The arena for the `ordinal`-th buffer on `device`, or `None` when these arenas
+    /// share only some buffers and not this one (the method allocates it).
+    pub fn lookup(&self, device: Device, ordinal: usize, size: u64) -> Result<Option<Arc<Buffer>>> {
+        if self.partial && !self.buffers.contains_key(&(device, ordinal)) {
+            return Ok(None);
+        }
+        self.get(device, ordinal, size).map(Some)
     }
 
     /// The arena for the `ordinal`-th buffer on `device`, at least `size` bytes.

@@ -4,7 +4,7 @@
 use crate::backend::{BackendInitContext, BackendRegistry, Delegate};
 use crate::memory::{Buffer, SharedArenas, copy_between};
 use crate::meta::MethodMeta;
-use crate::parse::{DataPlacement, TensorDecl, decode_tensor, value_index};
+use crate::parse::{DataPlacement, InitialState, TensorDecl, decode_tensor, value_index};
 use etch_core::{
     ByteSource, Device, DeviceRegistry, EValue, Error, IntList, KernelContext, KernelFn,
     KernelRegistry, Prefix, Result, ScalarType, Tag, Tensor, TensorImpl, TensorRef, Value,
@@ -367,10 +367,13 @@ impl Method {
                 .target_device
                 .unwrap_or(meta.memory_planned_buffer_device(i)?);
             let size = meta.memory_planned_buffer_size(i)?;
-            if let Some(shared) = &config.shared_arenas {
-                let k = ordinals.entry(dev).or_insert(0);
-                arenas.push(shared.get(dev, *k, size)?);
-                *k += 1;
+            let k = ordinals.entry(dev).or_insert(0);
+            let ordinal = *k;
+            *k += 1;
+            if let Some(shared) = &config.shared_arenas
+                && let Some(buf) = shared.lookup(dev, ordinal, size)?
+            {
+                arenas.push(buf);
                 continue;
             }
             let size = usize::try_from(size).map_err(|_| {
@@ -762,8 +765,8 @@ impl Method {
                 initial,
             } => {
                 let ptr = planned_ptr(arenas, &d, *memory_id, *offset)?;
-                if let Some((list, idx)) = initial {
-                    let init = program.mutable_data(*list, *idx, d.nbytes)?;
+                if let Some(initial) = initial {
+                    let init = Self::initial_bytes(program, named, initial, &d)?;
                     // `planned_ptr` checked that the range lies inside the arena; the
                     // write goes through the allocator for device arenas.
                     arenas[*memory_id as usize - 1].write(*offset as usize, init)?;
@@ -801,6 +804,42 @@ impl Method {
             ptr,
             cap,
         )
+    }
+
+    /// The initial value of a planned tensor: from the program's mutable data, or (a
+    /// trainable parameter exported with external constants) from the external data.
+    fn initial_bytes<'a>(
+        program: &'a Program,
+        named: &'a ProgramNamedData<'_>,
+        initial: &InitialState,
+        d: &TensorDecl,
+    ) -> Result<&'a [u8]> {
+        let key = match initial {
+            InitialState::Mutable(list, idx) => {
+                return program.mutable_data(*list, *idx, d.nbytes);
+            }
+            InitialState::External(key) => key,
+        };
+        let expected = etch_format::TensorLayout {
+            dtype: d.dtype,
+            sizes: d.sizes.iter().map(|&s| s as i64).collect(),
+            dim_order: d.dim_order.clone(),
+        };
+        let blob = named.get_tensor(key, &expected)?.ok_or_else(|| {
+            Error::not_found(format!(
+                "the initial value of mutable tensor '{key}' is external data that was not found; pass the .ptd file that holds it (`--data model.ptd`)"
+            ))
+        })?;
+        if let Some(l) = blob.layout {
+            check_layout(key, l, d)?;
+        }
+        blob.data.get(..d.nbytes).ok_or_else(|| {
+            Error::invalid_program(format!(
+                "external tensor '{key}' has {} bytes; the tensor needs {}",
+                blob.data.len(),
+                d.nbytes
+            ))
+        })
     }
 
     /// An external constant (`.ptd`, checkpoint): a view of the host bytes for the CPU;

@@ -12,17 +12,28 @@ pub enum DataPlacement {
     /// A constant in external named data (`.ptd`), by fully qualified name.
     External(String),
     /// In planned buffer `memory_id` (1-based, internal index) at `offset`, optionally with
-    /// initial state from `mutable_data_segments[list].offsets[data_buffer_idx]`.
+    /// initial state.
     Planned {
         /// Internal buffer index (≥ 1).
         memory_id: u32,
         /// Byte offset in that buffer.
         offset: u64,
-        /// Initial state: (mutable segment list index, data buffer index).
-        initial: Option<(u64, u32)>,
+        /// Where the initial state comes from, if it has one.
+        initial: Option<InitialState>,
     },
     /// No memory at load time: an input bound later, or a view set by a kernel.
     Unbound,
+}
+
+/// The initial value of a planned (mutable) tensor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InitialState {
+    /// `mutable_data_segments[list].offsets[data_buffer_idx]` of the program.
+    Mutable(u64, u32),
+    /// External named data (`.ptd`), by fully qualified name: the trainable parameters of
+    /// a program exported with external constants are loaded into their planned memory,
+    /// as upstream's tensor parser does for an external tensor with allocation info.
+    External(String),
 }
 
 /// A serialized tensor, decoded and checked.
@@ -114,10 +125,14 @@ pub fn decode_tensor(t: &pte::TensorRef<'_>) -> Result<TensorDecl> {
             let memory_id = a.memory_id().map_err(fb_err("memory id"))?;
             let lo = a.memory_offset_low().map_err(fb_err("memory offset"))? as u64;
             let hi = a.memory_offset_high().map_err(fb_err("memory offset"))? as u64;
+            let initial = match &fqn {
+                Some(name) if external => Some(InitialState::External(name.clone())),
+                _ => (data_idx > 0).then_some(InitialState::Mutable(mutable_list, data_idx)),
+            };
             DataPlacement::Planned {
                 memory_id,
                 offset: lo | (hi << 32),
-                initial: (data_idx > 0).then_some((mutable_list, data_idx)),
+                initial,
             }
         }
         None if external => DataPlacement::External(fqn.clone().ok_or_else(|| {
