@@ -394,3 +394,31 @@ fn require_no_cuda() {
     );
     eprintln!("skipped: no CUDA device");
 }
+
+/// A device input taken without a copy (skip_flags: both inputs on cuda:0) must have the
+/// declared shape: a larger one is rejected before the delegate runs (its kernels are
+/// planned for the declared shapes), and the module then runs right-shaped inputs.
+#[test]
+fn wrong_shape_device_inputs_are_rejected() {
+    let (registry, _sim) = simulated();
+    let pte = device_dir().join("skip_flags/model.pte");
+    let mut m = Module::from_file(&pte)
+        .unwrap()
+        .with_devices(registry.clone());
+    let dev = Device::cuda(0);
+    let t = |sizes: &[usize]| {
+        let n = sizes.iter().product();
+        Value::Tensor(
+            Tensor::from_slice(&vec![1.0f32; n], sizes)
+                .unwrap()
+                .to_device(dev, &registry)
+                .unwrap(),
+        )
+    };
+    for (a, b) in [([5, 8], [4, 16]), ([4, 8], [4, 17]), ([4, 8], [2, 16])] {
+        let e = m.execute("forward", &[t(&a), t(&b)]).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument, "{a:?} {b:?}: {e}");
+        assert!(e.message().contains("input"), "{e}");
+    }
+    m.execute("forward", &[t(&[4, 8]), t(&[4, 16])]).unwrap();
+}

@@ -1081,7 +1081,10 @@ impl Method {
     /// returns.
     pub unsafe fn share_input(&mut self, i: usize, t: &TensorImpl) -> Result<()> {
         let idx = self.tensor_io_index(&self.inputs, i, "input")?;
-        share_tensor(&mut self.values[idx], t).map_err(|e| e.context(format!("input {i}")))?;
+        let bound = self.meta.input(i).ok().and_then(|m| m.tensor.as_ref());
+        let bound = bound.map(|b| b.sizes.clone());
+        share_tensor(&mut self.values[idx], t, bound.as_deref())
+            .map_err(|e| e.context(format!("input {i}")))?;
         self.input_set[i] = true;
         Ok(())
     }
@@ -1093,7 +1096,10 @@ impl Method {
     /// As for [`Method::share_input`].
     pub unsafe fn share_output(&mut self, i: usize, t: &TensorImpl) -> Result<()> {
         let idx = self.tensor_io_index(&self.outputs, i, "output")?;
-        share_tensor(&mut self.values[idx], t).map_err(|e| e.context(format!("output {i}")))
+        let bound = self.meta.output(i).ok().and_then(|m| m.tensor.as_ref());
+        let bound = bound.map(|b| b.sizes.clone());
+        share_tensor(&mut self.values[idx], t, bound.as_deref())
+            .map_err(|e| e.context(format!("output {i}")))
     }
 
     fn tensor_io_index(&self, list: &[u32], i: usize, what: &str) -> Result<usize> {
@@ -1593,8 +1599,26 @@ fn set_tensor_input(t: &mut TensorImpl, src: &Tensor, devices: &DeviceRegistry) 
 }
 
 /// Points a method tensor at caller memory, checking dtype, device and capacity.
-fn share_tensor(slot: &mut EValue, t: &TensorImpl) -> Result<()> {
+/// Binds `slot` to the caller's tensor `t`: same dtype, device and dim order, and a shape
+/// the method declared: equal for a static tensor, within `bound` (the exported upper
+/// bound) per dim for a dynamic one, so kernels planned for the declared shapes never see
+/// a larger one.
+fn share_tensor(slot: &mut EValue, t: &TensorImpl, bound: Option<&[usize]>) -> Result<()> {
     let dst = slot.as_tensor_mut()?;
+    let fits = match (dst.dynamism(), bound) {
+        (_, _) if t.dim() != dst.dim() => false,
+        (etch_core::Dynamism::Static, Some(b)) => t.sizes() == b,
+        (_, Some(b)) => b.len() == t.dim() && t.sizes().iter().zip(b).all(|(s, b)| s <= b),
+        (_, None) => true,
+    };
+    if !fits {
+        return Err(Error::invalid_argument(format!(
+            "shape {:?} does not fit the declared {:?} ({})",
+            t.sizes(),
+            bound.unwrap_or(dst.sizes()),
+            dst.dynamism().name()
+        )));
+    }
     if dst.dtype() != t.dtype() {
         return Err(Error::invalid_argument(format!(
             "expected a {} tensor, got {}",
