@@ -613,9 +613,7 @@ impl Method {
                 for &d in done.iter() {
                     chain[d] = Instr::Free;
                 }
-                let kept: Vec<bool> = chain.iter().map(|i| !matches!(i, Instr::Free)).collect();
-                ids.retain(|&id| kept[id as usize]);
-                chain.retain(|i| !matches!(i, Instr::Free));
+                drop_frees(chain, ids);
             }
         }
         let input_set = vec![false; inputs.len()];
@@ -1688,6 +1686,14 @@ pub fn tensor_to_owned(t: &TensorImpl, devices: &DeviceRegistry) -> Result<Tenso
         }
     }
     Ok(out)
+}
+
+/// Removes the `Free` instructions (the program's, and folded kernels) from a chain
+/// without jumps, and their program indices from `ids`.
+fn drop_frees(chain: &mut Vec<Instr>, ids: &mut Vec<u32>) {
+    let mut kept = chain.iter().map(|i| !matches!(i, Instr::Free));
+    ids.retain(|_| kept.next().unwrap_or(false));
+    chain.retain(|i| !matches!(i, Instr::Free));
 }
 
 /// The value of a jump's condition: a Bool, or a tensor whose elements are all non-zero.
