@@ -28,6 +28,7 @@ cp "$(exe etch device)" .gpu/device-tests
 cp "$(exe etch device_faults)" .gpu/device-fault-tests
 cp "$(exe etch lower)" .gpu/lower-tests
 cp "$(exe etch qwen3_5_moe)" .gpu/qwen-tests
+cp "$(exe etch profile)" .gpu/profile-tests
 # Exported models (tools/export/export_models.py), for `etch lower` on real CUDA; the big
 # conv nets stay behind (the bundle travels with a size limit).
 if [ -f target/models/manifest.json ]; then
@@ -87,6 +88,9 @@ for f in tests/fixtures/device/*/model.pte; do
   fi
   echo "-- \$f"; .gpu/etch run "\$f" --iterations 20 || status=1
 done
+echo "== the profiler: CUDA delegates' ops timed with CUDA events"; .gpu/profile-tests --test-threads=1 --nocapture || status=1
+echo "-- etch bench --profile --etdump on one_delegate, real CUDA"
+.gpu/etch bench tests/fixtures/device/one_delegate/model.pte --iterations 20 --profile --etdump "\${OUT:-/tmp}/one_delegate.etdp" || status=1
 echo "== lowered fixtures (simulated and real CUDA)"; .gpu/lower-tests --test-threads=1 --nocapture || status=1
 echo "== Qwen 3.5 MoE fixture: ids equal transformers' on the CPU, simulated and real CUDA"; .gpu/qwen-tests --test-threads=1 --nocapture || status=1
 if [ -f .gpu/models/manifest.json ]; then

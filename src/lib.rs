@@ -29,15 +29,19 @@ pub mod npy;
 pub use module::Module;
 
 pub use etch_core::{
-    ByteSource, Device, DeviceAllocator, DeviceMemoryBuffer, DeviceRegistry, DeviceType, Dynamism,
-    EValue, Error, ErrorCode, KernelContext, KernelFn, KernelRegistry, Result, ScalarType, Tag,
-    Tensor, TensorImpl, TensorRef, TransferStats, Value, bf16, f16,
+    ByteSource, Device, DeviceAllocator, DeviceMemoryBuffer, DeviceOpTimer, DeviceRegistry,
+    DeviceType, Dynamism, EValue, Error, ErrorCode, KernelContext, KernelFn, KernelRegistry,
+    Result, ScalarType, Tag, Tensor, TensorImpl, TensorRef, TransferStats, Value, bf16, f16,
 };
+/// ETDump files (`.etdp`, what ExecuTorch's Inspector reads): the generated schema, writer
+/// and reader.
+pub use etch_format::etdump;
 pub use etch_format::{
     NamedBlob, NamedDataMap, Program, ProgramParts, PtdFile, Safetensors, TensorLayout,
     TensorSource, WeightOptions, WriteOptions,
 };
-/// The per-operator profiler (`etch bench --profile`).
+/// The per-operator and per-delegate profiler (`etch bench --profile`); its runs write as
+/// ETDump files ([`profile::Profile::to_etdump`]).
 pub use etch_runtime::profile;
 pub use etch_runtime::{
     Backend, BackendInitContext, BackendRegistry, CompileSpec, Delegate, DelegateInfo,

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::simulated;
+use common::{require_no_cuda, simulated};
 
 use common::{check_output, load_input, manifest_in};
 use etch::{Device, DeviceRegistry, DeviceType, ErrorCode, Module, Tensor, Value};
@@ -383,16 +383,6 @@ fn device_fixtures_on_real_cuda() {
     let (free1, _) = cuda.mem_info(0).unwrap();
     assert_eq!(cuda.stats().live_allocations, 0, "{:?}", cuda.stats());
     assert!(free1 + (2 << 20) >= free0, "leaked: {free0} -> {free1}");
-}
-
-/// Skips a real-CUDA test, or fails it when `ETCH_REQUIRE_CUDA=1` (the GPU suite sets it).
-fn require_no_cuda() {
-    assert!(
-        std::env::var("ETCH_REQUIRE_CUDA").as_deref() != Ok("1"),
-        "ETCH_REQUIRE_CUDA=1 but no CUDA device is usable: {:?}",
-        etch::devices_status().cuda_unavailable
-    );
-    eprintln!("skipped: no CUDA device");
 }
 
 /// A device input taken without a copy (skip_flags: both inputs on cuda:0) must have the

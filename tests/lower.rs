@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::simulated;
+use common::{require_no_cuda, simulated};
 
 use common::{Fixture, check_output, load_input, manifest, manifest_in};
 use etch::compiler::{
@@ -688,16 +688,6 @@ fn llama_programs_on_real_cuda() {
         let d: usize = summary.methods.iter().map(|m| m.delegates).sum();
         eprintln!("cuda: {} ok, {d} delegate(s)", fx.name);
     }
-}
-
-/// Skips a real-CUDA test, or fails it when `ETCH_REQUIRE_CUDA=1` (the GPU suite sets it).
-fn require_no_cuda() {
-    assert!(
-        std::env::var("ETCH_REQUIRE_CUDA").as_deref() != Ok("1"),
-        "ETCH_REQUIRE_CUDA=1 but no CUDA device is usable: {:?}",
-        etch::devices_status().cuda_unavailable
-    );
-    eprintln!("skipped: no CUDA device");
 }
 
 /// Shared mutable buffers (`share_mutable_buffers`: a buffer holding only state, planned

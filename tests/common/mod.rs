@@ -154,3 +154,13 @@ pub fn check_output(what: &str, got: &Value, expected: &Path, dtype: &str, rtol:
     }
     let _ = ScalarType::Float;
 }
+
+/// Skips a real-CUDA test, or fails it when `ETCH_REQUIRE_CUDA=1` (the GPU suite sets it).
+pub fn require_no_cuda() {
+    assert!(
+        std::env::var("ETCH_REQUIRE_CUDA").as_deref() != Ok("1"),
+        "ETCH_REQUIRE_CUDA=1 but no CUDA device is usable: {:?}",
+        etch::devices_status().cuda_unavailable
+    );
+    eprintln!("skipped: no CUDA device");
+}

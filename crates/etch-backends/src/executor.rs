@@ -47,6 +47,8 @@ pub fn parse_target_device(specs: &[CompileSpec]) -> Result<Device> {
 /// inputs (addresses, shapes and scalar values) and outputs is captured on its second
 /// call and replayed from then on; a delegate whose work cannot be captured (a kernel that
 /// waits for the device) runs normally. [`ExecutorBackend::with_graphs`] turns this off.
+/// While the profiler is on (`etch_runtime::profile`), delegates run op by op and their
+/// kernel calls are timed with the hooks' device timer, when they give one.
 pub struct ExecutorBackend {
     device_kernels: HashMap<DeviceType, Arc<KernelRegistry>>,
     device_hooks: HashMap<DeviceType, Arc<dyn DeviceExecHooks>>,
@@ -327,6 +329,35 @@ impl ExecutorDelegate {
     }
 }
 
+impl ExecutorDelegate {
+    /// A call while the profiler is on: the nested method runs op by op, never as a
+    /// device graph (a recorded graph stays for later calls; nothing is recorded), so each
+    /// kernel call is seen; on a device whose hooks give a timer (CUDA events), the timer
+    /// is set on the nested method at the first profiled call and times each kernel on the
+    /// device.
+    fn run_profiled(&mut self, args: &mut KernelContext<'_>, ni: usize) -> Result<()> {
+        if let Some(h) = &self.hooks
+            && !self.method.has_op_timer()
+        {
+            let timer = h.op_timer(self.method.devices(), self.device)?;
+            self.method.set_op_timer(timer);
+        }
+        self.run(args, ni)
+    }
+
+    /// The device hooks' check after every call (device errors).
+    fn after_execute(&self) -> Result<()> {
+        match &self.hooks {
+            Some(h) => h.after_execute(
+                self.method.devices(),
+                self.device,
+                self.device_context.as_ref(),
+            ),
+            None => Ok(()),
+        }
+    }
+}
+
 fn push_tensor_key(key: &mut Vec<u64>, t: &TensorImpl) {
     key.push(t.data_ptr() as usize as u64);
     key.push(t.dim() as u64);
@@ -350,6 +381,10 @@ impl Delegate for ExecutorDelegate {
             .is_some()
             .then(|| etch_core::lock_device(self.device.index));
         self.bind(args, ni, no)?;
+        if etch_runtime::profile::enabled() {
+            self.run_profiled(args, ni)?;
+            return self.after_execute();
+        }
         let same = self.key == self.last_key;
         match (&self.graph, &hooks) {
             (GraphState::Recorded(g), Some(_)) if same => {
@@ -368,13 +403,6 @@ impl Delegate for ExecutorDelegate {
             _ => self.run(args, ni)?,
         }
         std::mem::swap(&mut self.key, &mut self.last_key);
-        if let Some(h) = &hooks {
-            h.after_execute(
-                self.method.devices(),
-                self.device,
-                self.device_context.as_ref(),
-            )?;
-        }
-        Ok(())
+        self.after_execute()
     }
 }

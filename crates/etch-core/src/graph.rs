@@ -1,6 +1,6 @@
 //! Hooks a device's kernel crate gives the nested-program backend: recording a delegate's
-//! device work once and replaying it (CUDA graphs), and reporting errors that kernels
-//! record on the device.
+//! device work once and replaying it (CUDA graphs), reporting errors that kernels
+//! record on the device, and timing kernel calls on the device (the profiler).
 
 use crate::{Device, DeviceRegistry, Result};
 
@@ -34,6 +34,31 @@ pub trait DeviceExecHooks: Send + Sync {
         device: Device,
         context: Option<&DeviceContext>,
     ) -> Result<()>;
+    /// A timer for the kernel calls of a delegate on `device` (`etch bench --profile`);
+    /// `None` (the default) when the device has none, and each call is then timed on the
+    /// host, waiting for the device after it.
+    fn op_timer(
+        &self,
+        devices: &DeviceRegistry,
+        device: Device,
+    ) -> Result<Option<Box<dyn DeviceOpTimer>>> {
+        let _ = (devices, device);
+        Ok(None)
+    }
+}
+
+/// Times kernel calls on a device without waiting for it after each call: the profiler
+/// queues a mark on the device's stream before and after every call, and reads the marks
+/// back once the execution is done (CUDA events on CUDA). What is measured is the time the
+/// device spent between the marks, not the time the host took to queue the work.
+pub trait DeviceOpTimer: Send {
+    /// Forgets the marks queued so far (an execution that failed before [`Self::read`]).
+    fn reset(&mut self);
+    /// Queues a mark on the device's stream; does not wait.
+    fn mark(&mut self) -> Result<()>;
+    /// Waits for the last mark, appends each mark's time in nanoseconds after the first
+    /// mark to `out`, in order, and forgets the marks.
+    fn read(&mut self, out: &mut Vec<u64>) -> Result<()>;
 }
 
 /// Recorded device work, replayed with the same memory and arguments.

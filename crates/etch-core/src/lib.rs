@@ -18,7 +18,9 @@ pub use alloc::{
 };
 pub use device::{Device, DeviceType, NUM_DEVICE_TYPES};
 pub use error::{Error, ErrorCode, Result};
-pub use graph::{DeviceContext, DeviceExecHooks, DeviceGraph, DeviceGuard, lock_device};
+pub use graph::{
+    DeviceContext, DeviceExecHooks, DeviceGraph, DeviceGuard, DeviceOpTimer, lock_device,
+};
 pub use kernel::{Dims, KernelContext, KernelFn, KernelRegistry, Scalar, operator_name};
 pub use scalar::{Element, ScalarType};
 pub use source::{ByteSource, Prefix};

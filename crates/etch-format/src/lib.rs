@@ -8,11 +8,13 @@
 //! of it is used, and gives out data (constants, delegate blobs, named data) only as
 //! slices that were range-checked against the file. [`ProgramParts`] writes programs back
 //! in the same layout. [`BundledProgram`] reads bundled programs (`.bpte`: a program with
-//! test cases for its methods).
+//! test cases for its methods). [`etdump`] writes and reads the profiling dumps that
+//! ExecuTorch's Inspector reads (`.etdp`).
 #![warn(missing_docs)]
 
 mod bundled;
 mod data;
+pub mod etdump;
 mod program;
 mod ptd;
 mod safetensors;

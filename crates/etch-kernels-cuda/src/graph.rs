@@ -1,15 +1,18 @@
 //! CUDA graphs for `ExecutorBackend` delegates: the nested method's work on the device's
 //! stream is captured once (thread-local capture mode) and replayed; after every
-//! execution the device error word is checked.
+//! execution the device error word is checked. While profiling, a delegate's kernel calls
+//! are timed with CUDA events on the same stream ([`EventTimer`]).
 
 use crate::context::{CudaKernelContext, check_device_errors};
 use crate::cuda_err;
-use cudarc::driver::CudaGraph;
-use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaEvent, CudaGraph, CudaStream};
 use etch_core::{
-    Device, DeviceContext, DeviceExecHooks, DeviceGraph, DeviceRegistry, DeviceType, Error, Result,
+    Device, DeviceContext, DeviceExecHooks, DeviceGraph, DeviceOpTimer, DeviceRegistry, DeviceType,
+    Error, Result,
 };
 use etch_devices::cuda::CudaAllocator;
+use std::sync::Arc;
 
 /// The CUDA hooks (register with `ExecutorBackend::with_device_hooks`).
 #[derive(Default)]
@@ -70,6 +73,80 @@ impl DeviceExecHooks for CudaHooks {
             }
         })
     }
+
+    fn op_timer(
+        &self,
+        devices: &DeviceRegistry,
+        device: Device,
+    ) -> Result<Option<Box<dyn DeviceOpTimer>>> {
+        let stream = with_cuda(devices, |c| c.stream(device.index))?;
+        Ok(Some(Box::new(EventTimer::new(stream))))
+    }
+}
+
+/// Times a delegate's kernel calls with CUDA events recorded on the stream its kernels run
+/// on (`etch bench --profile`): each mark records an event (created on first use and
+/// reused by later executions), nothing waits until [`DeviceOpTimer::read`], which waits
+/// for the last event and reads every mark's time after the first
+/// (`cuEventElapsedTime`, about half a microsecond of resolution). The time between the
+/// marks around a call is the device's time for the work the call queued.
+pub struct EventTimer {
+    stream: Arc<CudaStream>,
+    events: Vec<CudaEvent>,
+    /// Marks queued since the last reset or read.
+    used: usize,
+}
+
+impl EventTimer {
+    /// A timer for work queued on `stream`.
+    pub fn new(stream: Arc<CudaStream>) -> Self {
+        EventTimer {
+            stream,
+            events: Vec::new(),
+            used: 0,
+        }
+    }
+}
+
+impl DeviceOpTimer for EventTimer {
+    fn reset(&mut self) {
+        self.used = 0;
+    }
+
+    fn mark(&mut self) -> Result<()> {
+        if self.used == self.events.len() {
+            let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
+            let event = self.stream.context().new_event(flags);
+            self.events
+                .push(event.map_err(|e| cuda_err("create CUDA event", e))?);
+        }
+        self.events[self.used]
+            .record(&self.stream)
+            .map_err(|e| cuda_err("record CUDA event", e))?;
+        self.used += 1;
+        Ok(())
+    }
+
+    fn read(&mut self, out: &mut Vec<u64>) -> Result<()> {
+        let marks = &self.events[..self.used.min(self.events.len())];
+        self.used = 0;
+        let Some(first) = marks.first() else {
+            return Ok(());
+        };
+        for e in marks {
+            // Waits for `e` (so the first call waits for the device), then reads the time.
+            let ms = first
+                .elapsed_ms(e)
+                .map_err(|err| cuda_err("read CUDA event time", err))?;
+            out.push(ms_to_ns(ms));
+        }
+        Ok(())
+    }
+}
+
+/// Milliseconds from `cuEventElapsedTime` as whole nanoseconds (negative and NaN as 0).
+fn ms_to_ns(ms: f32) -> u64 {
+    (f64::from(ms) * 1e6).round().max(0.0) as u64
 }
 
 struct Graph(CudaGraph);
@@ -81,5 +158,19 @@ unsafe impl Send for Graph {}
 impl DeviceGraph for Graph {
     fn replay(&self) -> Result<()> {
         self.0.launch().map_err(|e| cuda_err("graph launch", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ms_to_ns;
+
+    #[test]
+    fn event_times_to_nanoseconds() {
+        assert_eq!(ms_to_ns(0.0), 0);
+        assert_eq!(ms_to_ns(1.5), 1_500_000);
+        assert_eq!(ms_to_ns(0.0005), 500);
+        assert_eq!(ms_to_ns(-0.25), 0);
+        assert_eq!(ms_to_ns(f32::NAN), 0);
     }
 }

@@ -30,7 +30,7 @@ mod util;
 pub use context::{
     CudaKernelContext, check_device_errors, compile, compile_fresh, nvrtc_available, source,
 };
-pub use graph::CudaHooks;
+pub use graph::{CudaHooks, EventTimer};
 pub use shape::CudaMover;
 
 use etch_core::{Error, KernelFn, KernelRegistry, Result, ScalarType};

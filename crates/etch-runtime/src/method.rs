@@ -241,6 +241,9 @@ pub struct Method {
     meta: MethodMeta,
     values: Vec<EValue>,
     chains: Vec<Vec<Instr>>,
+    /// The program's index of each instruction in `chains` (folding constants removes
+    /// instructions): what the profiler reports, as upstream's runtime does.
+    instr_ids: Vec<Vec<u32>>,
     /// The kernel of each operator in the plan's operator table (all resolved at load).
     kernels: Vec<KernelFn>,
     op_names: Vec<String>,
@@ -261,6 +264,8 @@ pub struct Method {
     target: Option<Device>,
     /// The context its device kernels get (see `LoadConfig::device_context`).
     device_context: Option<etch_core::DeviceContext>,
+    /// Times the kernel calls on the device while profiling (see [`Method::set_op_timer`]).
+    op_timer: Option<Box<dyn etch_core::DeviceOpTimer>>,
     /// True when the method's device memory is host-accessible (the simulated device), so
     /// CPU kernels may run on it.
     host_access: bool,
@@ -523,7 +528,7 @@ impl Method {
         }
 
         // Instructions.
-        let mut chains = Vec::new();
+        let mut chains: Vec<Vec<Instr>> = Vec::new();
         let mut runtime_ints = runtime_written_ints(plan, num_values)?;
         // Int inputs are set at run time too (a delegate's nested method takes the sizes
         // its caller computed).
@@ -572,6 +577,10 @@ impl Method {
             .map(|a| a.as_ref())
             .chain(owned.iter().map(|b| b.as_ref()))
             .all(|b| b.allocator().is_none_or(|a| a.host_accessible()));
+        let mut instr_ids: Vec<Vec<u32>> = chains
+            .iter()
+            .map(|c| (0..c.len() as u32).collect())
+            .collect();
         let straight = chains
             .iter()
             .flatten()
@@ -590,7 +599,7 @@ impl Method {
                 owned: &mut owned,
                 device_context: config.device_context.as_deref(),
             };
-            for chain in chains.iter_mut() {
+            for (chain, ids) in chains.iter_mut().zip(instr_ids.iter_mut()) {
                 let refs: Vec<Option<crate::fold::KernelRef<'_>>> = chain
                     .iter()
                     .map(|i| match i {
@@ -607,7 +616,7 @@ impl Method {
                 for &d in done.iter() {
                     chain[d] = Instr::Free;
                 }
-                chain.retain(|i| !matches!(i, Instr::Free));
+                drop_frees(chain, ids);
             }
         }
         let input_set = vec![false; inputs.len()];
@@ -616,6 +625,7 @@ impl Method {
             meta,
             values,
             chains,
+            instr_ids,
             kernels,
             op_names,
             delegates,
@@ -630,6 +640,7 @@ impl Method {
             devices: Arc::clone(&config.devices),
             target: config.target_device,
             device_context: config.device_context.clone(),
+            op_timer: None,
             _program: program.clone(),
             _named_data: config.named_data.clone(),
         })
@@ -1137,6 +1148,9 @@ impl Method {
     }
 
     /// Runs every instruction. Inputs must have been set.
+    ///
+    /// While the profiler is on ([`crate::profile`]), every kernel and delegate call is
+    /// recorded.
     pub fn execute(&mut self) -> Result<()> {
         if let Some(i) = self.input_set.iter().position(|s| !s) {
             return Err(Error::invalid_state(format!(
@@ -1147,6 +1161,7 @@ impl Method {
         let Method {
             values,
             chains,
+            instr_ids,
             kernels,
             op_names,
             delegates,
@@ -1159,12 +1174,17 @@ impl Method {
             _owned,
             target,
             device_context,
+            op_timer,
             ..
         } = self;
         let dctx = device_context.as_deref();
-        let profiling = crate::profile::enabled();
+        let mut prof = crate::profile::enabled().then(|| {
+            let device = target.map(|d| (&**devices, d));
+            crate::profile::ExecProfile::begin(name, op_timer.as_deref_mut(), device)
+        });
         let mut jumps = 0u64;
-        for chain in chains.iter() {
+        for (ci, chain) in chains.iter().enumerate() {
+            let ids = &instr_ids[ci];
             let mut pc = 0usize;
             while pc < chain.len() {
                 match &chain[pc] {
@@ -1180,20 +1200,15 @@ impl Method {
                         let mut ctx = unsafe { KernelContext::new(values, args, &op_names[op]) }
                             .with_devices(devices, *host_access)
                             .with_device_context(dctx);
-                        let t0 = profiling.then(std::time::Instant::now);
+                        let t0 = prof.as_mut().map(|p| p.kernel_start()).transpose()?;
                         f(&mut ctx).map_err(|e| {
                             e.context(format!(
                                 "method '{name}', instruction {pc} ({})",
                                 op_names[op]
                             ))
                         })?;
-                        if let Some(t0) = t0 {
-                            if let Some(d) = target.filter(|d| !d.is_cpu()) {
-                                devices
-                                    .require(d.kind)?
-                                    .synchronize(d.index, etch_core::StreamId(0))?;
-                            }
-                            crate::profile::record_call(&op_names[op], values, args, t0.elapsed());
+                        if let (Some(p), Some(t0)) = (prof.as_mut(), t0) {
+                            p.kernel_end(t0, &op_names[op], values, args, (ci, ids[pc]))?;
                         }
                         pc += 1;
                     }
@@ -1203,12 +1218,16 @@ impl Method {
                         let mut ctx =
                             unsafe { KernelContext::new(values, args, &delegate_ids[di]) }
                                 .with_devices(devices, *host_access);
+                        let scope = prof.as_ref().map(|p| p.delegate_start((ci, ids[pc])));
                         delegates[di].execute(&mut ctx).map_err(|e| {
                             e.context(format!(
                                 "method '{name}', instruction {pc} (delegate {di}, {})",
                                 delegate_ids[di]
                             ))
                         })?;
+                        if let (Some(p), Some(s)) = (prof.as_ref(), scope) {
+                            p.delegate_end(s, di, &delegate_ids[di]);
+                        }
                         pc += 1;
                     }
                     Instr::Move { from, to } => {
@@ -1217,21 +1236,7 @@ impl Method {
                         pc += 1;
                     }
                     Instr::JumpFalse { cond, dest } => {
-                        let c = match &values[*cond as usize] {
-                            EValue::Bool(b) => *b,
-                            EValue::Tensor(t) => {
-                                // SAFETY: as for kernels.
-                                let r = unsafe { TensorRef::new(*t) };
-                                r.data::<u8>()?.iter().all(|&b| b != 0)
-                            }
-                            other => {
-                                return Err(Error::invalid_type(format!(
-                                    "method '{name}', instruction {pc}: jump condition is {}",
-                                    other.tag().name()
-                                )));
-                            }
-                        };
-                        if !c {
+                        if !jump_condition(values, *cond, name, pc)? {
                             jumps += 1;
                             if jump_limit.is_some_and(|l| jumps > l) {
                                 return Err(Error::invalid_state(format!(
@@ -1247,6 +1252,9 @@ impl Method {
                 }
             }
         }
+        if let Some(p) = prof {
+            p.finish()?;
+        }
         if *host_access {
             // CPU kernels wrote host-accessible device memory (the simulated device): those
             // are legitimate device-side writes.
@@ -1257,6 +1265,19 @@ impl Method {
             }
         }
         Ok(())
+    }
+
+    /// Sets the timer that times this method's kernel calls on its device while the
+    /// profiler is on, without waiting for the device after each call (see
+    /// [`crate::profile`]); `None` waits for the device after each call instead.
+    /// `ExecutorBackend` sets the one its device hooks give (CUDA events).
+    pub fn set_op_timer(&mut self, timer: Option<Box<dyn etch_core::DeviceOpTimer>>) {
+        self.op_timer = timer;
+    }
+
+    /// Whether a device timer is set ([`Method::set_op_timer`]).
+    pub fn has_op_timer(&self) -> bool {
+        self.op_timer.is_some()
     }
 
     /// Output `i` as a method value (tensors are views into the method's memory).
@@ -1728,4 +1749,28 @@ pub fn tensor_to_owned(t: &TensorImpl, devices: &DeviceRegistry) -> Result<Tenso
         }
     }
     Ok(out)
+}
+
+/// Removes the `Free` instructions (the program's, and folded kernels) from a chain
+/// without jumps, and their program indices from `ids`.
+fn drop_frees(chain: &mut Vec<Instr>, ids: &mut Vec<u32>) {
+    let mut kept = chain.iter().map(|i| !matches!(i, Instr::Free));
+    ids.retain(|_| kept.next().unwrap_or(false));
+    chain.retain(|i| !matches!(i, Instr::Free));
+}
+
+/// The value of a jump's condition: a Bool, or a tensor whose elements are all non-zero.
+fn jump_condition(values: &[EValue], cond: u32, name: &str, pc: usize) -> Result<bool> {
+    match &values[cond as usize] {
+        EValue::Bool(b) => Ok(*b),
+        EValue::Tensor(t) => {
+            // SAFETY: as for kernels: the tensor points at memory the method keeps alive.
+            let r = unsafe { TensorRef::new(*t) };
+            Ok(r.data::<u8>()?.iter().all(|&b| b != 0))
+        }
+        other => Err(Error::invalid_type(format!(
+            "method '{name}', instruction {pc}: jump condition is {}",
+            other.tag().name()
+        ))),
+    }
 }

@@ -581,22 +581,25 @@ impl Plan {
             self.run_step(i)
                 .map_err(|e| e.context(format!("XNNPACK node {}", self.step_nodes[i])))?;
             if let Some(t0) = t0 {
-                self.record(i, t0.elapsed());
+                self.record(i, t0);
             }
         }
         Ok(())
     }
 
-    /// Adds step `i`'s time to the profile, under its node's name (`etch bench --profile`).
-    fn record(&self, i: usize, d: std::time::Duration) {
+    /// Records step `i`, which started at `t0`, as an operator of the delegate call, under
+    /// its node's name (`etch bench --profile`).
+    fn record(&self, i: usize, t0: std::time::Instant) {
+        let end = std::time::Instant::now();
         let name = self.node_names[self.step_nodes[i] as usize];
-        match &self.steps[i] {
+        let shapes = match &self.steps[i] {
             Step::Kernel { args, .. } => {
                 let a = &self.args[args.0 as usize..args.1 as usize];
-                etch_runtime::profile::record_call(name, &self.values, a, d);
+                etch_runtime::profile::call_shapes(&self.values, a)
             }
-            _ => etch_runtime::profile::record(name, d),
-        }
+            _ => None,
+        };
+        etch_runtime::profile::record_delegate_op(name, shapes, t0, end);
     }
 
     fn run_step(&mut self, i: usize) -> Result<()> {
