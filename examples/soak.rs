@@ -1,9 +1,11 @@
 //! Soak test (issue #15; a script, not CI): for `--minutes` minutes, several threads at once
 //! load, execute, generate with and drop modules in a loop, checking every result against
 //! the fixtures' expected outputs; every `--every` seconds a line with the iterations, the
-//! host RSS and (with CUDA) the device's free memory. At the end the RSS and the device
-//! memory must be within 1% of their values after the warm-up (`--warmup` seconds, default
-//! 60, at most half the run: kernel compilation, thread pools, caches), with no error; the
+//! host RSS and (with CUDA) the device's used memory. After the warm-up (`--warmup`
+//! seconds, default 60, at most half the run: kernel compilation, thread pools, caches),
+//! the peak RSS and the peak device use over the last third of the samples must be within
+//! 1% of their peaks over the first third (a sample catches whichever modules are alive at
+//! that instant, so single samples swing; the envelope shows growth), with no error; the
 //! exit status says so.
 //!
 //! ```text
@@ -225,8 +227,8 @@ fn main() {
         .collect();
     let t0 = Instant::now();
     let end = Duration::from_secs_f64(minutes * 60.0);
-    let mut base: Option<(u64, Option<usize>)> = None;
-    let mut last = (0u64, None);
+    // (rss, device bytes in use) after the warm-up.
+    let mut samples: Vec<(u64, Option<usize>)> = Vec::new();
     println!("soak: {minutes} min, workers {names:?}, a line every {every} s");
     while t0.elapsed() < end && !failed.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_secs(every).min(end.saturating_sub(t0.elapsed())));
@@ -236,39 +238,44 @@ fn main() {
             "{:7.1} s  iterations {its:?}  rss {:.1} MiB  device free {}",
             t0.elapsed().as_secs_f64(),
             r as f64 / (1 << 20) as f64,
-            d.map_or("-".into(), |(f, _)| format!(
-                "{:.1} MiB",
-                f as f64 / (1 << 20) as f64
-            ))
+            d.map_or("-".into(), |(f, _)| format!("{:.1} MiB", f as f64 / (1 << 20) as f64))
         );
         if t0.elapsed().as_secs_f64() >= warmup.min(minutes * 30.0) {
-            base.get_or_insert((r, d.map(|x| x.0)));
+            samples.push((r, d.map(|(f, t)| t - f)));
         }
-        last = (r, d.map(|x| x.0));
     }
     stop.store(true, Ordering::Relaxed);
     for h in handles {
         let _ = h.join();
     }
-    let Some((r0, d0)) = base else {
-        println!("FAIL: no interval completed");
+    if samples.len() < 3 {
+        println!("FAIL: fewer than 3 samples after the warm-up");
         std::process::exit(1);
+    }
+    let third = samples.len() / 3;
+    let peak = |s: &[(u64, Option<usize>)]| {
+        let r = s.iter().map(|x| x.0).max().unwrap_or(0);
+        let d = s.iter().filter_map(|x| x.1).max();
+        (r, d)
     };
-    let within = |a: f64, b: f64| (a - b).abs() <= 0.01 * b;
-    let rss_ok = within(last.0 as f64, r0 as f64);
-    let dev_ok = match (last.1, d0) {
+    let (r0, d0) = peak(&samples[..third]);
+    let (r1, d1) = peak(&samples[samples.len() - third..]);
+    let within = |a: f64, b: f64| a <= b * 1.01;
+    let rss_ok = within(r1 as f64, r0 as f64);
+    let dev_ok = match (d1, d0) {
         (Some(a), Some(b)) => within(a as f64, b as f64),
         _ => true,
     };
     let ok = rss_ok && dev_ok && !failed.load(Ordering::Relaxed);
+    let mib = |x: u64| x as f64 / (1 << 20) as f64;
     println!(
-        "{}: rss {:.1} -> {:.1} MiB ({}), device free {:?} -> {:?} ({}), errors: {}",
+        "{}: peak rss {:.1} -> {:.1} MiB ({}), peak device use {:?} -> {:?} MiB ({}), errors: {}",
         if ok { "PASS" } else { "FAIL" },
-        r0 as f64 / (1 << 20) as f64,
-        last.0 as f64 / (1 << 20) as f64,
+        mib(r0),
+        mib(r1),
         if rss_ok { "within 1%" } else { "NOT within 1%" },
-        d0,
-        last.1,
+        d0.map(|x| mib(x as u64)),
+        d1.map(|x| mib(x as u64)),
         if dev_ok { "within 1%" } else { "NOT within 1%" },
         failed.load(Ordering::Relaxed)
     );
