@@ -143,12 +143,20 @@ fn wrong_shape_device_input_is_rejected_before_launch() {
     eprintln!("wrong shape: {e}");
     // Rejected before any launch: the device reports no error afterwards, and the module
     // runs right-shaped inputs.
-    let ok = Tensor::from_slice(&vec![1.0f32; sizes.iter().product()], &sizes)
-        .unwrap()
-        .to_device(dev, &m.devices())
-        .unwrap();
-    m.execute("forward", &[Value::Tensor(ok.clone()), Value::Tensor(ok)])
-        .unwrap();
+    let ok = |i: usize| {
+        let s = meta
+            .input(i)
+            .unwrap()
+            .tensor
+            .as_ref()
+            .unwrap()
+            .sizes
+            .clone();
+        let t = Tensor::from_slice(&vec![1.0f32; s.iter().product()], &s).unwrap();
+        Value::Tensor(t.to_device(dev, &m.devices()).unwrap())
+    };
+    let right = [ok(0), ok(1)];
+    m.execute("forward", &right).unwrap();
     let _ = c;
 }
 

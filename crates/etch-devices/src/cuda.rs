@@ -581,6 +581,9 @@ impl DeviceAllocator for CudaAllocator {
     }
 
     fn allocate(&self, nbytes: usize, index: i8, alignment: usize) -> Result<*mut u8> {
+        // cuMemAlloc / cuMemFree may synchronise the device: not while another thread
+        // captures a graph on its stream (see etch_core::lock_device).
+        let _stream = etch_core::lock_device(index);
         if !alignment.is_power_of_two() || alignment > MAX_CUDA_ALIGNMENT {
             return Err(Error::invalid_argument(format!(
                 "alignment {alignment} must be a power of two no larger than {MAX_CUDA_ALIGNMENT}"
@@ -611,6 +614,9 @@ impl DeviceAllocator for CudaAllocator {
     }
 
     fn deallocate(&self, ptr: *mut u8, index: i8) -> Result<()> {
+        // cuMemAlloc / cuMemFree may synchronise the device: not while another thread
+        // captures a graph on its stream (see etch_core::lock_device).
+        let _stream = etch_core::lock_device(index);
         Self::check_ptr(ptr, "deallocate")?;
         let ordinal = self.resolve(index)?;
         {
