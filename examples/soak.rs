@@ -238,7 +238,10 @@ fn main() {
             "{:7.1} s  iterations {its:?}  rss {:.1} MiB  device free {}",
             t0.elapsed().as_secs_f64(),
             r as f64 / (1 << 20) as f64,
-            d.map_or("-".into(), |(f, _)| format!("{:.1} MiB", f as f64 / (1 << 20) as f64))
+            d.map_or("-".into(), |(f, _)| format!(
+                "{:.1} MiB",
+                f as f64 / (1 << 20) as f64
+            ))
         );
         if t0.elapsed().as_secs_f64() >= warmup.min(minutes * 30.0) {
             samples.push((r, d.map(|(f, t)| t - f)));
