@@ -454,9 +454,18 @@ impl CudaAllocator {
         Ok(())
     }
 
+    /// Every device's stream lock, in ascending order: pinning and unpinning host memory
+    /// synchronise with all devices, so not while any thread captures a graph.
+    fn lock_all(&self) -> Vec<etch_core::DeviceGuard> {
+        (0..self.gpus.len().min(i8::MAX as usize))
+            .map(|i| etch_core::lock_device(i as i8))
+            .collect()
+    }
+
     /// Allocates page-locked host memory (fast, asynchronous copies), freed with
     /// [`CudaAllocator::free_pinned`].
     pub fn alloc_pinned(&self, nbytes: usize) -> Result<*mut u8> {
+        let _streams = self.lock_all();
         self.gpu(0)?;
         // SAFETY: plain cuMemHostAlloc; the result is owned by the caller.
         let p = unsafe { result::malloc_host(nbytes.max(1), 0) }.map_err(|e| {
@@ -473,6 +482,7 @@ impl CudaAllocator {
     /// Frees memory from [`CudaAllocator::alloc_pinned`]. A pointer this allocator did
     /// not pin (or already freed) is rejected.
     pub fn free_pinned(&self, ptr: *mut u8) -> Result<()> {
+        let _streams = self.lock_all();
         let known = self
             .pinned
             .lock()

@@ -54,7 +54,10 @@ impl DeviceExecHooks for CudaHooks {
     ) -> Result<Box<dyn DeviceGraph>> {
         let stream = with_cuda(devices, |c| c.stream(device.index))?;
         match stream.end_capture(CUgraphInstantiate_flags(0)) {
-            Ok(Some(g)) => Ok(Box::new(Graph(g))),
+            Ok(Some(g)) => Ok(Box::new(Graph {
+                graph: Some(g),
+                index: device.index,
+            })),
             Ok(None) => Err(Error::internal("graph capture recorded nothing")),
             Err(e) => Err(cuda_err("graph capture", e)),
         }
@@ -149,7 +152,19 @@ fn ms_to_ns(ms: f32) -> u64 {
     (f64::from(ms) * 1e6).round().max(0.0) as u64
 }
 
-struct Graph(CudaGraph);
+struct Graph {
+    /// Taken (and destroyed) in `drop`, under the device's stream lock.
+    graph: Option<CudaGraph>,
+    index: i8,
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // Destroying a graph is not allowed while another thread captures on the device.
+        let _stream = etch_core::lock_device(self.index);
+        drop(self.graph.take());
+    }
+}
 
 // SAFETY: a graph belongs to one delegate, which one thread executes at a time (a method is
 // `&mut` while it runs); CUDA graph objects only need external serialisation.
@@ -157,7 +172,10 @@ unsafe impl Send for Graph {}
 
 impl DeviceGraph for Graph {
     fn replay(&self) -> Result<()> {
-        self.0.launch().map_err(|e| cuda_err("graph launch", e))
+        match &self.graph {
+            Some(g) => g.launch().map_err(|e| cuda_err("graph launch", e)),
+            None => Err(Error::internal("graph already destroyed")),
+        }
     }
 }
 
