@@ -1092,9 +1092,9 @@ impl Method {
     /// returns.
     pub unsafe fn share_input(&mut self, i: usize, t: &TensorImpl) -> Result<()> {
         let idx = self.tensor_io_index(&self.inputs, i, "input")?;
+        // Disjoint fields: the declared shape is borrowed, not copied (this runs per call).
         let bound = self.meta.input(i).ok().and_then(|m| m.tensor.as_ref());
-        let bound = bound.map(|b| b.sizes.clone());
-        share_tensor(&mut self.values[idx], t, bound.as_deref())
+        share_tensor(&mut self.values[idx], t, bound.map(|b| b.sizes.as_slice()))
             .map_err(|e| e.context(format!("input {i}")))?;
         self.input_set[i] = true;
         Ok(())
@@ -1107,9 +1107,9 @@ impl Method {
     /// As for [`Method::share_input`].
     pub unsafe fn share_output(&mut self, i: usize, t: &TensorImpl) -> Result<()> {
         let idx = self.tensor_io_index(&self.outputs, i, "output")?;
+        // Disjoint fields: the declared shape is borrowed, not copied (this runs per call).
         let bound = self.meta.output(i).ok().and_then(|m| m.tensor.as_ref());
-        let bound = bound.map(|b| b.sizes.clone());
-        share_tensor(&mut self.values[idx], t, bound.as_deref())
+        share_tensor(&mut self.values[idx], t, bound.map(|b| b.sizes.as_slice()))
             .map_err(|e| e.context(format!("output {i}")))
     }
 
