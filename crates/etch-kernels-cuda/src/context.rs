@@ -73,8 +73,9 @@ pub(crate) struct DeviceState {
     shared: Arc<Shared>,
     functions: HashMap<&'static str, CudaFunction>,
     blas: Option<BlasHandle>,
-    /// One i32 on the device: 0, or the code of the first error a kernel hit.
-    _err: CudaSlice<i32>,
+    /// One i32 on the device: 0, or the code of the first error a kernel hit (taken in
+    /// `CudaKernelContext::drop`).
+    err: Option<CudaSlice<i32>>,
     pub(crate) err_ptr: u64,
     scratch: Option<(CudaSlice<u8>, u64)>,
     /// Outgrown scratch buffers, kept: recorded CUDA graphs may still use their addresses.
@@ -91,7 +92,7 @@ impl DeviceState {
             shared: shared_for(cuda, index)?,
             functions: HashMap::new(),
             blas: None,
-            _err: err,
+            err: Some(err),
             err_ptr,
             scratch: None,
             retired: Vec::new(),
@@ -122,6 +123,9 @@ pub struct CudaKernelContext {
 impl CudaKernelContext {
     /// A context for device `index` of `cuda`.
     pub fn new(cuda: &CudaAllocator, index: i8) -> Result<Self> {
+        // The error word is allocated and zeroed on the device's shared stream: not while
+        // another thread captures a graph on it (the work would join that graph).
+        let _stream = etch_core::lock_device(index);
         let stream = cuda.stream(index)?;
         let state = DeviceState::new(cuda, index, &stream)?;
         Ok(CudaKernelContext {
@@ -141,6 +145,21 @@ impl CudaKernelContext {
             stream: &self.stream,
             state: &mut st,
         })
+    }
+}
+
+impl Drop for CudaKernelContext {
+    fn drop(&mut self) {
+        // Device buffers are freed in stream order on the device's shared stream (and their
+        // cuBLAS handle with them): under the device's lock, so that the frees never join a
+        // graph another thread is capturing (they would fail there, poisoning the context).
+        let _stream = etch_core::lock_device(self.index);
+        if let Ok(st) = self.state.get_mut() {
+            st.blas.take();
+            st.scratch.take();
+            st.retired.clear();
+            st.err.take();
+        }
     }
 }
 
@@ -200,6 +219,7 @@ pub(crate) fn with_allocator<R>(
         .lock()
         .map_err(|_| Error::internal("CUDA kernel state lock poisoned"))?;
     if let std::collections::hash_map::Entry::Vacant(slot) = map.entry(ordinal) {
+        let _stream = etch_core::lock_device(index);
         slot.insert(DeviceState::new(cuda, index, &stream)?);
     }
     let state = map
