@@ -38,13 +38,15 @@ fn gdn_args(rng: &mut Rng, dt: ScalarType, t: usize, p: i64, dk: usize) -> Vec<A
 }
 
 /// A MoE call: `e` experts of 128 over a hidden size of 512, top 8, shared expert of `is`
-/// (128: as wide as the experts, so one row takes moe_down_row).
-fn moe_args(rng: &mut Rng, dt: ScalarType, rows: usize, e: usize, is: usize) -> Vec<A> {
+/// (128: as wide as the experts, so one row takes moe_down_row). A zero router (`tied`)
+/// makes every router logit equal: the routing picks the lowest expert indices.
+fn moe_args(rng: &mut Rng, dt: ScalarType, rows: usize, e: usize, is: usize, tied: bool) -> Vec<A> {
     let (h, i) = (512, 128);
     let s = |n: usize| 1.7 / (n as f32).sqrt();
+    let router = if tied { 0.0 } else { s(h) * 2.0 };
     vec![
         A::In(rand(rng, dt, &[rows, h], 1.0)),
-        A::In(rand(rng, dt, &[e, h], s(h) * 2.0)),
+        A::In(rand(rng, dt, &[e, h], router)),
         A::In(rand(rng, dt, &[e, 2 * i, h], s(h))),
         A::In(rand(rng, dt, &[e, h, i], s(i))),
         A::In(rand(rng, dt, &[is, h], s(h))),
@@ -128,27 +130,30 @@ fn etch_ops_match_the_cpu_at_model_sizes() {
     // bfloat16 and float16 run on tensor cores (moe_tc.cu): 600 rows (several tiles per
     // expert, shared expert wider than the experts), 200 in float16, 100 rows over 640
     // experts (most without pairs), 64 rows (the threshold); a shared expert of 80 units
-    // (not a multiple of 32) keeps the CUDA-core kernels.
-    for (dt, rows, e, is) in [
-        (BF16, 1, 64, 256),
-        (BF16, 1, 64, 128),
-        (BF16, 5, 64, 256),
-        (F32, 3, 64, 256),
-        (BF16, 1, 640, 128),
-        (F32, 1, 64, 128),
-        (F16, 1, 64, 128),
-        (F32, 1100, 64, 256),
-        (BF16, 600, 64, 256),
-        (F16, 200, 64, 128),
-        (BF16, 100, 640, 128),
-        (BF16, 64, 64, 96),
-        (BF16, 130, 64, 80),
+    // (not a multiple of 32) keeps the CUDA-core kernels. `tied`: a zero router, so every
+    // logit ties and the routing takes the lowest expert indices.
+    for (dt, rows, e, is, tied) in [
+        (BF16, 1, 64, 256, false),
+        (BF16, 1, 64, 128, false),
+        (BF16, 5, 64, 256, false),
+        (F32, 3, 64, 256, false),
+        (BF16, 1, 640, 128, false),
+        (F32, 1, 64, 128, false),
+        (F16, 1, 64, 128, false),
+        (F32, 1100, 64, 256, false),
+        (BF16, 600, 64, 256, false),
+        (F16, 200, 64, 128, false),
+        (BF16, 100, 640, 128, false),
+        (BF16, 64, 64, 96, false),
+        (BF16, 130, 64, 80, false),
+        (BF16, 1, 64, 128, true),
+        (F32, 3, 640, 128, true),
     ] {
-        let args = moe_args(&mut rng, dt, rows, e, is);
+        let args = moe_args(&mut rng, dt, rows, e, is, tied);
         check(
             regs,
             &devs,
-            &format!("moe {dt} rows={rows} experts={e} shared={is}"),
+            &format!("moe {dt} rows={rows} experts={e} shared={is} tied={tied}"),
             "etch::moe.out",
             &args,
         );
