@@ -267,6 +267,49 @@ fn lowered_program_generates_the_same_ids_on_the_simulated_device() {
     }
 }
 
+/// Lowered with its inputs and outputs left on the device (`--skip-h2d-inputs
+/// --skip-d2h-outputs`), `etch generate` keeps the decode inputs there: the next token is
+/// the sampled one copied on the device, positions and sampling numbers come from tables
+/// uploaded once. Per decode step nothing crosses to the device and only the token id (8 B)
+/// comes back; the ids equal the host-input program's (greedy and sampled).
+#[test]
+fn device_resident_decode_inputs_cross_pcie_only_as_the_token_id() {
+    let model = lower(
+        "cuda",
+        &["--skip-h2d-inputs", "--skip-d2h-outputs"],
+        "devin",
+    );
+    for (prompt, want) in cases() {
+        let j = etch_generate(&model, &prompt, want.len(), &["--simulate-device", "cuda"]);
+        assert_eq!(ids(&j), want, "prompt {prompt:?}");
+        let calls = j["decode_calls"].as_u64().unwrap();
+        let t = &j["decode_transfers"];
+        assert_eq!(calls as usize, want.len() - 1, "{j}");
+        assert_eq!(t["h2d_copies"].as_u64(), Some(0), "{j}");
+        assert_eq!(t["d2h_bytes"].as_u64(), Some(8 * calls), "{j}");
+        assert_eq!(t["d2h_copies"].as_u64(), Some(calls), "{j}");
+    }
+    // Sampled: the same ids as the program fed from the host, with the same seed.
+    let host = lower("cuda", &[], "hostin");
+    let (prompt, _) = &cases()[0];
+    let sampled = [
+        "--simulate-device",
+        "cuda",
+        "--temperature",
+        "0.8",
+        "--top-k",
+        "20",
+        "--seed",
+        "7",
+    ];
+    let a = etch_generate(&host, prompt, 12, &sampled);
+    let b = etch_generate(&model, prompt, 12, &sampled);
+    assert_eq!(ids(&a), ids(&b));
+    assert_eq!(b["decode_transfers"]["h2d_copies"].as_u64(), Some(0), "{b}");
+    std::fs::remove_file(model).ok();
+    std::fs::remove_file(host).ok();
+}
+
 /// With `--ops cuda` every instruction is delegated (the `etch::` ops have CUDA kernels),
 /// the state lives on the device and the linears become `etch::linear_group` calls.
 #[test]
@@ -311,6 +354,11 @@ fn lowered_program_generates_the_same_ids_on_a_real_gpu() {
         return;
     }
     let model = lower("cuda", &[], "real");
+    let resident = lower(
+        "cuda",
+        &["--skip-h2d-inputs", "--skip-d2h-outputs"],
+        "realdev",
+    );
     for graphs in [&[][..], &["--no-cuda-graphs"][..]] {
         for (prompt, want) in cases() {
             let j = etch_generate(&model, &prompt, want.len(), graphs);
@@ -321,7 +369,16 @@ fn lowered_program_generates_the_same_ids_on_a_real_gpu() {
             let t = &j["decode_transfers"];
             assert_eq!(t["h2d_bytes"].as_u64(), Some(32 * calls), "{j}");
             assert_eq!(t["d2h_bytes"].as_u64(), Some(12 * calls), "{j}");
+            // Inputs and outputs left on the device: nothing up, the token id and the
+            // error word down.
+            let j = etch_generate(&resident, &prompt, want.len(), graphs);
+            assert_eq!(ids(&j), want, "device inputs {graphs:?} prompt {prompt:?}");
+            let calls = j["decode_calls"].as_u64().unwrap();
+            let t = &j["decode_transfers"];
+            assert_eq!(t["h2d_bytes"].as_u64(), Some(0), "{j}");
+            assert_eq!(t["d2h_bytes"].as_u64(), Some(12 * calls), "{j}");
         }
     }
     std::fs::remove_file(model).ok();
+    std::fs::remove_file(resident).ok();
 }

@@ -525,7 +525,8 @@ impl Clone for AlignedBuf {
 #[derive(Clone)]
 enum Storage {
     Host(AlignedBuf),
-    /// Device memory, shared by clones (device memory is never written through a tensor).
+    /// Device memory, shared by clones (written only through [`Tensor::copy_from`], which
+    /// refuses while a clone shares it).
     Device(std::sync::Arc<DeviceMemoryBuffer>),
 }
 
@@ -534,8 +535,9 @@ enum Storage {
 ///
 /// Host tensors give their elements directly ([`Tensor::as_slice`]). Device tensors move
 /// through a device allocator: [`Tensor::to_cpu`], [`Tensor::to_device`],
-/// [`Tensor::from_slice_on`], [`Tensor::empty_on`]. Cloning a host tensor copies it; cloning
-/// a device tensor shares its (immutable) device memory.
+/// [`Tensor::from_slice_on`], [`Tensor::empty_on`], [`Tensor::copy_from`]. Cloning a host
+/// tensor copies it; cloning a device tensor shares its device memory, which is then
+/// immutable until the clones are gone.
 #[derive(Clone)]
 pub struct Tensor {
     dtype: ScalarType,
@@ -790,6 +792,81 @@ impl Tensor {
             }
         }
         Ok(out)
+    }
+    /// Overwrites this tensor's elements with `src`'s, starting at element `offset` of
+    /// `src` (same dtype; `src` must hold `offset + self.numel()` elements), without
+    /// allocating: a host memcpy, or the devices' allocators for host ↔ device and
+    /// device ↔ device copies (one device type). Meant for inputs kept in place across
+    /// calls, such as a decode step's position taken from a table on the device.
+    pub fn copy_from(&mut self, src: &Tensor, offset: usize) -> Result<()> {
+        if src.dtype != self.dtype {
+            return Err(Error::invalid_argument(format!(
+                "copy_from: a {} tensor into a {} one",
+                src.dtype, self.dtype
+            )));
+        }
+        let es = self.dtype.element_size();
+        let n = self.nbytes();
+        let off = offset
+            .checked_mul(es)
+            .filter(|o| o.checked_add(n).is_some_and(|e| e <= src.nbytes()))
+            .ok_or_else(|| {
+                Error::invalid_argument(format!(
+                    "copy_from: {} elements from element {offset} of a tensor of {}",
+                    self.numel(),
+                    src.numel()
+                ))
+            })?;
+        if n == 0 {
+            return Ok(());
+        }
+        let dev_alloc = |b: &DeviceMemoryBuffer| {
+            b.allocator()
+                .cloned()
+                .ok_or_else(|| Error::internal("device tensor without an allocator"))
+        };
+        match (&mut self.storage, &src.storage) {
+            (Storage::Host(d), Storage::Host(s)) => {
+                d.as_mut_slice()[..n].copy_from_slice(&s.as_slice()[off..off + n]);
+            }
+            (Storage::Device(d), _) if std::sync::Arc::strong_count(d) > 1 => {
+                return Err(Error::invalid_state(
+                    "copy_from: this tensor's device memory is shared with a clone (clones \
+                     share device memory, which is written only while unshared)",
+                ));
+            }
+            (Storage::Device(d), Storage::Host(s)) => {
+                dev_alloc(d)?.copy_host_to_device(
+                    d.data(),
+                    &s.as_slice()[off..off + n],
+                    d.index(),
+                )?;
+            }
+            (Storage::Host(d), Storage::Device(s)) => {
+                let a = dev_alloc(s)?;
+                a.copy_device_to_host(
+                    &mut d.as_mut_slice()[..n],
+                    s.data().wrapping_add(off),
+                    s.index(),
+                )?;
+            }
+            (Storage::Device(d), Storage::Device(s)) => {
+                if self.device.kind != src.device.kind {
+                    return Err(Error::not_supported(format!(
+                        "copying from {} to {} needs a stop on the host",
+                        src.device, self.device
+                    )));
+                }
+                dev_alloc(d)?.copy_device_to_device(
+                    d.data(),
+                    d.index(),
+                    s.data().wrapping_add(off),
+                    s.index(),
+                    n,
+                )?;
+            }
+        }
+        Ok(())
     }
     /// Metadata pointing at this tensor's memory (static shape, default dim order).
     pub fn view(&self) -> TensorImpl {

@@ -328,6 +328,11 @@ fn generate(
     let mut ids = Vec::with_capacity(max_new);
     let mut stop = Stop::MaxNewTokens;
     let mut decode_calls = 0;
+    // Each decode step's uniform number, drawn now in the order the steps use them; a
+    // program whose decode inputs live on the device gets its position and sampling tables
+    // uploaded here, once (see LlmProgram::prepare_decode).
+    let us: Vec<f32> = (1..max_new).map(|_| rng.next_f32()).collect();
+    p.prepare_decode(pos, &s, &us)?;
     let before = transfers(p);
     let t2 = Instant::now();
     while ids.len() < max_new {
@@ -346,7 +351,7 @@ fn generate(
             stop = Stop::Context;
             break;
         }
-        next = p.decode(fed, pos, &s, rng.next_f32())?;
+        next = p.decode(fed, pos, &s, us[decode_calls])?;
         decode_calls += 1;
         pos += 1;
     }

@@ -14,7 +14,7 @@
 //! is logits `[1, V]` or `[1, T, V]` (the last position), which the host samples with
 //! [`etch::sample_row`] and the same `u`.
 
-use etch::{Dynamism, Error, Module, Result, ScalarType, Tag, Tensor, Value};
+use etch::{Device, Dynamism, Error, Module, Result, ScalarType, Tag, Tensor, Value};
 
 /// Which convention a program follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +44,9 @@ pub struct StepMethod {
     pub max_tokens: usize,
     /// The token dimension is dynamic (any length up to `max_tokens`).
     pub dynamic: bool,
+    /// The device every input lives on, when not the host (a program lowered with
+    /// `etch lower --skip-h2d-inputs`): decoding then keeps its inputs there.
+    pub input_device: Option<Device>,
 }
 
 /// The optional metadata methods.
@@ -80,6 +83,28 @@ impl Sampling {
     fn input(&self, u: f32) -> [f32; 4] {
         [self.temperature, self.top_k as f32, self.top_p, u]
     }
+
+    /// Greedy (as `etch::sample` decides): `u` does not matter.
+    fn greedy(&self) -> bool {
+        self.temperature.is_nan() || self.temperature <= 0.0 || self.top_k == 1
+    }
+}
+
+/// Decode inputs kept on the device for a method whose inputs live there: per step the
+/// token is the previous step's sampled id copied on the device (uploaded only when the
+/// caller feeds another one, e.g. under teacher forcing), the position a row of a table
+/// uploaded once, the sampling numbers a row of a table uploaded once (one row when
+/// greedy). Device-to-device copies only: nothing crosses PCIe upward per step.
+struct DeviceInputs {
+    token: Tensor,
+    pos: Tensor,
+    sampling: Tensor,
+    /// Positions `first ..` and their sampling rows, on the device.
+    first: usize,
+    pos_table: Tensor,
+    sampling_table: Tensor,
+    /// Decode steps made (the sampling row of the next one, when not greedy).
+    step: usize,
 }
 
 /// A loaded LLM program.
@@ -93,6 +118,10 @@ pub struct LlmProgram {
     pub device_sampled: Option<bool>,
     /// When set, every call's logits are appended here (`etch generate --save-logits`).
     pub logits_log: Option<Vec<f32>>,
+    /// Decode inputs on the device (see [`LlmProgram::prepare_decode`]).
+    device_inputs: Option<DeviceInputs>,
+    /// The last call's token id as the device returned it (a device integer tensor).
+    last_device_out: Option<(Tensor, i64)>,
 }
 
 fn has(m: &Module, name: &str) -> bool {
@@ -201,11 +230,16 @@ fn step_method(m: &Module, name: &str, meta: &Metadata) -> Result<StepMethod> {
     if let Some(s) = meta.max_seq_len.filter(|&s| s > 0) {
         max_tokens = max_tokens.min(s as usize);
     }
+    let first = tokens.device;
+    let input_device = (!first.is_cpu()
+        && (0..inputs.len()).all(|i| inputs[i].tensor.as_ref().is_some_and(|t| t.device == first)))
+    .then_some(first);
     Ok(StepMethod {
         name: name.to_string(),
         takes_sampling,
         max_tokens,
         dynamic,
+        input_device,
     })
 }
 
@@ -244,6 +278,8 @@ impl LlmProgram {
             meta,
             device_sampled: None,
             logits_log: None,
+            device_inputs: None,
+            last_device_out: None,
         })
     }
 
@@ -287,7 +323,6 @@ impl LlmProgram {
         u: f32,
     ) -> Result<Output> {
         let m = if prefill { &self.prefill } else { &self.decode };
-        let name = m.name.clone();
         let mut inputs = vec![
             Value::Tensor(Tensor::from_slice(tokens, &[1, tokens.len()])?),
             Value::Tensor(Tensor::from_slice(&[pos as i64], &[1])?),
@@ -295,18 +330,34 @@ impl LlmProgram {
         if m.takes_sampling {
             inputs.push(Value::Tensor(Tensor::from_slice(&s.input(u), &[4])?));
         }
-        let out = self.module.execute(&name, &inputs)?;
+        self.run(prefill, &inputs)
+    }
+
+    /// Executes the prefill or decode method on `inputs` and reads its output.
+    fn run(&mut self, prefill: bool, inputs: &[Value]) -> Result<Output> {
+        let name = if prefill {
+            &self.prefill.name
+        } else {
+            &self.decode.name
+        }
+        .clone();
+        let out = self.module.execute(&name, inputs)?;
+        self.last_device_out = None;
         let bad =
             || Error::invalid_program(format!("'{name}' must return a token id or logits first"));
-        let t = match out.into_iter().next() {
+        let (t, on_device) = match out.into_iter().next() {
             Some(Value::Int(x)) => return Ok(Output::Token(x)),
-            Some(Value::Tensor(t)) if t.is_cpu() => t,
-            Some(Value::Tensor(t)) => t.to_cpu()?,
+            Some(Value::Tensor(t)) if t.is_cpu() => (t, None),
+            Some(Value::Tensor(t)) => (t.to_cpu()?, Some(t)),
             _ => return Err(bad()),
         };
         if t.dtype().is_integral() {
             let ids = t.to_f64_vec()?;
-            return ids.last().map(|&x| Output::Token(x as i64)).ok_or_else(bad);
+            let id = ids.last().map(|&x| x as i64).ok_or_else(bad)?;
+            if let Some(d) = on_device.filter(|d| d.dtype() == ScalarType::Long) {
+                self.last_device_out = Some((d, id));
+            }
+            return Ok(Output::Token(id));
         }
         if !t.dtype().is_floating() {
             return Err(bad());
@@ -321,6 +372,70 @@ impl LlmProgram {
         Ok(Output::Logits(
             v[v.len() - vocab..].iter().map(|&x| x as f32).collect(),
         ))
+    }
+
+    /// When the decode method's inputs live on a device, allocates the device inputs for
+    /// up to `us.len()` decode steps from position `first` and uploads their position and
+    /// sampling tables (once: a greedy run needs one sampling row). `us` are the steps'
+    /// uniform numbers, in order. Without device inputs this does nothing.
+    pub fn prepare_decode(&mut self, first: usize, s: &Sampling, us: &[f32]) -> Result<()> {
+        self.device_inputs = None;
+        let Some(dev) = self.decode.input_device else {
+            return Ok(());
+        };
+        let reg = self.module.devices();
+        let n = us.len().max(1);
+        let positions: Vec<i64> = (first..first + n).map(|p| p as i64).collect();
+        let rows: Vec<f32> = if s.greedy() {
+            s.input(us.first().copied().unwrap_or(0.5)).to_vec()
+        } else {
+            us.iter().flat_map(|&u| s.input(u)).collect()
+        };
+        let mut sampling = Tensor::empty_on(ScalarType::Float, &[4], dev, &reg)?;
+        let sampling_table = Tensor::from_slice_on(&rows, &[rows.len()], dev, &reg)?;
+        sampling.copy_from(&sampling_table, 0)?;
+        self.device_inputs = Some(DeviceInputs {
+            token: Tensor::empty_on(ScalarType::Long, &[1, 1], dev, &reg)?,
+            pos: Tensor::empty_on(ScalarType::Long, &[1], dev, &reg)?,
+            sampling,
+            first,
+            pos_table: Tensor::from_slice_on(&positions, &[n], dev, &reg)?,
+            sampling_table,
+            step: 0,
+        });
+        Ok(())
+    }
+
+    /// A decode call from the device inputs (see [`DeviceInputs`]).
+    fn decode_on_device(&mut self, token: i64, pos: usize) -> Result<Output> {
+        let takes_sampling = self.decode.takes_sampling;
+        let last = self.last_device_out.take();
+        let d = self
+            .device_inputs
+            .as_mut()
+            .ok_or_else(|| Error::internal("no device inputs"))?;
+        match last {
+            Some((t, id)) if id == token => d.token.copy_from(&t, t.numel() - 1)?,
+            _ => d
+                .token
+                .copy_from(&Tensor::from_slice(&[token], &[1, 1])?, 0)?,
+        }
+        let row = pos
+            .checked_sub(d.first)
+            .filter(|&r| r < d.pos_table.numel());
+        let row = row.ok_or_else(|| {
+            Error::internal(format!("decode position {pos} outside the prepared table"))
+        })?;
+        d.pos.copy_from(&d.pos_table, row)?;
+        if d.sampling_table.numel() > 4 && d.step > 0 {
+            d.sampling.copy_from(&d.sampling_table, 4 * d.step)?;
+        }
+        d.step += 1;
+        let mut inputs = vec![Value::Tensor(d.token.clone()), Value::Tensor(d.pos.clone())];
+        if takes_sampling {
+            inputs.push(Value::Tensor(d.sampling.clone()));
+        }
+        self.run(false, &inputs)
     }
 
     /// The next token from a call's output: the program's, or sampled here.
@@ -347,6 +462,8 @@ impl LlmProgram {
     /// a static one in chunks of its length, the remainder through `decode` one token at a
     /// time. Every call gets the same `u`: one draw per generated token.
     pub fn prefill(&mut self, prompt: &[i64], s: &Sampling, u: f32) -> Result<i64> {
+        // A new sequence: the device inputs of the last one no longer apply.
+        self.device_inputs = None;
         let chunk = self.prefill.max_tokens.max(1);
         let whole = if self.prefill.dynamic {
             prompt.len()
@@ -367,9 +484,15 @@ impl LlmProgram {
         self.pick(out, s, u)
     }
 
-    /// Feeds `token` at `pos` and returns the next one.
+    /// Feeds `token` at `pos` and returns the next one. After [`LlmProgram::prepare_decode`]
+    /// on a program with device inputs, the inputs stay on the device (`u` is then the
+    /// prepared one of this step).
     pub fn decode(&mut self, token: i64, pos: usize, s: &Sampling, u: f32) -> Result<i64> {
-        let out = self.call(false, &[token], pos, s, u)?;
+        let out = if self.device_inputs.is_some() {
+            self.decode_on_device(token, pos)?
+        } else {
+            self.call(false, &[token], pos, s, u)?
+        };
         self.pick(out, s, u)
     }
 }
