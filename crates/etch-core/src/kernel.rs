@@ -196,43 +196,6 @@ impl<'a> KernelContext<'a> {
         }
     }
 
-    /// Rejects a call in which the memory of output argument `o` (its whole capacity)
-    /// overlaps that of another tensor argument holding a different value. Delegates bind
-    /// their arguments' memory into graphs of their own whose kernels read inputs while
-    /// writing outputs, so such a call (a malformed or hostile program's memory plan) would
-    /// otherwise alias a kernel's input and output slices. The same value passed twice is
-    /// left alone, as for kernels' `out` arguments.
-    pub fn check_output_disjoint(&self, o: usize) -> Result<()> {
-        let range = |t: &TensorImpl| {
-            let start = t.data_ptr() as usize;
-            (!t.data_ptr().is_null() && t.capacity() > 0)
-                .then(|| start..start.saturating_add(t.capacity()))
-        };
-        let oi = self.index(o)?;
-        let Some(EValue::Tensor(out)) = self.values.get(oi) else {
-            return Ok(());
-        };
-        let Some(ro) = range(out) else {
-            return Ok(());
-        };
-        for (j, &a) in self.args.iter().enumerate() {
-            if a as usize == oi {
-                continue;
-            }
-            if let Some(EValue::Tensor(t)) = self.values.get(a as usize)
-                && let Some(r) = range(t)
-                && r.start < ro.end
-                && ro.start < r.end
-            {
-                return Err(Error::invalid_program(format!(
-                    "{}: output argument {o} (value {oi}) overlaps the memory of argument {j} (value {a})",
-                    self.op
-                )));
-            }
-        }
-        Ok(())
-    }
-
     /// Argument `i` as a tensor.
     pub fn tensor(&self, i: usize) -> Result<TensorRef<'a>> {
         let idx = self.index(i)?;

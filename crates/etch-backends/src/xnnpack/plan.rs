@@ -535,7 +535,7 @@ impl Plan {
             let scalar = t.dim() == 0 && dims == [1];
             if b.output {
                 // The plan's kernels read bound inputs while writing bound outputs.
-                args.check_output_disjoint(b.arg as usize)?;
+                crate::check_output_overlap(args, b.arg as usize)?;
             }
             let t = if b.output && !scalar {
                 args.resize_out(b.arg as usize, dims)?
