@@ -32,9 +32,23 @@ max_len() {
 }
 
 cargo fuzz build
-if [ -z "$(ls -A corpus/xnnpack 2>/dev/null)" ]; then
-    python3 xnnpack_seeds.py corpus/xnnpack
-fi
+
+# Seeds, read but never written: the fixtures (at most 64 KiB) each target reads, and the
+# XNNPACK templates' own payloads. The committed corpora are small; these bring back the
+# coverage of whole programs.
+seed() {
+    mkdir -p "seeds/$1"
+    find ../tests/fixtures -path ../tests/fixtures/fuzz_regressions -prune -o \
+        -name "$2" -size -64k -print | while read -r f; do
+        cp "$f" "seeds/$1/$(echo "${f#../tests/fixtures/}" | tr / _)"
+    done
+}
+rm -rf seeds
+seed load_and_run '*.pte'
+seed lower '*.pte'
+seed ptd '*.ptd'
+seed safetensors '*.safetensors'
+python3 xnnpack_seeds.py seeds/xnnpack >/dev/null
 
 mkdir -p logs
 summary=()
@@ -42,7 +56,7 @@ for t in "${targets[@]}"; do
     mkdir -p "corpus/$t" "artifacts/$t"
     echo "== $t: $minutes min"
     status=0
-    cargo fuzz run "$t" "corpus/$t" -- \
+    cargo fuzz run "$t" "corpus/$t" "seeds/$t" -- \
         -max_total_time=$((minutes * 60)) -timeout=10 -rss_limit_mb=2048 \
         -max_len="$(max_len "$t")" -print_final_stats=1 >"logs/$t.log" 2>&1 || status=$?
     last=$(grep -E '^#[0-9]+' "logs/$t.log" | tail -1 || true)
