@@ -254,6 +254,8 @@ impl ExecutorDelegate {
         }
         self.outs.clear();
         for j in 0..no {
+            // The nested kernels read the shared inputs while writing the shared outputs.
+            crate::check_output_overlap(args, ni + j)?;
             let t = *args.tensor(ni + j)?.imp();
             push_tensor_key(&mut self.key, &t);
             // SAFETY: as above.

@@ -12,8 +12,45 @@ pub mod xnnpack;
 pub use executor::{EXECUTOR_BACKEND_ID, ExecutorBackend, TARGET_DEVICE_KEY, parse_target_device};
 pub use xnnpack::{XNNPACK_BACKEND_ID, XnnpackBackend};
 
+use etch_core::{EValue, Error, KernelContext, Result};
 use etch_runtime::BackendRegistry;
 use std::sync::Arc;
+
+/// Rejects a delegate call in which the memory of output argument `o` (its whole capacity)
+/// partly overlaps that of another tensor argument. Both backends bind the call's tensors
+/// into graphs of their own, whose kernels read inputs while writing outputs, so such a
+/// call (a malformed or hostile program's memory plan) would give a kernel overlapping
+/// input and output slices. Tensors at the same address are left alone: an output planned
+/// over its input (a state updated in place, a view) is what lowering produces.
+pub(crate) fn check_output_overlap(args: &KernelContext<'_>, o: usize) -> Result<()> {
+    let range = |v: &EValue| match v {
+        EValue::Tensor(t) if !t.data_ptr().is_null() && t.capacity() > 0 => {
+            let start = t.data_ptr() as usize;
+            Some(start..start.saturating_add(t.capacity()))
+        }
+        _ => None,
+    };
+    let Some(ro) = range(args.value(o)?) else {
+        return Ok(());
+    };
+    for j in 0..args.num_args() {
+        if let Some(r) = range(args.value(j)?)
+            && r.start != ro.start
+            && r.start < ro.end
+            && ro.start < r.end
+        {
+            return Err(Error::invalid_program(format!(
+                "{}: output argument {o} ({:#x}..{:#x}) partly overlaps argument {j} ({:#x}..{:#x})",
+                args.op_name(),
+                ro.start,
+                ro.end,
+                r.start,
+                r.end
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// A backend registry holding every backend etch provides.
 pub fn default_backends() -> BackendRegistry {

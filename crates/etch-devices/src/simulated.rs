@@ -41,8 +41,38 @@ struct Block {
     start: usize,
     size: usize,
     index: i8,
-    /// Checksum of the contents after the last write by an allowed writer.
-    checksum: u64,
+    /// Checksums of the contents after the last write by an allowed writer, one per
+    /// [`CHECKSUM_CHUNK`] bytes, so that a write re-hashes only the chunks it touched
+    /// (re-hashing the whole allocation made chunked writes, such as zeroing a planned
+    /// arena, quadratic: minutes for a few hundred MiB).
+    sums: Vec<u64>,
+}
+
+/// Bytes covered by one checksum of a [`Block`].
+const CHECKSUM_CHUNK: usize = 64 << 10;
+
+impl Block {
+    fn bytes(&self) -> &[u8] {
+        &self.buf.as_slice()[self.start..self.start + self.size]
+    }
+
+    /// The chunk checksums of the current contents.
+    fn current_sums(&self) -> Vec<u64> {
+        self.bytes().chunks(CHECKSUM_CHUNK).map(checksum).collect()
+    }
+
+    /// Records a write of `n` bytes at offset `off` by an allowed writer.
+    fn wrote(&mut self, off: usize, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let first = off / CHECKSUM_CHUNK;
+        let last = (off + n - 1) / CHECKSUM_CHUNK;
+        for c in first..=last.min(self.sums.len().saturating_sub(1)) {
+            let end = ((c + 1) * CHECKSUM_CHUNK).min(self.size);
+            self.sums[c] = checksum(&self.bytes()[c * CHECKSUM_CHUNK..end]);
+        }
+    }
 }
 
 /// Freed blocks are kept (poisoned) up to this many bytes, so a stale pointer reads
@@ -210,7 +240,7 @@ impl SimulatedAllocator {
             if let Some((&k, b)) = s.blocks.range_mut(..=p).next_back()
                 && p - k + n <= b.size
             {
-                b.checksum = checksum(&b.buf.as_slice()[b.start..b.start + b.size]);
+                b.wrote(p - k, n);
             }
         }
     }
@@ -223,7 +253,7 @@ impl SimulatedAllocator {
         };
         s.blocks
             .iter()
-            .filter(|(_, b)| checksum(&b.buf.as_slice()[b.start..b.start + b.size]) != b.checksum)
+            .filter(|(_, b)| b.current_sums() != b.sums)
             .map(|(&k, _)| k)
             .collect()
     }
@@ -328,17 +358,15 @@ impl DeviceAllocator for SimulatedAllocator {
         let start = base.next_multiple_of(alignment) - base;
         let addr = base + start;
         let mut s = self.lock()?;
-        let sum = checksum(&buf.as_slice()[start..start + nbytes]);
-        s.blocks.insert(
-            addr,
-            Block {
-                buf,
-                start,
-                size: nbytes,
-                index,
-                checksum: sum,
-            },
-        );
+        let mut block = Block {
+            buf,
+            start,
+            size: nbytes,
+            index,
+            sums: Vec::new(),
+        };
+        block.sums = block.current_sums();
+        s.blocks.insert(addr, block);
         s.stats.allocations += 1;
         s.stats.live_allocations += 1;
         s.stats.live_bytes += nbytes as u64;
@@ -396,7 +424,7 @@ impl DeviceAllocator for SimulatedAllocator {
         if let Some(b) = s.blocks.get_mut(&key) {
             let start = b.start + off;
             b.buf.as_mut_slice()[start..start + src.len()].copy_from_slice(src);
-            b.checksum = checksum(&b.buf.as_slice()[b.start..b.start + b.size]);
+            b.wrote(off, src.len());
         }
         s.stats.h2d_copies += 1;
         s.stats.h2d_bytes += src.len() as u64;
@@ -421,7 +449,7 @@ impl DeviceAllocator for SimulatedAllocator {
             let start = b.start + off;
             r = src.read_into(0, &mut b.buf.as_mut_slice()[start..start + src.len()]);
             // Also after a failed read: what it wrote came through the allocator.
-            b.checksum = checksum(&b.buf.as_slice()[b.start..b.start + b.size]);
+            b.wrote(off, src.len());
         }
         r?;
         s.stats.h2d_copies += 1;
@@ -459,7 +487,7 @@ impl DeviceAllocator for SimulatedAllocator {
         if let Some(b) = s.blocks.get_mut(&dkey) {
             let start = b.start + doff;
             b.buf.as_mut_slice()[start..start + nbytes].copy_from_slice(&tmp);
-            b.checksum = checksum(&b.buf.as_slice()[b.start..b.start + b.size]);
+            b.wrote(doff, nbytes);
         }
         s.stats.d2d_copies += 1;
         Ok(())

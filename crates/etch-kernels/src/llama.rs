@@ -135,6 +135,29 @@ pub(crate) fn check_update(
             v[1], c[1]
         )));
     }
+    disjoint_from_cache(op, "value", value, cache)
+}
+
+/// Rejects a tensor whose memory overlaps the cache's: the cache is written in place (it
+/// is not an `out` argument, so the loader's aliasing check does not cover it) while the
+/// tensor is read. A malformed program's memory plan could otherwise make the kernel copy
+/// between overlapping slices.
+fn disjoint_from_cache(
+    op: &str,
+    what: &str,
+    t: &TensorRef<'_>,
+    cache: &TensorRef<'_>,
+) -> Result<()> {
+    let (a, b) = (t.data_ptr() as usize, cache.data_ptr() as usize);
+    if t.nbytes() > 0
+        && cache.nbytes() > 0
+        && a < b.saturating_add(cache.nbytes())
+        && b < a.saturating_add(t.nbytes())
+    {
+        return Err(Error::invalid_program(format!(
+            "{op}: the {what}'s memory overlaps the cache it is written into"
+        )));
+    }
     Ok(())
 }
 
@@ -230,6 +253,7 @@ pub fn update_cache_with_indices_call<'a>(
         )));
     }
     require_contiguous(op, "indices", &indices)?;
+    disjoint_from_cache(op, "indices", &indices, &cache)?;
     Ok(UpdateCacheIndicesCall {
         value,
         cache,

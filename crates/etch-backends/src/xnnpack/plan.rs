@@ -533,6 +533,10 @@ impl Plan {
             let t = args.tensor(b.arg as usize)?;
             // XNNPACK declares 0-d tensors as [1].
             let scalar = t.dim() == 0 && dims == [1];
+            if b.output {
+                // The plan's kernels read bound inputs while writing bound outputs.
+                crate::check_output_overlap(args, b.arg as usize)?;
+            }
             let t = if b.output && !scalar {
                 args.resize_out(b.arg as usize, dims)?
             } else {
