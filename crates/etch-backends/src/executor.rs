@@ -367,6 +367,10 @@ fn push_tensor_key(key: &mut Vec<u64>, t: &TensorImpl) {
 }
 
 impl Delegate for ExecutorDelegate {
+    fn set_instruction_limit(&mut self, jumps: Option<u64>) {
+        self.method.set_instruction_limit(jumps);
+    }
+
     fn execute(&mut self, args: &mut KernelContext<'_>) -> Result<()> {
         let ni = self.method.num_inputs();
         let no = self.method.num_outputs();

@@ -43,6 +43,11 @@ pub trait Delegate: Send {
     /// Runs the delegate. Its arguments (inputs, then outputs) are the `DelegateCall`'s
     /// value indices, read and written through the context like a kernel's.
     fn execute(&mut self, args: &mut KernelContext<'_>) -> Result<()>;
+
+    /// Bounds the jumps of the programs the delegate runs itself (a nested method), as
+    /// [`crate::Method::set_instruction_limit`] does for its own; delegates that run no
+    /// program ignore it.
+    fn set_instruction_limit(&mut self, _jumps: Option<u64>) {}
 }
 
 /// Backends by id.

@@ -1142,9 +1142,13 @@ impl Method {
     }
 
     /// Bounds how many jumps one `execute` may take; `None` (the default) means no bound.
-    /// Loops in a program are legitimate, but an untrusted program may loop forever.
+    /// Loops in a program are legitimate, but an untrusted program may loop forever. The
+    /// bound also applies to the programs this method's delegates run (each its own count).
     pub fn set_instruction_limit(&mut self, jumps: Option<u64>) {
         self.jump_limit = jumps;
+        for d in &mut self.delegates {
+            d.set_instruction_limit(jumps);
+        }
     }
 
     /// Runs every instruction. Inputs must have been set.
