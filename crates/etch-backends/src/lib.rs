@@ -24,10 +24,7 @@ use std::sync::Arc;
 /// over its input (a state updated in place, a view) is what lowering produces.
 pub(crate) fn check_output_overlap(args: &KernelContext<'_>, o: usize) -> Result<()> {
     let range = |v: &EValue| match v {
-        EValue::Tensor(t) if !t.data_ptr().is_null() && t.capacity() > 0 => {
-            let start = t.data_ptr() as usize;
-            Some(start..start.saturating_add(t.capacity()))
-        }
+        EValue::Tensor(t) => t.memory_range(),
         _ => None,
     };
     let Some(ro) = range(args.value(o)?) else {

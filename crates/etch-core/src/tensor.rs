@@ -230,6 +230,15 @@ impl TensorImpl {
     pub fn data_ptr(&self) -> *mut u8 {
         self.data
     }
+    /// The addresses of the tensor's memory (its whole capacity), if it has any: what the
+    /// aliasing checks (kernel outputs, delegate outputs, in-place caches) compare.
+    pub fn memory_range(&self) -> Option<std::ops::Range<usize>> {
+        if self.data.is_null() || self.capacity == 0 {
+            return None;
+        }
+        let start = self.data as usize;
+        Some(start..start.saturating_add(self.capacity))
+    }
     /// Points the tensor at other memory.
     pub fn set_data(&mut self, data: *mut u8, capacity: usize) {
         self.data = data;

@@ -148,11 +148,9 @@ fn disjoint_from_cache(
     t: &TensorRef<'_>,
     cache: &TensorRef<'_>,
 ) -> Result<()> {
-    let (a, b) = (t.data_ptr() as usize, cache.data_ptr() as usize);
-    if t.nbytes() > 0
-        && cache.nbytes() > 0
-        && a < b.saturating_add(cache.nbytes())
-        && b < a.saturating_add(t.nbytes())
+    if let (Some(a), Some(b)) = (t.imp().memory_range(), cache.imp().memory_range())
+        && a.start < b.end
+        && b.start < a.end
     {
         return Err(Error::invalid_program(format!(
             "{op}: the {what}'s memory overlaps the cache it is written into"

@@ -1346,10 +1346,7 @@ impl Method {
 /// Byte range of a tensor's memory, if it has any.
 fn tensor_range(v: &EValue) -> Option<std::ops::Range<usize>> {
     match v {
-        EValue::Tensor(t) if !t.data_ptr().is_null() && t.capacity() > 0 => {
-            let start = t.data_ptr() as usize;
-            Some(start..start.saturating_add(t.capacity()))
-        }
+        EValue::Tensor(t) => t.memory_range(),
         _ => None,
     }
 }
