@@ -755,21 +755,12 @@ impl Tensor {
     /// Copies the tensor to the host (through its device's allocator); a host tensor is
     /// cloned.
     pub fn to_cpu(&self) -> Result<Tensor> {
-        match &self.storage {
-            Storage::Host(_) => Ok(self.clone()),
-            Storage::Device(buf) => {
-                let mut out = Tensor::zeros(self.dtype, &self.sizes)?;
-                let n = self.nbytes();
-                if n > 0 {
-                    let alloc = buf
-                        .allocator()
-                        .ok_or_else(|| Error::internal("device tensor without an allocator"))?;
-                    let dst = out.as_bytes_mut()?;
-                    alloc.copy_device_to_host(dst, buf.data(), buf.index())?;
-                }
-                Ok(out)
-            }
+        if self.is_cpu() {
+            return Ok(self.clone());
         }
+        let mut out = Tensor::zeros(self.dtype, &self.sizes)?;
+        out.copy_from(self, 0)?;
+        Ok(out)
     }
     /// Copies the tensor to `device` through the registry's allocator: host → device,
     /// device → device (same device type), or device → host.
@@ -777,29 +768,8 @@ impl Tensor {
         if device.is_cpu() {
             return self.to_cpu();
         }
-        let out = Tensor::empty_on(self.dtype, &self.sizes, device, registry)?;
-        let n = self.nbytes();
-        if n == 0 {
-            return Ok(out);
-        }
-        let Storage::Device(dst) = &out.storage else {
-            return Err(Error::internal("device tensor without device storage"));
-        };
-        let alloc = registry.require(device.kind)?;
-        match &self.storage {
-            Storage::Host(b) => {
-                alloc.copy_host_to_device(dst.data(), b.as_slice(), device.index)?
-            }
-            Storage::Device(src) => {
-                if self.device.kind != device.kind {
-                    return Err(Error::not_supported(format!(
-                        "copying from {} to {} needs a stop on the host: call to_cpu() first",
-                        self.device, device
-                    )));
-                }
-                alloc.copy_device_to_device(dst.data(), device.index, src.data(), src.index(), n)?
-            }
-        }
+        let mut out = Tensor::empty_on(self.dtype, &self.sizes, device, registry)?;
+        out.copy_from(self, 0)?;
         Ok(out)
     }
     /// Overwrites this tensor's elements with `src`'s, starting at element `offset` of
@@ -862,7 +832,7 @@ impl Tensor {
             (Storage::Device(d), Storage::Device(s)) => {
                 if self.device.kind != src.device.kind {
                     return Err(Error::not_supported(format!(
-                        "copying from {} to {} needs a stop on the host",
+                        "copying from {} to {} needs a stop on the host: call to_cpu() first",
                         src.device, self.device
                     )));
                 }

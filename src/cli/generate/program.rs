@@ -99,12 +99,10 @@ struct DeviceInputs {
     token: Tensor,
     pos: Tensor,
     sampling: Tensor,
-    /// Positions `first ..` and their sampling rows, on the device.
+    /// Positions `first ..` and, row for row, their sampling numbers, on the device.
     first: usize,
     pos_table: Tensor,
     sampling_table: Tensor,
-    /// Decode steps made (the sampling row of the next one, when not greedy).
-    step: usize,
 }
 
 /// A loaded LLM program.
@@ -232,7 +230,9 @@ fn step_method(m: &Module, name: &str, meta: &Metadata) -> Result<StepMethod> {
     }
     let first = tokens.device;
     let input_device = (!first.is_cpu()
-        && (0..inputs.len()).all(|i| inputs[i].tensor.as_ref().is_some_and(|t| t.device == first)))
+        && inputs
+            .iter()
+            .all(|i| i.tensor.as_ref().is_some_and(|t| t.device == first)))
     .then_some(first);
     Ok(StepMethod {
         name: name.to_string(),
@@ -401,7 +401,6 @@ impl LlmProgram {
             first,
             pos_table: Tensor::from_slice_on(&positions, &[n], dev, &reg)?,
             sampling_table,
-            step: 0,
         });
         Ok(())
     }
@@ -427,10 +426,10 @@ impl LlmProgram {
             Error::internal(format!("decode position {pos} outside the prepared table"))
         })?;
         d.pos.copy_from(&d.pos_table, row)?;
-        if d.sampling_table.numel() > 4 && d.step > 0 {
-            d.sampling.copy_from(&d.sampling_table, 4 * d.step)?;
+        // Row 0 (the only one when greedy) was copied by prepare_decode.
+        if row > 0 && d.sampling_table.numel() > 4 {
+            d.sampling.copy_from(&d.sampling_table, 4 * row)?;
         }
-        d.step += 1;
         let mut inputs = vec![Value::Tensor(d.token.clone()), Value::Tensor(d.pos.clone())];
         if takes_sampling {
             inputs.push(Value::Tensor(d.sampling.clone()));
