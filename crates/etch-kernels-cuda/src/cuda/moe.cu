@@ -278,48 +278,78 @@ IO_KERNELS(moe_down, MoeArgs, 256)
 
 // Decode (one row): one warp per hidden unit h reads the h-th down row of all k+1 slots
 // (the k selected experts, then the shared expert: k + 1 <= MOE_ROW_SLOTS, inter ==
-// sinter, rows 16-byte aligned, checked by the launcher), each step issuing the 16-byte
-// loads of every slot before any arithmetic, and combines them in registers in
-// moe_combine's order: no ys scratch, no counter, no second pass. The block first stages
-// the k+1 activation rows in shared memory (dynamic, (k+1) x width elements), so that a
-// lane's registers hold only weights: 3 blocks of 256 fit an SM, and the grid one wave.
+// sinter, rows 16-byte aligned, checked by the launcher), and combines them in registers
+// in moe_combine's order: no ys scratch, no counter, no second pass. Each lane issues the
+// 16-byte loads of its first two chunks of every slot at once, before the block stages
+// the k+1 activation rows in shared memory as float32 (dynamic, (k+1) x width floats,
+// converted once per block instead of once per warp), so that the weights' latency
+// overlaps the staging and the dot products read ready floats. The _early entry points
+// (EARLY) read the selection and issue those loads before waiting for the previous kernel
+// (programmatic dependent launch): the selection comes from moe_logits, which completed
+// before moe_up (the kernel waited for) passed its own wait and let this grid launch, and
+// the weights are constants; only the activations come from moe_up.
 #define MOE_ROW_SLOTS 9
-template <int DT> __device__ void moe_down_row(const MoeArgs& a) {
+template <int DT>
+__device__ __forceinline__ void moe_row_dots(const uint4* w, const float* xs, i64 width, i64 c,
+                                             int k, float* part) {
+    const int V = IoVec<DT>::N;
+#pragma unroll
+    for (int s = 0; s < MOE_ROW_SLOTS; ++s) {
+        if (s > k) continue;
+        float wf[8];
+        io_cvt16<DT>(w[s], wf);
+        const float4* x = (const float4*)(xs + s * width + c * V);
+        const float4 x0 = x[0], x1 = V == 8 ? x[1] : x0;
+        const float xf[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+        for (int q = 0; q < V; ++q) part[s] += wf[q] * xf[q];
+    }
+}
+
+template <int DT, bool EARLY> __device__ void moe_down_row(const MoeArgs& a) {
     const int lane = threadIdx.x & 31;
     const int es = DT == DT_F32 ? 4 : 2, V = IoVec<DT>::N;
     const i64 h = blockIdx.x * (i64)(blockDim.x >> 5) + (threadIdx.x >> 5);
     const int k = (int)a.top_k;
-    char* xs = (char*)moe_smem;
-    const i64 xbytes = (k + 1) * a.width * es;
-    for (i64 o = threadIdx.x * 16; o < xbytes; o += blockDim.x * 16)
-        *(uint4*)(xs + o) = *(const uint4*)((const char*)a.act + o);
-    __syncthreads();
-    if (h >= a.hidden) return;
+    const bool on = h < a.hidden;
     const int mine = lane < k ? a.sel[lane] : 0;
     const char* row[MOE_ROW_SLOTS];
-    float part[MOE_ROW_SLOTS];
 #pragma unroll
     for (int s = 0; s < MOE_ROW_SLOTS; ++s) {
         const i64 e = __shfl_sync(FULL_MASK, mine, s);
         row[s] = s < k ? (const char*)a.down + (e * a.hidden + h) * a.inter * es
                        : (const char*)a.sd + h * a.sinter * es;
-        part[s] = 0.0f;
     }
     const i64 nv = a.inter / V;
-    for (i64 c = lane; c < nv; c += 32) {
-        uint4 w[MOE_ROW_SLOTS];
+    uint4 w0[MOE_ROW_SLOTS], w1[MOE_ROW_SLOTS];
+#pragma unroll
+    for (int s = 0; s < MOE_ROW_SLOTS; ++s) {
+        if (!on || s > k) continue;
+        if (lane < nv) w0[s] = *(const uint4*)(row[s] + lane * 16);
+        if (lane + 32 < nv) w1[s] = *(const uint4*)(row[s] + (lane + 32) * 16);
+    }
+    if (EARLY) PDL_WAIT();
+    float* xs = moe_smem;
+    const i64 nx = (k + 1) * a.width / V;
+    for (i64 o = threadIdx.x; o < nx; o += blockDim.x) {
+        float f[8];
+        io_ld16<DT>((const char*)a.act + o * 16, f);
+        float4* d = (float4*)(xs + o * V);
+        d[0] = make_float4(f[0], f[1], f[2], f[3]);
+        if (V == 8) d[1] = make_float4(f[4], f[5], f[6], f[7]);
+    }
+    __syncthreads();
+    if (!on) return;
+    float part[MOE_ROW_SLOTS];
+#pragma unroll
+    for (int s = 0; s < MOE_ROW_SLOTS; ++s) part[s] = 0.0f;
+    if (lane < nv) moe_row_dots<DT>(w0, xs, a.width, lane, k, part);
+    if (lane + 32 < nv) moe_row_dots<DT>(w1, xs, a.width, lane + 32, k, part);
+    for (i64 c = lane + 64; c < nv; c += 32) {
 #pragma unroll
         for (int s = 0; s < MOE_ROW_SLOTS; ++s)
-            if (s <= k) w[s] = *(const uint4*)(row[s] + c * 16);
-#pragma unroll
-        for (int s = 0; s < MOE_ROW_SLOTS; ++s) {
-            if (s > k) continue;
-            float wf[8], xf[8];
-            io_cvt16<DT>(w[s], wf);
-            io_cvt16<DT>(*(const uint4*)(xs + s * a.width * es + c * 16), xf);
-#pragma unroll
-            for (int q = 0; q < V; ++q) part[s] += wf[q] * xf[q];
-        }
+            if (s <= k) w0[s] = *(const uint4*)(row[s] + c * 16);
+        moe_row_dots<DT>(w0, xs, a.width, c, k, part);
     }
     float acc = 0.0f, shared_y = 0.0f;
 #pragma unroll
@@ -333,15 +363,17 @@ template <int DT> __device__ void moe_down_row(const MoeArgs& a) {
     }
     if (lane == 0) io_st<DT>(a.out, h, acc + shared_y);
 }
-extern "C" __global__ void __launch_bounds__(256, 3) moe_down_row_f32(MoeArgs a) {
-    PDL_ENTRY(); moe_down_row<DT_F32>(a);
-}
-extern "C" __global__ void __launch_bounds__(256, 3) moe_down_row_bf16(MoeArgs a) {
-    PDL_ENTRY(); moe_down_row<DT_BF16>(a);
-}
-extern "C" __global__ void __launch_bounds__(256, 3) moe_down_row_f16(MoeArgs a) {
-    PDL_ENTRY(); moe_down_row<DT_F16>(a);
-}
+#define MOE_DOWN_ROW_ENTRY(SUFFIX, DT)                                                    \
+    extern "C" __global__ void __launch_bounds__(256, 2) moe_down_row_##SUFFIX(MoeArgs a) { \
+        PDL_ENTRY(); moe_down_row<DT, false>(a);                                           \
+    }                                                                                      \
+    extern "C" __global__ void __launch_bounds__(256, 2)                                   \
+        moe_down_row_early_##SUFFIX(MoeArgs a) {                                           \
+        PDL_EARLY(); moe_down_row<DT, true>(a);                                            \
+    }
+MOE_DOWN_ROW_ENTRY(f32, DT_F32)
+MOE_DOWN_ROW_ENTRY(bf16, DT_BF16)
+MOE_DOWN_ROW_ENTRY(f16, DT_F16)
 
 // One thread per (row, hidden unit): the slots summed in ascending expert order (each add
 // rounded), plus the gated shared expert.

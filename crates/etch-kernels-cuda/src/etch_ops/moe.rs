@@ -75,6 +75,13 @@ fn down_by_row() -> bool {
     *ON.get_or_init(|| std::env::var("ETCH_MOE_DOWN_ROW").map_or(true, |v| v != "0"))
 }
 
+/// Whether moe_down_row reads the selection and loads its weights before waiting for
+/// moe_up (`ETCH_MOE_DOWN_EARLY=0` waits first, for comparisons).
+fn down_early() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ETCH_MOE_DOWN_EARLY").map_or(true, |v| v != "0"))
+}
+
 /// Rows from which the expert-major kernels run (`ETCH_MOE_BY_EXPERT_FROM`, default 512; a
 /// huge value keeps the pair kernels, for comparisons). On the H200 (35B-A3B experts,
 /// 4 layers) expert-major was 3% faster at 1024 rows and 14% slower at 128.
@@ -228,7 +235,16 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let up = names(["moe_up_f32", "moe_up_bf16", "moe_up_f16"])?;
     let down = names(["moe_down_f32", "moe_down_bf16", "moe_down_f16"])?;
     let combine = names(["moe_combine_f32", "moe_combine_bf16", "moe_combine_f16"])?;
-    let down_row = names(["moe_down_row_f32", "moe_down_row_bf16", "moe_down_row_f16"])?;
+    let down_row = if down_early() {
+        [
+            "moe_down_row_early_f32",
+            "moe_down_row_early_bf16",
+            "moe_down_row_early_f16",
+        ]
+    } else {
+        ["moe_down_row_f32", "moe_down_row_bf16", "moe_down_row_f16"]
+    };
+    let down_row = names(down_row)?;
     let lists = names(["moe_lists_f32", "moe_lists_bf16", "moe_lists_f16"])?;
     let up_ex = names(["moe_up_ex_f32", "moe_up_ex_bf16", "moe_up_ex_f16"])?;
     let down_ex = names(["moe_down_ex_f32", "moe_down_ex_bf16", "moe_down_ex_f16"])?;
@@ -274,7 +290,8 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     // Its vector loads need equal expert and shared widths and 16-byte aligned rows (the
     // activation rows are: `width` is a multiple of 8 elements).
     let aligned = |t: &etch_core::TensorRef<'_>| ptr(t).is_multiple_of(16);
-    let row_smem = (k + 1) * width * es;
+    // (The activations as float32.)
+    let row_smem = (k + 1) * width * 4;
     let by_row = rows == 1
         && k < ROW_SLOTS
         && row_smem <= 48 << 10
