@@ -14,6 +14,7 @@ ExecuTorch+XNNPACK's before timing. Writes the table into BENCHMARKS.md between
 
     CARGO_TARGET_DIR=... /work/venv/bin/python tools/bench/compare_xnnpack.py \\
         [--iterations 10] [--rounds 5] [--threads 1,2] [--models resnet18_128,...] [--no-write]
+        [--etch BIN] [--baseline-etch OLD_BIN]   # OLD_BIN: timed in the same rounds (before/after)
 
 Threads: etch's pool size is ETCH_NUM_THREADS; ExecuTorch's is its global threadpool, which
 the pip wheel resizes with `executorch.extension.pybindings.portable_lib.
@@ -237,6 +238,9 @@ def main():
     ap.add_argument("--threads", default=f"1,{os.cpu_count() or 1}")
     ap.add_argument("--models", default="", help="comma-separated names (default: all)")
     ap.add_argument("--etch", default=default_etch())
+    ap.add_argument("--baseline-etch", default="",
+                    help="another etch binary (e.g. before a change) timed on the XNNPACK .pte in "
+                         "the same interleaved rounds; its figures go to stderr and --json only")
     ap.add_argument("--max-load", type=float, default=1.2,
                     help="first wait (up to 10 minutes) for the 1-minute load average to fall below this")
     ap.add_argument("--export-only", action="store_true")
@@ -275,6 +279,9 @@ def main():
                 except Exception as e:  # noqa: BLE001
                     print(f"{name} {key}: {e}", file=sys.stderr)
                     row[f"{key}_error"] = str(e)[:200]
+            if args.baseline_etch and "etch_xnnpack" in engines:
+                row["etch_baseline_diff"] = rel_diff(etch_outputs(args.baseline_etch, xnn, inputs, t), ref)
+                engines["etch_baseline"] = lambda: etch_bench(args.baseline_etch, xnn, inputs, t, args.iterations)
             engines["executorch_xnnpack"] = lambda: et.bench(args.iterations)
             rounds = {k: [] for k in engines}
             for _ in range(args.rounds):

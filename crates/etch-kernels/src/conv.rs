@@ -493,8 +493,8 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
 
 /// A depthwise convolution (one input and one output channel per group), computed
 /// directly. Each task copies its (batch item, channel) planes, widened to the compute type,
-/// into a zero-padded plane, then computes the outputs in blocks of [`DW_LANES`] pixels of
-/// a row, [`DW_BLOCKS`] blocks (of any rows) at a time with the accumulators in registers:
+/// into a zero-padded plane, then computes the outputs in blocks of 8 or 16 pixels of a
+/// row (the vector width: [`dw_plane_dispatch`]), [`DW_BLOCKS`] blocks (of any rows) at a time with the accumulators in registers:
 /// every output is `sum(w[i, j] * x[.., ..])` over the taps in order `(i, j)`, from zero,
 /// plus the bias. (The padding's zero products leave a sum starting from +0 unchanged, so
 /// the result is the unpadded sum's.) Split over planes above [`DEPTHWISE_TASK_WORK`].
@@ -508,7 +508,7 @@ fn depthwise<T: FElem>(c: &Conv, xs: &[T], wf: &[T::F], bs: Option<&[T]>, o: &mu
     // for the lanes past the last output column of the last row (computed, not stored).
     let pwid = xv.w + 2 * pw;
     let prows = (oh - 1) * sh + (kh - 1) * dh + 1;
-    let per_task = (prows * pwid + DW_LANES * sw + pwid).next_multiple_of(16);
+    let per_task = (prows * pwid + DW_LANES_MAX * sw + pwid).next_multiple_of(16);
     // scratch: one padded plane per task (their borders stay zero).
     let mut pads = crate::scratch::take(tasks * per_task, zero);
     let pads = SharedMut::new(&mut pads);
@@ -537,10 +537,10 @@ fn depthwise<T: FElem>(c: &Conv, xs: &[T], wf: &[T::F], bs: Option<&[T]>, o: &mu
     });
 }
 
-/// Output pixels of a row computed together (one 256-bit vector of `f32`).
-const DW_LANES: usize = 8;
+/// The most output pixels of a row computed together (one 512-bit vector of `f32`).
+const DW_LANES_MAX: usize = 16;
 
-/// Blocks of [`DW_LANES`] pixels computed together (independent accumulators).
+/// Blocks of pixels computed together (independent accumulators).
 const DW_BLOCKS: usize = 4;
 
 /// What every plane of a depthwise convolution shares: geometry, operands, output.
@@ -566,24 +566,36 @@ struct Taps {
     cstep: usize,
 }
 
-/// [`dw_plane`] with AVX2 code generation where the CPU has it (the same operations in the
-/// same order: the results do not depend on it).
+/// [`dw_plane`] with AVX-512 code generation and blocks of 16 pixels for rows of more than
+/// 8 outputs, else with AVX2 and blocks of 8, where the CPU has them (every output is the
+/// same sum in the same order whatever the block width: the results do not depend on it).
 fn dw_plane_dispatch<T: FElem>(g: &DwGeom<'_, T>, plane: usize, pad: &mut [T::F]) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        #[target_feature(enable = "avx2")]
-        fn avx2<T: FElem>(g: &DwGeom<'_, T>, plane: usize, pad: &mut [T::F]) {
-            dw_plane(g, plane, pad)
+    {
+        if g.c.ow > 8 && std::arch::is_x86_feature_detected!("avx512f") {
+            #[target_feature(enable = "avx512f")]
+            fn avx512<T: FElem>(g: &DwGeom<'_, T>, plane: usize, pad: &mut [T::F]) {
+                dw_plane::<T, 16>(g, plane, pad)
+            }
+            // SAFETY: the CPU has AVX-512F.
+            return unsafe { avx512(g, plane, pad) };
         }
-        // SAFETY: the CPU has AVX2.
-        return unsafe { avx2(g, plane, pad) };
+        if std::arch::is_x86_feature_detected!("avx2") {
+            #[target_feature(enable = "avx2")]
+            fn avx2<T: FElem>(g: &DwGeom<'_, T>, plane: usize, pad: &mut [T::F]) {
+                dw_plane::<T, 8>(g, plane, pad)
+            }
+            // SAFETY: the CPU has AVX2.
+            return unsafe { avx2(g, plane, pad) };
+        }
     }
-    dw_plane(g, plane, pad)
+    dw_plane::<T, 8>(g, plane, pad)
 }
 
-/// One (batch item, channel) plane of a depthwise convolution (see [`depthwise`]).
+/// One (batch item, channel) plane of a depthwise convolution (see [`depthwise`]), in
+/// blocks of `L` ≤ [`DW_LANES_MAX`] pixels.
 #[inline(always)]
-fn dw_plane<T: FElem>(g: &DwGeom<'_, T>, plane: usize, pad: &mut [T::F]) {
+fn dw_plane<T: FElem, const L: usize>(g: &DwGeom<'_, T>, plane: usize, pad: &mut [T::F]) {
     let (c, xs, out) = (g.c, g.xs, g.out);
     let (xv, ov) = (c.xv, c.ov);
     let (kh, kw, oh, ow) = (c.kh, c.kw, c.oh, c.ow);
@@ -608,25 +620,25 @@ fn dw_plane<T: FElem>(g: &DwGeom<'_, T>, plane: usize, pad: &mut [T::F]) {
         }
     }
     let pad = &*pad;
-    let xblocks = ow.div_ceil(DW_LANES);
+    let xblocks = ow.div_ceil(L);
     let nblocks = oh * xblocks;
     let mut b = 0;
     while b < nblocks {
         let cnt = DW_BLOCKS.min(nblocks - b);
         let mut base = [0usize; DW_BLOCKS];
         for (k, bk) in base.iter_mut().enumerate().take(cnt) {
-            let (y, x0) = ((b + k) / xblocks, (b + k) % xblocks * DW_LANES);
+            let (y, x0) = ((b + k) / xblocks, (b + k) % xblocks * L);
             *bk = y * sh * g.pwid + x0 * sw;
         }
         // (Blocks past `cnt` read from 0 and are not stored.)
         let acc = match sw {
-            1 => dw_blocks::<T::F, 1>(pad, w, g.taps, &base, 1),
-            2 => dw_blocks::<T::F, 2>(pad, w, g.taps, &base, 2),
-            _ => dw_blocks::<T::F, 0>(pad, w, g.taps, &base, sw),
+            1 => dw_blocks::<T::F, 1, L>(pad, w, g.taps, &base, 1),
+            2 => dw_blocks::<T::F, 2, L>(pad, w, g.taps, &base, 2),
+            _ => dw_blocks::<T::F, 0, L>(pad, w, g.taps, &base, sw),
         };
         for (k, a) in acc.iter().enumerate().take(cnt) {
-            let (y, x0) = ((b + k) / xblocks, (b + k) % xblocks * DW_LANES);
-            let lanes = DW_LANES.min(ow - x0);
+            let (y, x0) = ((b + k) / xblocks, (b + k) % xblocks * L);
+            let lanes = L.min(ow - x0);
             let orow = obase + y * ov.s[2];
             if ov.s[3] == 1 {
                 // SAFETY: plane (n, ch) is this task's.
@@ -645,19 +657,19 @@ fn dw_plane<T: FElem>(g: &DwGeom<'_, T>, plane: usize, pad: &mut [T::F]) {
     }
 }
 
-/// [`DW_BLOCKS`] blocks of [`DW_LANES`] outputs, block `k` reading the padded plane from `base[k]`
+/// [`DW_BLOCKS`] blocks of `L` outputs, block `k` reading the padded plane from `base[k]`
 /// with a lane step of `sw` (`S`, or `sw` when `S` is 0): per tap in order, `acc += w * x`.
 #[inline(always)]
-fn dw_blocks<F: Float, const S: usize>(
+fn dw_blocks<F: Float, const S: usize, const L: usize>(
     pad: &[F],
     w: &[F],
     taps: Taps,
     base: &[usize; DW_BLOCKS],
     sw: usize,
-) -> [[F; DW_LANES]; DW_BLOCKS] {
+) -> [[F; L]; DW_BLOCKS] {
     let step = if S == 0 { sw } else { S };
-    let span = (DW_LANES - 1) * step + 1;
-    let mut acc = [[<F as Compute>::ZERO; DW_LANES]; DW_BLOCKS];
+    let span = (L - 1) * step + 1;
+    let mut acc = [[<F as Compute>::ZERO; L]; DW_BLOCKS];
     for i in 0..taps.kh {
         for j in 0..taps.kw {
             let (wv, off) = (w[i * taps.kw + j], i * taps.rstep + j * taps.cstep);

@@ -27,6 +27,7 @@ pub mod threads;
 pub mod unary;
 pub mod upsample;
 pub mod util;
+pub mod vmath;
 
 use etch_core::{KernelRegistry, Result};
 

@@ -10,6 +10,17 @@ use etch_core::{Error, KernelContext, KernelRegistry, Result, Scalar, ScalarType
 pub trait FloatOp: Copy + Sync {
     /// Applies the function.
     fn apply<F: Float>(&self, x: F) -> F;
+
+    /// Applies the function over a row of `f32`s. Ops with a vectorised kernel override
+    /// this; same-dtype `f32` tensors then take it for every element (strided ones one at
+    /// a time), so an element's value depends neither on the layout nor on how the rows
+    /// are split over threads.
+    #[inline(always)]
+    fn apply_f32_row(&self, x: &[f32], out: &mut [f32]) {
+        for (o, &x) in out.iter_mut().zip(x) {
+            *o = self.apply(x);
+        }
+    }
 }
 
 /// A unary function on any compute type.
@@ -19,7 +30,7 @@ pub trait UnaryOp: Copy + Sync {
 }
 
 macro_rules! float_op {
-    ($(#[$m:meta])* $name:ident, |$x:ident| $e:expr) => {
+    ($(#[$m:meta])* $name:ident, |$x:ident| $e:expr $(, f32_row = $row:path)?) => {
         $(#[$m])*
         #[derive(Clone, Copy)]
         pub struct $name;
@@ -28,6 +39,16 @@ macro_rules! float_op {
             fn apply<F: Float>(&self, $x: F) -> F {
                 $e
             }
+            $(
+            fn apply_f32_row(&self, x: &[f32], out: &mut [f32]) {
+                // The vectorised kernel, else (a CPU without one) the formula above.
+                if !$row(x, out) {
+                    for (o, &x) in out.iter_mut().zip(x) {
+                        *o = self.apply(x);
+                    }
+                }
+            }
+            )?
         }
     };
 }
@@ -57,10 +78,10 @@ float_op!(
     Tanh, |x| x.tanh());
 float_op!(
     /// `1 / (1 + e^-x)`.
-    Sigmoid, |x| F::ONE.div(F::ONE + x.neg().exp()));
+    Sigmoid, |x| F::ONE.div(F::ONE + x.neg().exp()), f32_row = crate::vmath::sigmoid);
 float_op!(
     /// `x * sigmoid(x)`.
-    Silu, |x| x.div(F::ONE + x.neg().exp()));
+    Silu, |x| x.div(F::ONE + x.neg().exp()), f32_row = crate::vmath::silu);
 float_op!(
     /// The error function.
     Erf, |x| x.erf());
@@ -251,6 +272,19 @@ pub fn apply_float<O: FloatOp>(
         Shape::from_slice(a.strides())?,
         Shape::from_slice(out.strides())?,
     );
+    if a.dtype() == ScalarType::Float && out.dtype() == ScalarType::Float {
+        let x = a.data::<f32>()?;
+        let o = out.data_mut::<f32>()?;
+        let one = move |p: f32| {
+            let mut y = [0.0];
+            op.apply_f32_row(&[p], &mut y);
+            y[0]
+        };
+        map1_rows_with(MATH_TASK, &shape, x, &sa, o, &so, one, move |o, x| {
+            op.apply_f32_row(x, o)
+        });
+        return Ok(());
+    }
     if a.dtype() == out.dtype() {
         return dispatch_float!(a.dtype(), name, "input", |T| {
             let x = a.data::<T>()?;

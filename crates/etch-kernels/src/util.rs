@@ -1135,6 +1135,25 @@ pub fn map1_with<A: Copy + Sync, O: Send>(
     so: &[usize],
     f: impl Fn(A) -> O + Sync + Copy,
 ) {
+    map1_rows_with(min_task, sizes, a, sa, out, so, f, move |o, a| {
+        map_row(o, a, f)
+    })
+}
+
+/// [`map1_with`] where `row(o, a)` computes `o[i] = f(a[i])` over a dense row (or a piece
+/// of one, whose bounds depend on the thread count), e.g. with a vectorised kernel; `f`
+/// serves strided elements.
+#[allow(clippy::too_many_arguments)]
+pub fn map1_rows_with<A: Copy + Sync, O: Send>(
+    min_task: usize,
+    sizes: &[usize],
+    a: &[A],
+    sa: &[usize],
+    out: &mut [O],
+    so: &[usize],
+    f: impl Fn(A) -> O + Sync + Copy,
+    row: impl Fn(&mut [O], &[A]) + Sync + Copy,
+) {
     let Some(c) = Coalesced::new(sizes, [sa, so]) else {
         return;
     };
@@ -1153,7 +1172,7 @@ pub fn map1_with<A: Copy + Sync, O: Send>(
         // One thread: plain slices (the common case of small tensors).
         c.each_row(0..c.rows(), &mut |[oa, oo], len, [xa, xo]| {
             if xa == 1 && xo == 1 {
-                map_row(&mut out[oo..oo + len], &a[oa..oa + len], f);
+                row(&mut out[oo..oo + len], &a[oa..oa + len]);
             } else {
                 for i in 0..len {
                     out[oo + i * xo] = f(a[oa + i * xa]);
@@ -1166,7 +1185,7 @@ pub fn map1_with<A: Copy + Sync, O: Send>(
     par_walk_merged(&c, min_task, |[oa, oo], len, [xa, xo]| {
         if xa == 1 && xo == 1 {
             // SAFETY: rows of a dense out do not overlap; each row is one task's.
-            map_row(unsafe { out.slice(oo, len) }, &a[oa..oa + len], f);
+            row(unsafe { out.slice(oo, len) }, &a[oa..oa + len]);
         } else {
             for i in 0..len {
                 // SAFETY: as above.

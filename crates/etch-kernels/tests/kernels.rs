@@ -157,6 +157,39 @@ fn activations_match_pytorch() {
 }
 
 #[test]
+fn vectorised_sigmoid_and_silu_do_not_depend_on_the_thread_count() {
+    // Large enough to be split over threads, at offsets that fall inside vectors.
+    let n = 77_777;
+    let data: Vec<f32> = (0..n).map(|i| (i as f32 * 0.013).sin() * 40.0).collect();
+    for op in ["aten::sigmoid.out", "aten::silu.out"] {
+        let mut first: Option<Vec<u32>> = None;
+        for threads in [1, 2, 3, 7] {
+            etch_kernels::threads::set_num_threads(threads);
+            let mut e = Env::default();
+            let x = e.t(&data, &[n]);
+            let o = e.out(ScalarType::Float, &[n]);
+            e.run(op, &[x, o, o]).unwrap();
+            let got = e.get::<f32>(o);
+            for (&x, &y) in data.iter().zip(&got) {
+                let x = x as f64;
+                let s = 1.0 / (1.0 + (-x).exp());
+                let want = if op == "aten::silu.out" { x * s } else { s };
+                assert!(
+                    (y as f64 - want).abs() <= 1e-6 * want.abs().max(1e-30),
+                    "{op}({x})"
+                );
+            }
+            let bits: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+            match &first {
+                None => first = Some(bits),
+                Some(f) => assert!(*f == bits, "{op}: differs with {threads} threads"),
+            }
+        }
+    }
+    etch_kernels::threads::set_num_threads(0);
+}
+
+#[test]
 fn static_and_dynamic_outs() {
     let mut e = Env::default();
     let a = e.t(&[1.0f32, -2.0], &[2]);

@@ -1,0 +1,589 @@
+//! Vectorised `f32` math for the unary kernels: sigmoid and SiLU from one `e^x`, 16 lanes
+//! at a time with AVX-512F or 8 with AVX2 + FMA, chosen at run time.
+//!
+//! `e^z` for `z = -|x|` (clamped at -110): `z = n·ln 2 + t` with `n = round(z·log2 e)`
+//! (rounded by adding a magic bias, whose low mantissa bits then hold `n` plus the exponent
+//! bias) and `|t| ≤ ln 2 / 2` (Cody-Waite reduction with `ln 2` in two parts), `e^t` by a
+//! degree-6 minimax polynomial, `2^n` from `n`'s bits — the scheme of XNNPACK's
+//! `rr2-p5-div` sigmoid with one more degree. The exponential is kept scaled by 2^64 so that it stays a normal
+//! number down to the clamp (sigmoid is subnormal below x ≈ -87.3 and rounds to 0 below
+//! x ≈ -103.9); the quotients are scaled back by one multiplication, exact for normal results
+//! and correctly rounded for subnormal ones, so subnormal results are not flushed to 0.
+//!
+//! Both vector variants run the same IEEE operations in the same order (fused multiply-adds,
+//! correctly rounded divisions), so they give the same bits; the tail of a row goes through
+//! the same code with masked loads and stores, so an element's value does not depend on
+//! where its row starts or ends, i.e. on how the work is split over threads. Each function
+//! returns `false` (and writes nothing) on a CPU without either variant; the caller then
+//! uses the scalar formula.
+
+/// `out[i] = 1 / (1 + e^-x[i])`; `false` if the CPU has no vector variant.
+pub fn sigmoid(x: &[f32], out: &mut [f32]) -> bool {
+    map(x, out, Kind::Sigmoid)
+}
+
+/// `out[i] = x[i] / (1 + e^-x[i])` (SiLU; `-inf` gives NaN, as the formula does in PyTorch);
+/// `false` if the CPU has no vector variant.
+pub fn silu(x: &[f32], out: &mut [f32]) -> bool {
+    map(x, out, Kind::Silu)
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Sigmoid,
+    Silu,
+}
+
+fn map(x: &[f32], out: &mut [f32], kind: Kind) -> bool {
+    assert_eq!(x.len(), out.len(), "vmath: input and output lengths differ");
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx512f") {
+            // SAFETY: the CPU has AVX-512F.
+            unsafe { x86::map_avx512(x, out, kind) };
+            return true;
+        }
+        if has!("avx2") && has!("fma") {
+            // SAFETY: the CPU has AVX2 and FMA.
+            unsafe { x86::map_avx2(x, out, kind) };
+            return true;
+        }
+    }
+    let _ = kind;
+    false
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::Kind;
+    use std::arch::x86_64::*;
+
+    /// The operations the kernels need on a vector of `f32` lanes. Every method is a thin
+    /// `#[inline(always)]` wrapper of one or two intrinsics: it is only called from a
+    /// `#[target_feature]` function of its instruction set, into which it is inlined.
+    trait Lanes: Copy {
+        const N: usize;
+        type Mask: Copy;
+        /// A mask of the first `n < N` lanes.
+        unsafe fn tail(n: usize) -> Self::Mask;
+        /// `N` lanes from `p`.
+        unsafe fn load(p: *const f32) -> Self;
+        /// The lanes of `m` from `p`, zeros elsewhere (the others are not read).
+        unsafe fn load_masked(p: *const f32, m: Self::Mask) -> Self;
+        unsafe fn store(self, p: *mut f32);
+        /// Stores the lanes of `m` only.
+        unsafe fn store_masked(self, p: *mut f32, m: Self::Mask);
+        unsafe fn splat(v: f32) -> Self;
+        unsafe fn add(self, b: Self) -> Self;
+        unsafe fn sub(self, b: Self) -> Self;
+        unsafe fn mul(self, b: Self) -> Self;
+        unsafe fn div(self, b: Self) -> Self;
+        /// `self * b + c`, rounded once.
+        unsafe fn fma(self, b: Self, c: Self) -> Self;
+        /// `max(self, b)` as `maxps`: `b` where either is NaN.
+        unsafe fn max(self, b: Self) -> Self;
+        /// The bitwise or.
+        unsafe fn or(self, b: Self) -> Self;
+        /// The bits shifted left by 23 (a small integer in the low bits → an exponent).
+        unsafe fn shl23(self) -> Self;
+        /// `self > v ? a : b` (`b` where either is NaN).
+        unsafe fn if_gt(self, v: Self, a: Self, b: Self) -> Self;
+    }
+
+    /// Lane methods that are one intrinsic on `self` and the other operands.
+    macro_rules! lane_ops {
+        ($($name:ident($($arg:ident),*) => $intrinsic:ident;)*) => {$(
+            #[inline(always)]
+            unsafe fn $name(self, $($arg: Self),*) -> Self {
+                unsafe { $intrinsic(self, $($arg),*) }
+            }
+        )*};
+    }
+
+    impl Lanes for __m512 {
+        const N: usize = 16;
+        type Mask = __mmask16;
+        lane_ops! {
+            add(b) => _mm512_add_ps;
+            sub(b) => _mm512_sub_ps;
+            mul(b) => _mm512_mul_ps;
+            div(b) => _mm512_div_ps;
+            fma(b, c) => _mm512_fmadd_ps;
+            max(b) => _mm512_max_ps;
+        }
+        #[inline(always)]
+        unsafe fn tail(n: usize) -> __mmask16 {
+            ((1u32 << n) - 1) as __mmask16
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            unsafe { _mm512_loadu_ps(p) }
+        }
+        #[inline(always)]
+        unsafe fn load_masked(p: *const f32, m: __mmask16) -> Self {
+            unsafe { _mm512_maskz_loadu_ps(m, p) }
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            unsafe { _mm512_storeu_ps(p, self) }
+        }
+        #[inline(always)]
+        unsafe fn store_masked(self, p: *mut f32, m: __mmask16) {
+            unsafe { _mm512_mask_storeu_ps(p, m, self) }
+        }
+        #[inline(always)]
+        unsafe fn splat(v: f32) -> Self {
+            unsafe { _mm512_set1_ps(v) }
+        }
+        #[inline(always)]
+        unsafe fn or(self, b: Self) -> Self {
+            // `_mm512_or_ps` needs AVX-512DQ; the integer form is AVX-512F.
+            unsafe {
+                _mm512_castsi512_ps(_mm512_or_si512(
+                    _mm512_castps_si512(self),
+                    _mm512_castps_si512(b),
+                ))
+            }
+        }
+        #[inline(always)]
+        unsafe fn shl23(self) -> Self {
+            unsafe { _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_castps_si512(self))) }
+        }
+        #[inline(always)]
+        unsafe fn if_gt(self, v: Self, a: Self, b: Self) -> Self {
+            unsafe { _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(self, v), b, a) }
+        }
+    }
+
+    impl Lanes for __m256 {
+        const N: usize = 8;
+        type Mask = __m256i;
+        lane_ops! {
+            add(b) => _mm256_add_ps;
+            sub(b) => _mm256_sub_ps;
+            mul(b) => _mm256_mul_ps;
+            div(b) => _mm256_div_ps;
+            fma(b, c) => _mm256_fmadd_ps;
+            max(b) => _mm256_max_ps;
+        }
+        #[inline(always)]
+        unsafe fn tail(n: usize) -> __m256i {
+            unsafe {
+                _mm256_cmpgt_epi32(
+                    _mm256_set1_epi32(n as i32),
+                    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                )
+            }
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            unsafe { _mm256_loadu_ps(p) }
+        }
+        #[inline(always)]
+        unsafe fn load_masked(p: *const f32, m: __m256i) -> Self {
+            unsafe { _mm256_maskload_ps(p, m) }
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            unsafe { _mm256_storeu_ps(p, self) }
+        }
+        #[inline(always)]
+        unsafe fn store_masked(self, p: *mut f32, m: __m256i) {
+            unsafe { _mm256_maskstore_ps(p, m, self) }
+        }
+        #[inline(always)]
+        unsafe fn splat(v: f32) -> Self {
+            unsafe { _mm256_set1_ps(v) }
+        }
+        #[inline(always)]
+        unsafe fn or(self, b: Self) -> Self {
+            unsafe { _mm256_or_ps(self, b) }
+        }
+        #[inline(always)]
+        unsafe fn shl23(self) -> Self {
+            unsafe { _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_castps_si256(self))) }
+        }
+        #[inline(always)]
+        unsafe fn if_gt(self, v: Self, a: Self, b: Self) -> Self {
+            unsafe { _mm256_blendv_ps(b, a, _mm256_cmp_ps::<_CMP_GT_OQ>(self, v)) }
+        }
+    }
+
+    /// 2^64 and 2^-64: the scale of the exponential.
+    const SCALE_UP: f32 = 18446744073709551616.0;
+    const SCALE_DOWN: f32 = 1.0 / SCALE_UP;
+
+    /// The least `z` of the exponential: sigmoid(-110) and -110·sigmoid(-110) round to 0.
+    const CLAMP: f32 = -110.0;
+
+    /// `(e^z · 2^64, e^z)` for `z = -|x|`, clamped at [`CLAMP`] (NaN stays NaN).
+    #[inline(always)]
+    unsafe fn exp_neg_abs<V: Lanes>(x: V) -> (V, V) {
+        // 1.5·2^23 + 127 + 64: after rounding `z·log2 e` into this, the low mantissa bits
+        // hold the biased exponent of 2^(n + 64).
+        const MAGIC: f32 = 12_583_103.0;
+        const LOG2E: f32 = std::f32::consts::LOG2_E;
+        // -ln 2 in two parts (-0x1.62E400p-1, -0x1.7F7D1Cp-20): the first has trailing
+        // zeros, so `n·hi` is exact.
+        const MINUS_LN2_HI: f32 = f32::from_bits(0xbf31_7200);
+        const MINUS_LN2_LO: f32 = f32::from_bits(0xb5bf_be8e);
+        // e^t ≈ 1 + t·(1 + t·(c2 + t·(c3 + t·(c4 + t·(c5 + t·c6))))) on |t| ≤ ln 2 / 2: a
+        // minimax fit of the relative error (0.3·2^-24 with these f32 coefficients;
+        // XNNPACK's degree 5 has 1.5·2^-24): 0x1.FFFFFCp-2, 0x1.55541Ap-3, 0x1.555822p-5,
+        // 0x1.126782p-7, 0x1.6AE730p-10.
+        const C2: f32 = f32::from_bits(0x3eff_fffe);
+        const C3: f32 = f32::from_bits(0x3e2a_aa0d);
+        const C4: f32 = f32::from_bits(0x3d2a_ac11);
+        const C5: f32 = f32::from_bits(0x3c09_33c1);
+        const C6: f32 = f32::from_bits(0x3ab5_7398);
+        // SAFETY (all blocks): plain lane arithmetic, inlined into a caller with the
+        // features of `V`.
+        unsafe {
+            // -|x|, then the clamp; `max` keeps its second operand when it is NaN.
+            let z = V::splat(CLAMP).max(x.or(V::splat(-0.0)));
+            let magic = V::splat(MAGIC);
+            let n = z.fma(V::splat(LOG2E), magic);
+            let s = n.shl23();
+            let n = n.sub(magic);
+            let t = n.fma(V::splat(MINUS_LN2_HI), z);
+            let t = n.fma(V::splat(MINUS_LN2_LO), t);
+            let p = t.fma(V::splat(C6), V::splat(C5));
+            let p = p.fma(t, V::splat(C4));
+            let p = p.fma(t, V::splat(C3));
+            let p = p.fma(t, V::splat(C2));
+            let p = p.fma(t, V::splat(1.0));
+            let e_up = t.mul(s).fma(p, s);
+            (e_up, e_up.mul(V::splat(SCALE_DOWN)))
+        }
+    }
+
+    /// One vector of results.
+    #[inline(always)]
+    unsafe fn lanes<V: Lanes>(x: V, kind: Kind) -> V {
+        // SAFETY: as in `exp_neg_abs`.
+        unsafe {
+            let (e_up, e) = exp_neg_abs(x);
+            let (zero, one) = (V::splat(0.0), V::splat(1.0));
+            let d = e.add(one);
+            let down = V::splat(SCALE_DOWN);
+            match kind {
+                Kind::Sigmoid => {
+                    // sigmoid(-|x|) = e / (1 + e); sigmoid(|x|) = 1 - that.
+                    let q = e_up.div(d).mul(down);
+                    x.if_gt(zero, one.sub(q), q)
+                }
+                Kind::Silu => {
+                    // x > 0: x / (1 + e); otherwise x·e / (1 + e), scaled back.
+                    let num = x.if_gt(zero, x, x.mul(e_up));
+                    let y = num.div(d).mul(x.if_gt(zero, one, down));
+                    // Below the clamp x·e^x rounds to -0: x·0 (NaN for -inf, as in
+                    // PyTorch's formula).
+                    V::splat(CLAMP).if_gt(x, x.mul(zero), y)
+                }
+            }
+        }
+    }
+
+    /// The kernel over a row: whole vectors, then the tail with masked loads and stores.
+    #[inline(always)]
+    unsafe fn map_lanes<V: Lanes>(x: &[f32], out: &mut [f32], kind: Kind) {
+        let n = x.len().min(out.len());
+        let (xp, op) = (x.as_ptr(), out.as_mut_ptr());
+        let mut i = 0;
+        // SAFETY: `i + N <= n` for the full vectors and the tail mask covers `n - i < N`
+        // lanes, so every access is within both slices.
+        unsafe {
+            while i + V::N <= n {
+                lanes(V::load(xp.add(i)), kind).store(op.add(i));
+                i += V::N;
+            }
+            if i < n {
+                let m = V::tail(n - i);
+                lanes(V::load_masked(xp.add(i), m), kind).store_masked(op.add(i), m);
+            }
+        }
+    }
+
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn map_avx512(x: &[f32], out: &mut [f32], kind: Kind) {
+        // SAFETY: AVX-512F is enabled here, as `__m512`'s methods need.
+        unsafe { map_lanes::<__m512>(x, out, kind) }
+    }
+
+    /// # Safety
+    /// The CPU must have AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn map_avx2(x: &[f32], out: &mut [f32], kind: Kind) {
+        // SAFETY: AVX2 and FMA are enabled here, as `__m256`'s methods need.
+        unsafe { map_lanes::<__m256>(x, out, kind) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sigmoid_ref(x: f64) -> f64 {
+        1.0 / (1.0 + (-x).exp())
+    }
+
+    fn silu_ref(x: f64) -> f64 {
+        x / (1.0 + (-x).exp())
+    }
+
+    /// `|got - want|` in units of the last place of `want` rounded to `f32` (subnormals'
+    /// spacing below 2^-126); 0 when both are NaN, infinite for a NaN on one side only.
+    fn ulps(got: f32, want: f64) -> f64 {
+        if got.is_nan() || want.is_nan() {
+            return if got.is_nan() && want.is_nan() {
+                0.0
+            } else {
+                f64::INFINITY
+            };
+        }
+        if got as f64 == want {
+            return 0.0;
+        }
+        let exp = if want == 0.0 {
+            -126
+        } else {
+            want.abs().log2().floor().max(-126.0) as i32
+        };
+        (got as f64 - want).abs() / 2f64.powi(exp - 23)
+    }
+
+    /// Every `step`-th bit pattern of `f32` (and the special values), through `kernel` in
+    /// rows of 1000 (so tails are exercised); the largest ulp error against `reference`
+    /// (over normal results only with `normal_only`) and the input where it occurs.
+    fn sweep(
+        kernel: impl Fn(&[f32], &mut [f32]),
+        reference: fn(f64) -> f64,
+        step: usize,
+        normal_only: bool,
+    ) -> (f64, f32) {
+        let specials = [
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::MIN_POSITIVE,
+            -f32::MIN_POSITIVE,
+            f32::from_bits(1),
+            f32::from_bits(0x8000_0001),
+            f32::MAX,
+            f32::MIN,
+            -87.3,
+            -88.8,
+            -103.9,
+            -104.0,
+            -110.0,
+            -200.0,
+        ];
+        let mut xs: Vec<f32> = specials.to_vec();
+        xs.extend((0..=u32::MAX).step_by(step).map(f32::from_bits));
+        let mut out = vec![0.0; 1000];
+        let mut worst = (0.0, 0.0);
+        for chunk in xs.chunks(1000) {
+            kernel(chunk, &mut out[..chunk.len()]);
+            for (&x, &y) in chunk.iter().zip(&out) {
+                let want = reference(x as f64);
+                if normal_only && want.abs() < f32::MIN_POSITIVE as f64 {
+                    continue;
+                }
+                let e = ulps(y, want);
+                if e > worst.0 {
+                    worst = (e, x);
+                }
+            }
+        }
+        worst
+    }
+
+    /// A vector variant of the kernels.
+    type Variant = unsafe fn(&[f32], &mut [f32], Kind);
+
+    /// The vector variants this CPU has, each with its name.
+    #[cfg(target_arch = "x86_64")]
+    fn variants() -> Vec<(&'static str, Variant)> {
+        let mut v: Vec<(&'static str, Variant)> = Vec::new();
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            v.push(("avx512f", x86::map_avx512));
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            v.push(("avx2", x86::map_avx2));
+        }
+        v
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn check_accuracy(step: usize) {
+        for (name, f) in variants() {
+            for (kind, reference, bound) in [
+                (Kind::Sigmoid, sigmoid_ref as fn(f64) -> f64, 2.5),
+                (Kind::Silu, silu_ref as fn(f64) -> f64, 3.5),
+            ] {
+                // SAFETY: `variants` lists only what this CPU has.
+                let (e, x) = sweep(|x, o| unsafe { f(x, o, kind) }, reference, step, false);
+                let label = match kind {
+                    Kind::Sigmoid => "sigmoid",
+                    Kind::Silu => "silu",
+                };
+                eprintln!("{name} {label}: max {e:.3} ulp at x = {x:e}");
+                assert!(e <= bound, "{name} {label}: {e} ulp at {x:e}");
+            }
+        }
+    }
+
+    /// The scalar formulas' error over normal results, for comparison (not checked; they
+    /// flush most subnormal results to 0).
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn scalar_formula_accuracy() {
+        let (e, x) = sweep(
+            |x, o| {
+                o.iter_mut()
+                    .zip(x)
+                    .for_each(|(o, &x)| *o = 1.0 / (1.0 + (-x).exp()))
+            },
+            sigmoid_ref,
+            61,
+            true,
+        );
+        eprintln!("scalar sigmoid: max {e:.3} ulp at x = {x:e} (normal results)");
+        let (e, x) = sweep(
+            |x, o| {
+                o.iter_mut()
+                    .zip(x)
+                    .for_each(|(o, &x)| *o = x / (1.0 + (-x).exp()))
+            },
+            silu_ref,
+            61,
+            true,
+        );
+        eprintln!("scalar silu: max {e:.3} ulp at x = {x:e} (normal results)");
+    }
+
+    /// About 70 million inputs spread over the whole `f32` range.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn accuracy_sampled() {
+        check_accuracy(61);
+    }
+
+    /// Every `f32` (about a minute): `cargo test --release -p etch-kernels vmath -- --ignored`.
+    #[test]
+    #[ignore]
+    #[cfg(target_arch = "x86_64")]
+    fn accuracy_exhaustive() {
+        check_accuracy(1);
+    }
+
+    /// Special values exactly as PyTorch's formulas give them.
+    #[test]
+    fn special_values() {
+        let x = [
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -200.0,
+            200.0,
+        ];
+        let mut y = [0.0; 7];
+        if sigmoid(&x, &mut y) {
+            assert_eq!(&y[..4], &[0.5, 0.5, 1.0, 0.0]);
+            assert!(y[4].is_nan());
+            assert_eq!((y[5], y[6]), (0.0, 1.0));
+        }
+        if silu(&x, &mut y) {
+            assert_eq!(&y[..3], &[0.0, 0.0, f32::INFINITY]);
+            assert!(y[3].is_nan() && y[4].is_nan());
+            assert_eq!((y[5], y[6]), (0.0, 200.0));
+        }
+    }
+
+    /// The variants agree bit for bit, and an element's value does not depend on where
+    /// its row starts or ends (full vectors or a masked tail).
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn variants_and_splits_agree() {
+        let x: Vec<f32> = (0..1000)
+            .map(|i| (i as f32 * 0.7361).sin() * 30.0 - 5.0)
+            .collect();
+        for kind in [Kind::Sigmoid, Kind::Silu] {
+            let mut whole = vec![0.0; x.len()];
+            map(&x, &mut whole, kind);
+            for (_, f) in variants() {
+                let mut y = vec![0.0; x.len()];
+                // SAFETY: `variants` lists only what this CPU has.
+                unsafe { f(&x, &mut y, kind) };
+                assert_eq!(bits(&y), bits(&whole));
+                for start in [1, 3, 7, 13, 17, 31] {
+                    let mut p = vec![0.0; x.len()];
+                    let (mut i, mut len) = (0, start);
+                    while i < x.len() {
+                        let j = (i + len).min(x.len());
+                        // SAFETY: as above.
+                        unsafe { f(&x[i..j], &mut p[i..j], kind) };
+                        (i, len) = (j, len * 2 + 1);
+                    }
+                    assert_eq!(bits(&p), bits(&whole));
+                }
+            }
+        }
+    }
+
+    /// Elements per nanosecond of the scalar formula (the kernels' previous path) and of
+    /// each variant, one thread, on rows that fit in L1, L2 and neither:
+    /// `cargo test --release -p etch-kernels vmath::tests::speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    #[cfg(target_arch = "x86_64")]
+    fn speed() {
+        use std::hint::black_box;
+        use std::time::Instant;
+        fn rate(n: usize, f: &dyn Fn(&[f32], &mut [f32])) -> f64 {
+            let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 8.0).collect();
+            let mut y = vec![0.0; n];
+            let reps = (1 << 26) / n;
+            let mut best = f64::INFINITY;
+            for _ in 0..5 {
+                let t = Instant::now();
+                for _ in 0..reps {
+                    f(black_box(&x), black_box(&mut y));
+                }
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            (n * reps) as f64 / best / 1e9
+        }
+        for (label, kind) in [("sigmoid", Kind::Sigmoid), ("silu", Kind::Silu)] {
+            for n in [4096, 65536, 1 << 22] {
+                let scalar = rate(n, &|x, y| {
+                    for (o, &x) in y.iter_mut().zip(x) {
+                        *o = match kind {
+                            Kind::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+                            Kind::Silu => x / (1.0 + (-x).exp()),
+                        };
+                    }
+                });
+                let mut line = format!("{label} n={n}: scalar {scalar:.3}");
+                for (name, f) in variants() {
+                    // SAFETY: `variants` lists only what this CPU has.
+                    let r = rate(n, &|x, y| unsafe { f(x, y, kind) });
+                    line += &format!(", {name} {r:.3}");
+                }
+                eprintln!("{line} elements/ns");
+            }
+        }
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+}
