@@ -91,6 +91,7 @@ fn dot(a: &[i8], w: &[i8]) -> i32 {
 }
 
 /// The operands of [`fully_connected`], as slices.
+#[derive(Clone, Copy)]
 struct Fc<'a> {
     q: &'a [i8],
     params: &'a [f32],
@@ -108,15 +109,19 @@ struct Fc<'a> {
 
 /// Columns of a panel of VNNI-packed filters.
 const PANEL: usize = 16;
+/// The most blocks per row of the fully-connected layers given VNNI-packed filters.
+const MAX_VNNI_BLOCKS: usize = 256;
 
 /// Whether the fully-connected layers with `k` input channels in blocks of `block` take
 /// VNNI-packed filters ([`pack_vnni`]): where the CPU has AVX-512F, BW and VNNI, both are
-/// multiples of 4, and `ETCH_QD8_VNNI` is not `0`.
+/// multiples of 4, there are at most [`MAX_VNNI_BLOCKS`] blocks, and `ETCH_QD8_VNNI` is not
+/// `0`.
 pub fn use_vnni(k: usize, block: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         k.is_multiple_of(4)
             && block.is_multiple_of(4)
+            && k / block <= MAX_VNNI_BLOCKS
             && std::env::var("ETCH_QD8_VNNI").map_or(true, |v| v != "0")
             && vnni_detected()
     }
@@ -432,6 +437,30 @@ mod tests {
             .collect()
     }
 
+    /// Operands with `[n, k]` filters: per channel (`wsum`) or per block (`ksum`).
+    fn unpacked<'a>(
+        q: &'a [i8],
+        params: &'a [f32],
+        w: &'a [i8],
+        scales: &'a [f32],
+        (wsum, ksum): (&'a [i32], &'a [f32]),
+        bias: Option<&'a [f32]>,
+        k: usize,
+    ) -> Fc<'a> {
+        Fc {
+            q,
+            params,
+            w,
+            scales,
+            wsum,
+            ksum,
+            bias,
+            k,
+            blocks: scales.len() / (w.len() / k),
+            packed: false,
+        }
+    }
+
     /// [`values`] as int8.
     fn int8s(n: usize, seed: u32, lo: i32, hi: i32) -> Vec<i8> {
         values(n, seed, lo, hi).iter().map(|&v| v as i8).collect()
@@ -454,18 +483,7 @@ mod tests {
         let ksum: Vec<f32> = floats(n, 4, -500, 500, 0.01);
         let bias: Vec<f32> = floats(n, 5, -50, 50, 0.1);
         let params = [-3.0, 0.02, 17.0, 0.5, 0.0, 1.0];
-        let fc = Fc {
-            q: &q,
-            params: &params,
-            w: &w,
-            scales: &scales,
-            wsum: &[],
-            ksum: &ksum,
-            bias: Some(&bias),
-            k,
-            blocks,
-            packed: false,
-        };
+        let fc = unpacked(&q, &params, &w, &scales, (&[], &ksum), Some(&bias), k);
         let run = |threads| {
             etch_kernels::threads::set_num_threads(threads);
             let mut out = vec![0.0f32; m * n];
@@ -615,5 +633,47 @@ mod tests {
                 etch_kernels::threads::set_num_threads(0);
             }
         }
+    }
+
+    /// Throughput of the fully-connected kernel on the 8da4w decoders' shapes (one thread,
+    /// best of 50): `cargo test --release -p etch-backends qd8_speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn qd8_speed() {
+        etch_kernels::threads::set_num_threads(1);
+        for (m, n, k) in [(128, 1536, 512), (128, 512, 1536), (128, 256, 512)] {
+            let blocks = k / 128;
+            let q = int8s(m * k, 1, -128, 128);
+            let w = int8s(n * k, 2, -8, 8);
+            let scales = floats(n * blocks, 3, 1, 100, 1e-3);
+            let ksum = floats(n, 4, -500, 500, 0.01);
+            let params: Vec<f32> = (0..m).flat_map(|_| [3.0, 0.02]).collect();
+            let packed: Vec<i8> = pack_vnni(&w, n, k).iter().map(|&x| x as i8).collect();
+            let plain = unpacked(&q, &params, &w, &scales, (&[], &ksum), None, k);
+            for fc in [
+                plain,
+                Fc {
+                    w: &packed,
+                    packed: true,
+                    ..plain
+                },
+            ] {
+                let mut out = vec![0.0f32; m * n];
+                let best = (0..50)
+                    .map(|_| {
+                        let t = std::time::Instant::now();
+                        fc.run(m, n, &mut out);
+                        t.elapsed().as_secs_f64()
+                    })
+                    .fold(f64::INFINITY, f64::min);
+                let gmacs = (m * n * k) as f64 / best * 1e-9;
+                println!(
+                    "{m}x{n}x{k} packed {}: {:.1} us, {gmacs:.0} GMAC/s",
+                    fc.packed,
+                    best * 1e6
+                );
+            }
+        }
+        etch_kernels::threads::set_num_threads(0);
     }
 }

@@ -11,6 +11,9 @@ use std::arch::x86_64::*;
 const ROWS: usize = 8;
 /// Panels of [`PANEL`] columns in a [`Fc::panels_vnni`] tile.
 const PANELS: usize = 2;
+/// Row block sums kept at a time by [`Fc::panels_vnni`] (at least [`ROWS`] rows of
+/// [`super::MAX_VNNI_BLOCKS`] blocks).
+const SUMS: usize = 2048;
 
 /// The first `n` (at most 16) lanes.
 #[inline]
@@ -86,7 +89,8 @@ unsafe fn sum_i8(a: &[i8]) -> i32 {
 
 impl Fc<'_> {
     /// Columns of panels `panels` (see [`super::pack_vnni`]) of every row, in tiles of up to
-    /// [`ROWS`] rows by [`PANELS`] panels.
+    /// [`ROWS`] rows by [`PANELS`] panels, by chunks of rows whose block sums are computed
+    /// first (on the stack).
     ///
     /// # Safety
     /// The CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; `self.w` is packed; no other task
@@ -99,23 +103,39 @@ impl Fc<'_> {
         panels: std::ops::Range<usize>,
         o: &SharedMut<f32>,
     ) {
-        let mut p = panels.start;
-        while p < panels.end {
-            let np = (panels.end - p).min(PANELS);
-            let mut row = 0;
-            while row < m {
-                let r = (m - row).min(ROWS);
-                // SAFETY: the features are enabled; these panels are this task's.
-                unsafe {
-                    if np == PANELS {
-                        self.tile_rows::<PANELS>(r, row, p, n, o)
-                    } else {
-                        self.tile_rows::<1>(r, row, p, n, o)
-                    }
-                }
-                row += r;
+        let blocks = self.blocks;
+        // `128 * sum(a)` of each block of the rows of a chunk, `sums[row * blocks + block]`.
+        let mut sums = [0i32; SUMS];
+        let chunk = (SUMS / blocks) / ROWS * ROWS;
+        let bl = self.k / blocks;
+        for r0 in (0..m).step_by(chunk) {
+            let r1 = (r0 + chunk).min(m);
+            for (s, a) in sums
+                .iter_mut()
+                .zip(self.q[r0 * self.k..r1 * self.k].chunks(bl))
+            {
+                // SAFETY: AVX-512F and BW are enabled.
+                *s = unsafe { sum_i8(a) }.wrapping_mul(128);
             }
-            p += np;
+            let mut p = panels.start;
+            while p < panels.end {
+                let np = (panels.end - p).min(PANELS);
+                let mut row = r0;
+                while row < r1 {
+                    let r = (r1 - row).min(ROWS);
+                    let sums = &sums[(row - r0) * blocks..(row - r0 + r) * blocks];
+                    // SAFETY: the features are enabled; these panels are this task's.
+                    unsafe {
+                        if np == PANELS {
+                            self.tile_rows::<PANELS>(r, row, p, n, o, sums)
+                        } else {
+                            self.tile_rows::<1>(r, row, p, n, o, sums)
+                        }
+                    }
+                    row += r;
+                }
+                p += np;
+            }
         }
     }
 
@@ -131,18 +151,19 @@ impl Fc<'_> {
         p: usize,
         n: usize,
         o: &SharedMut<f32>,
+        sums: &[i32],
     ) {
         // SAFETY: as the caller's.
         unsafe {
             match r {
-                1 => self.tile_vnni::<1, P>(row, p, n, o),
-                2 => self.tile_vnni::<2, P>(row, p, n, o),
-                3 => self.tile_vnni::<3, P>(row, p, n, o),
-                4 => self.tile_vnni::<4, P>(row, p, n, o),
-                5 => self.tile_vnni::<5, P>(row, p, n, o),
-                6 => self.tile_vnni::<6, P>(row, p, n, o),
-                7 => self.tile_vnni::<7, P>(row, p, n, o),
-                _ => self.tile_vnni::<ROWS, P>(row, p, n, o),
+                1 => self.tile_vnni::<1, P>(row, p, n, o, sums),
+                2 => self.tile_vnni::<2, P>(row, p, n, o, sums),
+                3 => self.tile_vnni::<3, P>(row, p, n, o, sums),
+                4 => self.tile_vnni::<4, P>(row, p, n, o, sums),
+                5 => self.tile_vnni::<5, P>(row, p, n, o, sums),
+                6 => self.tile_vnni::<6, P>(row, p, n, o, sums),
+                7 => self.tile_vnni::<7, P>(row, p, n, o, sums),
+                _ => self.tile_vnni::<ROWS, P>(row, p, n, o, sums),
             }
         }
     }
@@ -151,6 +172,8 @@ impl Fc<'_> {
     /// `n`). Per block, `vpdpbusd` sums `(w + 128) * a` in i32 over four channels per lane
     /// (one column per lane), then `128 * sum(a)` of the block is taken off, leaving
     /// [`Fc::element`]'s exact integer sum; the float arithmetic is its, lane by lane.
+    ///
+    /// `sums` is `128 * sum(a)` of each block of these rows (`[R, blocks]`).
     ///
     /// # Safety
     /// As [`Fc::panels_vnni`]; `row + R <= m`, `p + P` panels at most.
@@ -161,6 +184,7 @@ impl Fc<'_> {
         p: usize,
         n: usize,
         o: &SharedMut<f32>,
+        sums: &[i32],
     ) {
         let (k, blocks) = (self.k, self.blocks);
         let bl = k / blocks;
@@ -176,6 +200,13 @@ impl Fc<'_> {
             None => _mm512_setzero_ps(),
         });
         let blockwise = !self.ksum.is_empty();
+        let wsum: [__m512i; P] = std::array::from_fn(|j| match blockwise {
+            true => _mm512_setzero_si512(),
+            // SAFETY: as above (`wsum` is `[n]`).
+            false => unsafe {
+                _mm512_maskz_loadu_epi32(mask[j], self.wsum.as_ptr().add(col0 + PANEL * j))
+            },
+        });
         let mut out = [[_mm512_setzero_ps(); P]; R];
         if blockwise {
             for j in 0..P {
@@ -205,47 +236,31 @@ impl Fc<'_> {
                     }
                 }
             }
+            // The block's scales of this tile's columns (per channel: the only block).
+            let scale: [__m512; P] = std::array::from_fn(|j| {
+                let base = (col0 + PANEL * j) * blocks + b;
+                let idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(blocks as i32));
+                // SAFETY: the lanes read are in `scales` (`[n, blocks]`): columns below `n`.
+                unsafe {
+                    _mm512_mask_i32gather_ps::<4>(
+                        _mm512_setzero_ps(),
+                        mask[j],
+                        idx,
+                        self.scales.as_ptr().add(base),
+                    )
+                }
+            });
             for r in 0..R {
-                // SAFETY: AVX-512F and BW are enabled.
-                let s = unsafe { sum_i8(&a[r][b * bl..(b + 1) * bl]) };
-                let off = _mm512_set1_epi32(s.wrapping_mul(128));
+                let off = _mm512_set1_epi32(sums[r * blocks + b]);
                 for j in 0..P {
                     let d = _mm512_sub_epi32(acc[r][j], off);
                     if blockwise {
-                        let idx = _mm512_add_epi32(
-                            _mm512_mullo_epi32(lane, _mm512_set1_epi32(blocks as i32)),
-                            _mm512_set1_epi32(((col0 + PANEL * j) * blocks + b) as i32),
-                        );
-                        // SAFETY: the gathered lanes are in `scales` (`[n, blocks]`).
-                        let s = unsafe {
-                            _mm512_mask_i32gather_ps::<4>(
-                                _mm512_setzero_ps(),
-                                mask[j],
-                                idx,
-                                self.scales.as_ptr(),
-                            )
-                        };
-                        out[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, out[r][j]);
+                        out[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), scale[j], out[r][j]);
                     } else {
-                        // SAFETY: as above (`wsum` and `scales` are `[n]`).
-                        let (ws, s) = unsafe {
-                            (
-                                _mm512_maskz_loadu_epi32(
-                                    mask[j],
-                                    self.wsum.as_ptr().add(col0 + PANEL * j),
-                                ),
-                                _mm512_maskz_loadu_ps(
-                                    mask[j],
-                                    self.scales.as_ptr().add(col0 + PANEL * j),
-                                ),
-                            )
-                        };
-                        let d = _mm512_sub_epi32(
-                            d,
-                            _mm512_mullo_epi32(_mm512_set1_epi32(zp[r] as i32), ws),
-                        );
+                        let z = _mm512_set1_epi32(zp[r] as i32);
+                        let d = _mm512_sub_epi32(d, _mm512_mullo_epi32(z, wsum[j]));
                         let x = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(inv[r]));
-                        out[r][j] = _mm512_fmadd_ps(x, s, bias[j]);
+                        out[r][j] = _mm512_fmadd_ps(x, scale[j], bias[j]);
                     }
                 }
             }
