@@ -17,6 +17,9 @@
 use etch_core::{Error, KernelContext, Result, ScalarType};
 use etch_kernels::threads::{SharedMut, run_parts, tasks_for};
 
+#[cfg(target_arch = "x86_64")]
+mod vnni;
+
 /// Work (multiply-adds) below which a call stays on the calling thread.
 const MIN_TASK_WORK: usize = 1 << 16;
 
@@ -52,21 +55,33 @@ pub fn quantize_rows(ctx: &mut KernelContext<'_>) -> Result<()> {
         return Err(Error::internal("qd8 quantize: operand sizes"));
     }
     let k = x.len() / rows;
+    #[cfg(target_arch = "x86_64")]
+    let avx512 = std::arch::is_x86_feature_detected!("avx512f");
     for ((x, q), p) in x.chunks(k).zip(q.chunks_mut(k)).zip(p.chunks_mut(2)) {
-        let (mut min, mut max) = (f32::INFINITY, f32::NEG_INFINITY);
-        for &v in x {
-            min = min.min(v);
-            max = max.max(v);
+        #[cfg(target_arch = "x86_64")]
+        if avx512 {
+            // SAFETY: the CPU has AVX-512F.
+            (p[0], p[1]) = unsafe { vnni::quantize_row(x, q) };
+            continue;
         }
-        let (zp, inv, scale) = row_params(min, max);
-        let (lo, hi) = (-128.0 - zp as f32, 127.0 - zp as f32);
-        for (q, &v) in q.iter_mut().zip(x) {
-            *q = ((v * scale).max(lo).min(hi).round_ties_even() as i32 + zp) as i8;
-        }
-        p[0] = zp as f32;
-        p[1] = inv;
+        (p[0], p[1]) = quantize_row(x, q);
     }
     Ok(())
+}
+
+/// Quantizes row `x` into `q` (same length); returns its `(zero point, 1 / scale)`.
+fn quantize_row(x: &[f32], q: &mut [i8]) -> (f32, f32) {
+    let (mut min, mut max) = (f32::INFINITY, f32::NEG_INFINITY);
+    for &v in x {
+        min = min.min(v);
+        max = max.max(v);
+    }
+    let (zp, inv, scale) = row_params(min, max);
+    let (lo, hi) = (-128.0 - zp as f32, 127.0 - zp as f32);
+    for (q, &v) in q.iter_mut().zip(x) {
+        *q = ((v * scale).max(lo).min(hi).round_ties_even() as i32 + zp) as i8;
+    }
+    (zp as f32, inv)
 }
 
 /// Sum of the products of two int8 vectors.
@@ -76,6 +91,7 @@ fn dot(a: &[i8], w: &[i8]) -> i32 {
 }
 
 /// The operands of [`fully_connected`], as slices.
+#[derive(Clone, Copy)]
 struct Fc<'a> {
     q: &'a [i8],
     params: &'a [f32],
@@ -87,26 +103,91 @@ struct Fc<'a> {
     bias: Option<&'a [f32]>,
     k: usize,
     blocks: usize,
+    /// `w` is packed for the VNNI kernel ([`pack_vnni`]) rather than `[n, k]`.
+    packed: bool,
+}
+
+/// Columns of a panel of VNNI-packed filters.
+const PANEL: usize = 16;
+/// The most blocks per row of the fully-connected layers given VNNI-packed filters.
+const MAX_VNNI_BLOCKS: usize = 256;
+
+/// Whether the fully-connected layers with `k` input channels in blocks of `block` take
+/// VNNI-packed filters ([`pack_vnni`]): where the CPU has AVX-512F, BW and VNNI, both are
+/// multiples of 4, there are at most [`MAX_VNNI_BLOCKS`] blocks, and `ETCH_QD8_VNNI` is not
+/// `0`.
+pub fn use_vnni(k: usize, block: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        k.is_multiple_of(4)
+            && block.is_multiple_of(4)
+            && k / block <= MAX_VNNI_BLOCKS
+            && std::env::var("ETCH_QD8_VNNI").map_or(true, |v| v != "0")
+            && vnni_detected()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (k, block);
+        false
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn vnni_detected() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vnni")
+}
+
+/// Filters `w` (`[n, k]`, `k` a multiple of 4) packed for the VNNI kernel: panels of
+/// [`PANEL`] columns (the last one padded), each `[k / 4, PANEL, 4]`, with 128 added to
+/// every weight (`vpdpbusd` takes them unsigned).
+pub fn pack_vnni(w: &[i8], n: usize, k: usize) -> Vec<u8> {
+    let mut out = vec![128u8; n.div_ceil(PANEL) * PANEL * k];
+    for (col, row) in w.chunks(k).take(n).enumerate() {
+        let panel = &mut out[col / PANEL * PANEL * k..][..PANEL * k];
+        for (i, &x) in row.iter().enumerate() {
+            panel[i / 4 * PANEL * 4 + col % PANEL * 4 + i % 4] = (x as i32 + 128) as u8;
+        }
+    }
+    out
 }
 
 impl Fc<'_> {
+    /// `sum(q[row, i] * w[col, i])` over `i` in `range`.
+    fn dot_at(&self, row: usize, col: usize, range: std::ops::Range<usize>) -> i32 {
+        let k = self.k;
+        let a = &self.q[row * k..(row + 1) * k][range.clone()];
+        if !self.packed {
+            return dot(a, &self.w[col * k..(col + 1) * k][range]);
+        }
+        let panel = &self.w[col / PANEL * PANEL * k..][..PANEL * k];
+        a.iter()
+            .zip(range)
+            .map(|(&x, i)| {
+                let w = panel[i / 4 * PANEL * 4 + col % PANEL * 4 + i % 4] as u8 as i32 - 128;
+                x as i32 * w
+            })
+            .sum()
+    }
+
     /// Output `[row, col]`.
     #[inline]
     fn element(&self, row: usize, col: usize) -> f32 {
         let k = self.k;
-        let a = &self.q[row * k..(row + 1) * k];
-        let w = &self.w[col * k..(col + 1) * k];
         let (zp, inv) = (self.params[2 * row], self.params[2 * row + 1]);
         let bias = self.bias.map_or(0.0, |b| b[col]);
         if self.ksum.is_empty() {
-            let acc = dot(a, w).wrapping_sub((zp as i32).wrapping_mul(self.wsum[col]));
+            let acc = self
+                .dot_at(row, col, 0..k)
+                .wrapping_sub((zp as i32).wrapping_mul(self.wsum[col]));
             return (acc as f32 * inv).mul_add(self.scales[col], bias);
         }
         let bl = k / self.blocks;
         let s = &self.scales[col * self.blocks..(col + 1) * self.blocks];
         let mut out = self.ksum[col] * zp;
-        for ((a, w), &s) in a.chunks(bl).zip(w.chunks(bl)).zip(s) {
-            out = (dot(a, w) as f32).mul_add(s, out);
+        for (b, &s) in s.iter().enumerate() {
+            out = (self.dot_at(row, col, b * bl..(b + 1) * bl) as f32).mul_add(s, out);
         }
         out * inv + bias
     }
@@ -126,7 +207,14 @@ pub fn fully_connected(ctx: &mut KernelContext<'_>) -> Result<()> {
     );
     let bias = ctx.opt_tensor(5)?;
     let mut out = ctx.tensor(6)?;
-    let (m, n) = (params.sizes()[0], w.sizes()[0]);
+    // Packed filters are `[panels, k / 4, 64]` (see `pack_vnni`).
+    let packed = w.dim() == 3;
+    let (m, n) = (params.sizes()[0], out.sizes()[1]);
+    let k = if packed {
+        w.sizes()[1] * 4
+    } else {
+        w.sizes()[1]
+    };
     let blockwise = sums.dtype() == ScalarType::Float;
     let fc = Fc {
         q: q.data()?,
@@ -136,12 +224,14 @@ pub fn fully_connected(ctx: &mut KernelContext<'_>) -> Result<()> {
         wsum: if blockwise { &[] } else { sums.data()? },
         ksum: if blockwise { sums.data()? } else { &[] },
         bias: bias.as_ref().map(|b| b.data()).transpose()?,
-        k: w.sizes()[1],
+        k,
         blocks: scales.sizes()[1],
+        packed,
     };
     let o = out.data_mut::<f32>()?;
     let sizes_ok = fc.q.len() == m * fc.k
-        && fc.w.len() == n * fc.k
+        && fc.w.len() == if packed { n.div_ceil(PANEL) * PANEL } else { n } * fc.k
+        && (!packed || w.sizes()[0] == n.div_ceil(PANEL))
         && fc.scales.len() == n * fc.blocks
         && fc.blocks > 0
         && fc.k.is_multiple_of(fc.blocks)
@@ -159,9 +249,20 @@ impl Fc<'_> {
     /// All of `out` (`[m, n]`), split over the thread pool by output columns.
     fn run(&self, m: usize, n: usize, out: &mut [f32]) {
         let o = SharedMut::new(out);
+        #[cfg(target_arch = "x86_64")]
+        if self.packed && vnni_detected() {
+            let tasks = tasks_for(m * n * self.k, MIN_TASK_WORK);
+            run_parts(n.div_ceil(PANEL), tasks, &|panels| {
+                // SAFETY: the CPU has AVX-512F, BW and VNNI; `w` is packed; each task
+                // writes the columns of its own panels.
+                unsafe { self.panels_vnni(m, n, panels, &o) }
+            });
+            return;
+        }
         run_parts(n, tasks_for(m * n * self.k, MIN_TASK_WORK), &|cols| {
             #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx2")
+            if !self.packed
+                && std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("fma")
             {
                 // SAFETY: the CPU has AVX2 and FMA; each task writes its own columns.
@@ -323,7 +424,7 @@ fn dots_avx2<const R: usize, const C: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::{Fc, row_params};
+    use super::{Fc, pack_vnni, quantize_row, row_params};
 
     /// Deterministic pseudo-random values in `[lo, hi)`.
     fn values(n: usize, seed: u32, lo: i32, hi: i32) -> Vec<i32> {
@@ -336,38 +437,53 @@ mod tests {
             .collect()
     }
 
+    /// Operands with `[n, k]` filters: per channel (`wsum`) or per block (`ksum`).
+    fn unpacked<'a>(
+        q: &'a [i8],
+        params: &'a [f32],
+        w: &'a [i8],
+        scales: &'a [f32],
+        (wsum, ksum): (&'a [i32], &'a [f32]),
+        bias: Option<&'a [f32]>,
+        k: usize,
+    ) -> Fc<'a> {
+        Fc {
+            q,
+            params,
+            w,
+            scales,
+            wsum,
+            ksum,
+            bias,
+            k,
+            blocks: scales.len() / (w.len() / k),
+            packed: false,
+        }
+    }
+
+    /// [`values`] as int8.
+    fn int8s(n: usize, seed: u32, lo: i32, hi: i32) -> Vec<i8> {
+        values(n, seed, lo, hi).iter().map(|&v| v as i8).collect()
+    }
+
+    /// [`values`] times `scale`.
+    fn floats(n: usize, seed: u32, lo: i32, hi: i32, scale: f32) -> Vec<f32> {
+        values(n, seed, lo, hi)
+            .iter()
+            .map(|&v| v as f32 * scale)
+            .collect()
+    }
+
     #[test]
     fn results_do_not_depend_on_the_thread_count() {
         let (m, n, k, blocks) = (3, 300, 256, 8);
-        let q: Vec<i8> = values(m * k, 1, -128, 128)
-            .iter()
-            .map(|&v| v as i8)
-            .collect();
-        let w: Vec<i8> = values(n * k, 2, -8, 8).iter().map(|&v| v as i8).collect();
-        let scales: Vec<f32> = values(n * blocks, 3, 1, 100)
-            .iter()
-            .map(|&v| v as f32 * 1e-3)
-            .collect();
-        let ksum: Vec<f32> = values(n, 4, -500, 500)
-            .iter()
-            .map(|&v| v as f32 * 0.01)
-            .collect();
-        let bias: Vec<f32> = values(n, 5, -50, 50)
-            .iter()
-            .map(|&v| v as f32 * 0.1)
-            .collect();
+        let q: Vec<i8> = int8s(m * k, 1, -128, 128);
+        let w: Vec<i8> = int8s(n * k, 2, -8, 8);
+        let scales: Vec<f32> = floats(n * blocks, 3, 1, 100, 1e-3);
+        let ksum: Vec<f32> = floats(n, 4, -500, 500, 0.01);
+        let bias: Vec<f32> = floats(n, 5, -50, 50, 0.1);
         let params = [-3.0, 0.02, 17.0, 0.5, 0.0, 1.0];
-        let fc = Fc {
-            q: &q,
-            params: &params,
-            w: &w,
-            scales: &scales,
-            wsum: &[],
-            ksum: &ksum,
-            bias: Some(&bias),
-            k,
-            blocks,
-        };
+        let fc = unpacked(&q, &params, &w, &scales, (&[], &ksum), Some(&bias), k);
         let run = |threads| {
             etch_kernels::threads::set_num_threads(threads);
             let mut out = vec![0.0f32; m * n];
@@ -401,5 +517,163 @@ mod tests {
         assert_eq!(row_params(0.5, 2.0).0, -128);
         // Negative only: rmax is 0, so the zero point is 127.
         assert_eq!(row_params(-3.0, -1.0).0, 127);
+    }
+
+    /// The AVX-512 quantization against the scalar one, bit for bit: random rows of many
+    /// lengths, values on .5 ties, zeros, constant rows, NaN and infinities.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn vector_quantization_matches_scalar() {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        let check = |x: &[f32]| {
+            let (mut qs, mut qv) = (vec![0i8; x.len()], vec![1i8; x.len()]);
+            let ps = quantize_row(x, &mut qs);
+            // SAFETY: the CPU has AVX-512F; same lengths.
+            let pv = unsafe { super::vnni::quantize_row(x, &mut qv) };
+            assert_eq!(ps.0.to_bits(), pv.0.to_bits(), "{x:?}");
+            assert_eq!(ps.1.to_bits(), pv.1.to_bits(), "{x:?}");
+            assert_eq!(qs, qv, "{x:?}");
+        };
+        for len in [1, 2, 15, 16, 17, 31, 33, 64, 100, 512, 1537] {
+            for seed in 0..20u32 {
+                let v = values(len, seed * 31 + len as u32, -100_000, 100_000);
+                let scale = [1e-4f32, 1e-2, 1.0, 3.7][seed as usize % 4];
+                let mut x: Vec<f32> = v.iter().map(|&v| v as f32 * scale).collect();
+                if seed % 5 == 1 {
+                    // Positive only / negative only.
+                    x.iter_mut()
+                        .for_each(|v| *v = v.abs() * if seed % 2 == 0 { -1.0 } else { 1.0 });
+                }
+                check(&x);
+            }
+            // Ties: with max 127.5 and min -127.5 the scale is 1, values at .5.
+            let mut x: Vec<f32> = (0..len).map(|i| (i % 255) as f32 - 127.5).collect();
+            x[0] = -127.5;
+            if len > 1 {
+                x[1] = 127.5;
+            }
+            check(&x);
+            let x: Vec<f32> = (0..len).map(|i| (i % 9) as f32 * 0.5 - 2.0).collect();
+            check(&x);
+            check(&vec![0.0; len]);
+            check(&vec![-0.0; len]);
+            check(&vec![3.25; len]);
+            check(&vec![-1e-30; len]);
+            for special in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+                let mut x: Vec<f32> = (0..len).map(|i| i as f32 * 0.37 - 5.0).collect();
+                x[len / 2] = special;
+                check(&x);
+                check(&vec![special; len]);
+            }
+        }
+    }
+
+    /// The VNNI kernel on packed filters against the one-element-at-a-time formula, per
+    /// block and per channel, with row and column tails, on 1 and 3 threads.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn vnni_matches_scalar() {
+        if !super::vnni_detected() {
+            return;
+        }
+        for (m, n, k, blocks, range) in [
+            (11, 37, 256, 8, 8),
+            (17, 64, 512, 4, 8),
+            (3, 5, 96, 6, 8),
+            (9, 33, 100, 1, 128),
+            (8, 48, 1536, 1, 128),
+        ] {
+            let q: Vec<i8> = int8s(m * k, 11, -128, 128);
+            let w: Vec<i8> = int8s(n * k, 12, -range, range);
+            let scales: Vec<f32> = floats(n * blocks, 13, 1, 100, 1e-3);
+            let ksum: Vec<f32> = floats(n, 14, -500, 500, 0.01);
+            let wsum: Vec<i32> = w
+                .chunks(k)
+                .map(|r| r.iter().map(|&x| x as i32).sum())
+                .collect();
+            let bias: Vec<f32> = floats(n, 15, -50, 50, 0.1);
+            let params: Vec<f32> = (0..m)
+                .flat_map(|r| [(r as f32 * 37.0) % 255.0 - 128.0, 0.01 + r as f32 * 1e-3])
+                .collect();
+            let packed = pack_vnni(&w, n, k);
+            let packed: Vec<i8> = packed.iter().map(|&x| x as i8).collect();
+            for bias in [Some(&bias[..]), None] {
+                let plain = Fc {
+                    q: &q,
+                    params: &params,
+                    w: &w,
+                    scales: &scales,
+                    wsum: if blocks > 1 { &[] } else { &wsum },
+                    ksum: if blocks > 1 { &ksum } else { &[] },
+                    bias,
+                    k,
+                    blocks,
+                    packed: false,
+                };
+                let fc = Fc {
+                    w: &packed,
+                    packed: true,
+                    ..plain
+                };
+                let want: Vec<f32> = (0..m * n).map(|i| plain.element(i / n, i % n)).collect();
+                let slow: Vec<f32> = (0..m * n).map(|i| fc.element(i / n, i % n)).collect();
+                assert_eq!(want, slow);
+                for threads in [1, 3] {
+                    etch_kernels::threads::set_num_threads(threads);
+                    let mut out = vec![f32::NAN; m * n];
+                    fc.run(m, n, &mut out);
+                    let (a, b): (Vec<u32>, Vec<u32>) = (
+                        want.iter().map(|v| v.to_bits()).collect(),
+                        out.iter().map(|v| v.to_bits()).collect(),
+                    );
+                    assert_eq!(a, b, "{m}x{n}x{k} blocks {blocks}, {threads} threads");
+                }
+                etch_kernels::threads::set_num_threads(0);
+            }
+        }
+    }
+
+    /// Throughput of the fully-connected kernel on the 8da4w decoders' shapes (one thread,
+    /// best of 50): `cargo test --release -p etch-backends qd8_speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn qd8_speed() {
+        etch_kernels::threads::set_num_threads(1);
+        for (m, n, k) in [(128, 1536, 512), (128, 512, 1536), (128, 256, 512)] {
+            let blocks = k / 128;
+            let q = int8s(m * k, 1, -128, 128);
+            let w = int8s(n * k, 2, -8, 8);
+            let scales = floats(n * blocks, 3, 1, 100, 1e-3);
+            let ksum = floats(n, 4, -500, 500, 0.01);
+            let params: Vec<f32> = (0..m).flat_map(|_| [3.0, 0.02]).collect();
+            let packed: Vec<i8> = pack_vnni(&w, n, k).iter().map(|&x| x as i8).collect();
+            let plain = unpacked(&q, &params, &w, &scales, (&[], &ksum), None, k);
+            for fc in [
+                plain,
+                Fc {
+                    w: &packed,
+                    packed: true,
+                    ..plain
+                },
+            ] {
+                let mut out = vec![0.0f32; m * n];
+                let best = (0..50)
+                    .map(|_| {
+                        let t = std::time::Instant::now();
+                        fc.run(m, n, &mut out);
+                        t.elapsed().as_secs_f64()
+                    })
+                    .fold(f64::INFINITY, f64::min);
+                let gmacs = (m * n * k) as f64 / best * 1e-9;
+                println!(
+                    "{m}x{n}x{k} packed {}: {:.1} us, {gmacs:.0} GMAC/s",
+                    fc.packed,
+                    best * 1e6
+                );
+            }
+        }
+        etch_kernels::threads::set_num_threads(0);
     }
 }

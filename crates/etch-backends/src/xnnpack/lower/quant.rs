@@ -183,11 +183,19 @@ pub fn fully_connected(
         let bytes: Vec<u8> = wsum.iter().flat_map(|v| v.to_le_bytes()).collect();
         b.owned(ScalarType::Int, &[n], &bytes)?
     };
-    let wt = b.owned(
-        ScalarType::Char,
-        &[n, k],
-        &w.iter().map(|&x| x as u8).collect::<Vec<_>>(),
-    )?;
+    let wt = if qd8::use_vnni(k, k / blocks) {
+        b.owned(
+            ScalarType::Char,
+            &[n.div_ceil(16), k / 4, 64],
+            &qd8::pack_vnni(&w, n, k),
+        )?
+    } else {
+        b.owned(
+            ScalarType::Char,
+            &[n, k],
+            &w.iter().map(|&x| x as u8).collect::<Vec<_>>(),
+        )?
+    };
     let st = b.owned(ScalarType::Float, &[n, blocks], &le_bytes(&scales))?;
     let bias = bias_arg(b, bias, ScalarType::Float)?;
     let x = b.view(input, &[m, k], None)?;

@@ -1,0 +1,285 @@
+//! AVX-512 kernels of [`super`]: the per-row quantization (AVX-512F) and the fully-connected
+//! layer on VNNI-packed filters (AVX-512 VNNI, `vpdpbusd`). Every result is the scalar
+//! code's, bit for bit: the same float operations on each element, in the same order, and
+//! exact integer sums.
+
+use super::{Fc, PANEL};
+use etch_kernels::threads::SharedMut;
+use std::arch::x86_64::*;
+
+/// Rows of a [`Fc::panels_vnni`] tile.
+const ROWS: usize = 8;
+/// Panels of [`PANEL`] columns in a [`Fc::panels_vnni`] tile.
+const PANELS: usize = 2;
+/// Row block sums kept at a time by [`Fc::panels_vnni`] (at least [`ROWS`] rows of
+/// [`super::MAX_VNNI_BLOCKS`] blocks).
+const SUMS: usize = 2048;
+
+/// The first `n` (at most 16) lanes.
+#[inline]
+fn lanes(n: usize) -> __mmask16 {
+    if n >= 16 { !0 } else { (1u16 << n) - 1 }
+}
+
+/// [`super::quantize_row`] with AVX-512F, 16 elements at a time: the same min/max (a NaN
+/// keeps the running value, as `f32::min`/`f32::max` do; the order of a min/max does not
+/// change it), the same parameters, and per element the same product, clamp (NaN goes to
+/// the low end, as `f32::max` does) and rounding half to even.
+///
+/// # Safety
+/// The CPU has AVX-512F; `q.len() == x.len()`.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn quantize_row(x: &[f32], q: &mut [i8]) -> (f32, f32) {
+    debug_assert_eq!(x.len(), q.len());
+    let len = x.len();
+    let mut vmin = _mm512_set1_ps(f32::INFINITY);
+    let mut vmax = _mm512_set1_ps(f32::NEG_INFINITY);
+    let mut i = 0;
+    while i < len {
+        let m = lanes(len - i);
+        // SAFETY: lanes at and past `len` are masked off.
+        let v = unsafe { _mm512_maskz_loadu_ps(m, x.as_ptr().add(i)) };
+        // `vminps` returns its second operand when either is NaN.
+        vmin = _mm512_mask_min_ps(vmin, m, v, vmin);
+        vmax = _mm512_mask_max_ps(vmax, m, v, vmax);
+        i += 16;
+    }
+    let (min, max) = (_mm512_reduce_min_ps(vmin), _mm512_reduce_max_ps(vmax));
+    let (zp, inv, scale) = super::row_params(min, max);
+    let lo = _mm512_set1_ps(-128.0 - zp as f32);
+    let hi = _mm512_set1_ps(127.0 - zp as f32);
+    let (vs, vz) = (_mm512_set1_ps(scale), _mm512_set1_epi32(zp));
+    let mut i = 0;
+    while i < len {
+        let m = lanes(len - i);
+        // SAFETY: as above.
+        let v = unsafe { _mm512_maskz_loadu_ps(m, x.as_ptr().add(i)) };
+        // max(NaN, lo) is lo, as `f32::max`.
+        let y = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, vs), lo), hi);
+        let y = _mm512_cvt_roundps_epi32::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(y);
+        // SAFETY: as above (`q` has `x`'s length); every value is in [-128, 127].
+        unsafe {
+            _mm512_mask_cvtepi32_storeu_epi8(q.as_mut_ptr().add(i), m, _mm512_add_epi32(y, vz))
+        };
+        i += 16;
+    }
+    (zp as f32, inv)
+}
+
+/// `sum(a)`: 64 bytes at a time, offset to unsigned and summed by `vpsadbw`.
+///
+/// # Safety
+/// The CPU has AVX-512F and AVX-512BW.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn sum_i8(a: &[i8]) -> i32 {
+    let (flip, zero) = (_mm512_set1_epi8(-128), _mm512_setzero_si512());
+    let mut s = zero;
+    let mut i = 0;
+    while i < a.len() {
+        let rem = a.len() - i;
+        let m = if rem >= 64 { !0u64 } else { (1u64 << rem) - 1 };
+        // SAFETY: bytes at and past `a.len()` are masked off (loaded as 0, flipped to 128).
+        let v = unsafe { _mm512_maskz_loadu_epi8(m, a.as_ptr().add(i)) };
+        s = _mm512_add_epi64(s, _mm512_sad_epu8(_mm512_xor_si512(v, flip), zero));
+        i += 64;
+    }
+    // Each of the `i` bytes was offset by 128.
+    (_mm512_reduce_add_epi64(s) - 128 * i as i64) as i32
+}
+
+impl Fc<'_> {
+    /// Columns of panels `panels` (see [`super::pack_vnni`]) of every row, in tiles of up to
+    /// [`ROWS`] rows by [`PANELS`] panels, by chunks of rows whose block sums are computed
+    /// first (on the stack).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; `self.w` is packed; no other task
+    /// writes the columns of `panels` in `o`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn panels_vnni(
+        &self,
+        m: usize,
+        n: usize,
+        panels: std::ops::Range<usize>,
+        o: &SharedMut<f32>,
+    ) {
+        let blocks = self.blocks;
+        // `128 * sum(a)` of each block of the rows of a chunk, `sums[row * blocks + block]`.
+        let mut sums = [0i32; SUMS];
+        let chunk = (SUMS / blocks) / ROWS * ROWS;
+        let bl = self.k / blocks;
+        for r0 in (0..m).step_by(chunk) {
+            let r1 = (r0 + chunk).min(m);
+            for (s, a) in sums
+                .iter_mut()
+                .zip(self.q[r0 * self.k..r1 * self.k].chunks(bl))
+            {
+                // SAFETY: AVX-512F and BW are enabled.
+                *s = unsafe { sum_i8(a) }.wrapping_mul(128);
+            }
+            let mut p = panels.start;
+            while p < panels.end {
+                let np = (panels.end - p).min(PANELS);
+                let mut row = r0;
+                while row < r1 {
+                    let r = (r1 - row).min(ROWS);
+                    let sums = &sums[(row - r0) * blocks..(row - r0 + r) * blocks];
+                    // SAFETY: the features are enabled; these panels are this task's.
+                    unsafe {
+                        if np == PANELS {
+                            self.tile_rows::<PANELS>(r, row, p, n, o, sums)
+                        } else {
+                            self.tile_rows::<1>(r, row, p, n, o, sums)
+                        }
+                    }
+                    row += r;
+                }
+                p += np;
+            }
+        }
+    }
+
+    /// [`Fc::tile_vnni`] for `r` (at most [`ROWS`]) rows.
+    ///
+    /// # Safety
+    /// As [`Fc::tile_vnni`].
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn tile_rows<const P: usize>(
+        &self,
+        r: usize,
+        row: usize,
+        p: usize,
+        n: usize,
+        o: &SharedMut<f32>,
+        sums: &[i32],
+    ) {
+        // SAFETY: as the caller's.
+        unsafe {
+            match r {
+                1 => self.tile_vnni::<1, P>(row, p, n, o, sums),
+                2 => self.tile_vnni::<2, P>(row, p, n, o, sums),
+                3 => self.tile_vnni::<3, P>(row, p, n, o, sums),
+                4 => self.tile_vnni::<4, P>(row, p, n, o, sums),
+                5 => self.tile_vnni::<5, P>(row, p, n, o, sums),
+                6 => self.tile_vnni::<6, P>(row, p, n, o, sums),
+                7 => self.tile_vnni::<7, P>(row, p, n, o, sums),
+                _ => self.tile_vnni::<ROWS, P>(row, p, n, o, sums),
+            }
+        }
+    }
+
+    /// Outputs of rows `row..row + R` and of the columns of panels `p..p + P` (those below
+    /// `n`). Per block, `vpdpbusd` sums `(w + 128) * a` in i32 over four channels per lane
+    /// (one column per lane), then `128 * sum(a)` of the block is taken off, leaving
+    /// [`Fc::element`]'s exact integer sum; the float arithmetic is its, lane by lane.
+    ///
+    /// `sums` is `128 * sum(a)` of each block of these rows (`[R, blocks]`).
+    ///
+    /// # Safety
+    /// As [`Fc::panels_vnni`]; `row + R <= m`, `p + P` panels at most.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn tile_vnni<const R: usize, const P: usize>(
+        &self,
+        row: usize,
+        p: usize,
+        n: usize,
+        o: &SharedMut<f32>,
+        sums: &[i32],
+    ) {
+        let (k, blocks) = (self.k, self.blocks);
+        let bl = k / blocks;
+        let col0 = p * PANEL;
+        let mask: [__mmask16; P] = std::array::from_fn(|j| lanes(n - col0 - PANEL * j));
+        let a: [&[i8]; R] = std::array::from_fn(|r| &self.q[(row + r) * k..(row + r + 1) * k]);
+        let w: [&[i8]; P] = std::array::from_fn(|j| &self.w[(p + j) * PANEL * k..][..PANEL * k]);
+        let zp: [f32; R] = std::array::from_fn(|r| self.params[2 * (row + r)]);
+        let inv: [f32; R] = std::array::from_fn(|r| self.params[2 * (row + r) + 1]);
+        // SAFETY (masked loads below): lanes of columns at and past `n` are masked off.
+        let bias: [__m512; P] = std::array::from_fn(|j| match self.bias {
+            Some(b) => unsafe { _mm512_maskz_loadu_ps(mask[j], b.as_ptr().add(col0 + PANEL * j)) },
+            None => _mm512_setzero_ps(),
+        });
+        let blockwise = !self.ksum.is_empty();
+        let wsum: [__m512i; P] = std::array::from_fn(|j| match blockwise {
+            true => _mm512_setzero_si512(),
+            // SAFETY: as above (`wsum` is `[n]`).
+            false => unsafe {
+                _mm512_maskz_loadu_epi32(mask[j], self.wsum.as_ptr().add(col0 + PANEL * j))
+            },
+        });
+        let mut out = [[_mm512_setzero_ps(); P]; R];
+        if blockwise {
+            for j in 0..P {
+                // SAFETY: as above.
+                let ks = unsafe {
+                    _mm512_maskz_loadu_ps(mask[j], self.ksum.as_ptr().add(col0 + PANEL * j))
+                };
+                for r in 0..R {
+                    out[r][j] = _mm512_mul_ps(ks, _mm512_set1_ps(zp[r]));
+                }
+            }
+        }
+        let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        for b in 0..blocks {
+            let mut acc = [[_mm512_setzero_si512(); P]; R];
+            for q in b * bl / 4..(b + 1) * bl / 4 {
+                // SAFETY: `q * 64 + 64 <= PANEL * k`, the length of each `w[j]`.
+                let wv: [__m512i; P] = std::array::from_fn(|j| unsafe {
+                    _mm512_loadu_si512(w[j].as_ptr().add(q * 64).cast())
+                });
+                for r in 0..R {
+                    // SAFETY: `4 * q + 4 <= k`, the length of `a[r]`.
+                    let av = unsafe { (a[r].as_ptr().add(4 * q) as *const i32).read_unaligned() };
+                    let av = _mm512_set1_epi32(av);
+                    for j in 0..P {
+                        acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], wv[j], av);
+                    }
+                }
+            }
+            // The block's scales of this tile's columns (per channel: the only block).
+            let scale: [__m512; P] = std::array::from_fn(|j| {
+                let base = (col0 + PANEL * j) * blocks + b;
+                let idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(blocks as i32));
+                // SAFETY: the lanes read are in `scales` (`[n, blocks]`): columns below `n`.
+                unsafe {
+                    _mm512_mask_i32gather_ps::<4>(
+                        _mm512_setzero_ps(),
+                        mask[j],
+                        idx,
+                        self.scales.as_ptr().add(base),
+                    )
+                }
+            });
+            for r in 0..R {
+                let off = _mm512_set1_epi32(sums[r * blocks + b]);
+                for j in 0..P {
+                    let d = _mm512_sub_epi32(acc[r][j], off);
+                    if blockwise {
+                        out[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), scale[j], out[r][j]);
+                    } else {
+                        let z = _mm512_set1_epi32(zp[r] as i32);
+                        let d = _mm512_sub_epi32(d, _mm512_mullo_epi32(z, wsum[j]));
+                        let x = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(inv[r]));
+                        out[r][j] = _mm512_fmadd_ps(x, scale[j], bias[j]);
+                    }
+                }
+            }
+        }
+        for r in 0..R {
+            for j in 0..P {
+                let v = if blockwise {
+                    _mm512_add_ps(_mm512_mul_ps(out[r][j], _mm512_set1_ps(inv[r])), bias[j])
+                } else {
+                    out[r][j]
+                };
+                // SAFETY: these columns of row `row + r` are this task's; lanes at and past
+                // `n` are masked off.
+                unsafe {
+                    let c = (n - col0 - PANEL * j).min(PANEL);
+                    let dst = o.slice((row + r) * n + col0 + PANEL * j, c);
+                    _mm512_mask_storeu_ps(dst.as_mut_ptr(), mask[j], v);
+                }
+            }
+        }
+    }
+}
