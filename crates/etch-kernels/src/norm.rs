@@ -57,7 +57,7 @@ fn softmax_impl(ctx: &mut KernelContext<'_>, op: &str, log: bool) -> Result<()> 
                 }
                 let mut sum = <T as FElem>::F::ZERO;
                 for i in 0..n {
-                    sum += (x[ba + i * ssa].to_f().sub(mx)).exp();
+                    sum += (x[ba + i * ssa].to_f().sub(mx)).exp_or_zero();
                 }
                 if log {
                     let lse = sum.ln();
@@ -69,7 +69,7 @@ fn softmax_impl(ctx: &mut KernelContext<'_>, op: &str, log: bool) -> Result<()> 
                 } else {
                     let inv = <T as FElem>::F::ONE.div(sum);
                     for i in 0..n {
-                        let v = T::from_f(x[ba + i * ssa].to_f().sub(mx).exp() * inv);
+                        let v = T::from_f(x[ba + i * ssa].to_f().sub(mx).exp_or_zero() * inv);
                         // SAFETY: every row is one task's.
                         unsafe { o.write(bo + i * sso, v) };
                     }

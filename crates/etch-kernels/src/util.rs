@@ -357,8 +357,22 @@ pub trait Float:
     const INFINITY: Self;
     /// Negative infinity.
     const NEG_INFINITY: Self;
+    /// An `x` below which `e^x` rounds to `+0` (its exact value is under half the smallest
+    /// subnormal), so [`Float::exp_or_zero`] need not call `exp`, whose underflow path is
+    /// slow (glibc sets `errno`).
+    const EXP_ZERO_BELOW: Self;
     /// `e^x`.
     fn exp(self) -> Self;
+    /// `e^x`, the same value, with `+0` returned without calling `exp` below
+    /// [`Float::EXP_ZERO_BELOW`] (masked attention scores).
+    #[inline(always)]
+    fn exp_or_zero(self) -> Self {
+        if self < Self::EXP_ZERO_BELOW {
+            Self::ZERO
+        } else {
+            self.exp()
+        }
+    }
     /// Natural logarithm.
     fn ln(self) -> Self;
     /// Square root.
@@ -404,10 +418,11 @@ pub trait Float:
 }
 
 macro_rules! float_impl {
-    ($t:ident, $erf:path) => {
+    ($t:ident, $erf:path, $zero_below:expr) => {
         impl Float for $t {
             const INFINITY: Self = $t::INFINITY;
             const NEG_INFINITY: Self = $t::NEG_INFINITY;
+            const EXP_ZERO_BELOW: Self = $zero_below;
             #[inline(always)]
             fn exp(self) -> Self {
                 $t::exp(self)
@@ -499,8 +514,9 @@ macro_rules! float_impl {
         }
     };
 }
-float_impl!(f32, libm::erff);
-float_impl!(f64, libm::erf);
+// ln(2^-150) = -103.97 (f32), ln(2^-1075) = -745.13 (f64).
+float_impl!(f32, libm::erff, -104.0);
+float_impl!(f64, libm::erf, -746.0);
 
 /// A tensor element type together with the type kernels compute it in.
 pub trait Elem: Element {
@@ -1505,5 +1521,40 @@ pub fn same_dtype(op: &str, a: ScalarType, b: ScalarType) -> Result<()> {
         Err(Error::invalid_argument(format!(
             "{op}: dtype mismatch ({a} vs {b})"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Float;
+
+    /// `exp_or_zero` is `exp`: below the cut `exp` gives `+0` too (f32: the first million
+    /// values below it, then every 97th down to the largest negative, and `-inf`; f64:
+    /// samples), and just above it `exp` is still called.
+    #[test]
+    fn exp_or_zero_is_exp() {
+        let cut = f32::EXP_ZERO_BELOW.to_bits();
+        let last = f32::MIN.to_bits();
+        let bits = (cut..cut + (1 << 20)).chain((cut..=last).step_by(97));
+        for x in bits.map(f32::from_bits).chain([f32::NEG_INFINITY]) {
+            assert_eq!(x.exp().to_bits(), 0, "{x}");
+            assert_eq!(Float::exp_or_zero(x).to_bits(), 0, "{x}");
+        }
+        for x in [-103.97f32, -100.0, -87.5, 0.0, 1.0, f32::NAN] {
+            assert_eq!(x.exp().to_bits(), Float::exp_or_zero(x).to_bits(), "{x}");
+        }
+        let cut = f64::EXP_ZERO_BELOW.to_bits();
+        let last = f64::MIN.to_bits();
+        for x in (cut..=last)
+            .step_by(1 << 40)
+            .map(f64::from_bits)
+            .chain([f64::NEG_INFINITY, -746.0])
+        {
+            assert_eq!(x.exp().to_bits(), 0, "{x}");
+            assert_eq!(Float::exp_or_zero(x).to_bits(), 0, "{x}");
+        }
+        for x in [-745.0f64, -708.0, 0.0, f64::NAN] {
+            assert_eq!(x.exp().to_bits(), Float::exp_or_zero(x).to_bits(), "{x}");
+        }
     }
 }
