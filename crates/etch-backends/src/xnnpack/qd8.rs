@@ -232,6 +232,9 @@ pub fn fully_connected(ctx: &mut KernelContext<'_>) -> Result<()> {
     let sizes_ok = fc.q.len() == m * fc.k
         && fc.w.len() == if packed { n.div_ceil(PANEL) * PANEL } else { n } * fc.k
         && (!packed || w.sizes()[0] == n.div_ceil(PANEL))
+        // The VNNI kernel's bounds (`use_vnni`, which chose the packing at load).
+        && (!packed
+            || (fc.blocks <= MAX_VNNI_BLOCKS && (fc.k / fc.blocks.max(1)).is_multiple_of(4)))
         && fc.scales.len() == n * fc.blocks
         && fc.blocks > 0
         && fc.k.is_multiple_of(fc.blocks)
