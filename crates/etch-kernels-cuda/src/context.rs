@@ -80,6 +80,34 @@ pub(crate) struct DeviceState {
     scratch: Option<(CudaSlice<u8>, u64)>,
     /// Outgrown scratch buffers, kept: recorded CUDA graphs may still use their addresses.
     retired: Vec<CudaSlice<u8>>,
+    /// Kernels not launched (`ETCH_CUDA_SKIP_KERNELS`, see [`skip_list`]): for ablation
+    /// timings only.
+    skip: Vec<usize>,
+}
+
+/// `ETCH_CUDA_SKIP_KERNELS=a,b,...`: kernels whose name starts with one of these are
+/// looked up but never launched, so that a benchmark can time a program without them (an
+/// ablation, to see what each kernel costs inside a CUDA graph, where a profiler's
+/// kernel-by-kernel times do not say). The results are then wrong; a warning says so once.
+/// Empty (the default): nothing is skipped and launches pay nothing for the check.
+fn skip_list() -> &'static [String] {
+    static L: OnceLock<Vec<String>> = OnceLock::new();
+    L.get_or_init(|| {
+        let v: Vec<String> = std::env::var("ETCH_CUDA_SKIP_KERNELS")
+            .unwrap_or_default()
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        if !v.is_empty() {
+            eprintln!(
+                "etch: ETCH_CUDA_SKIP_KERNELS={}: these kernels are not launched, results are \
+                 wrong (for ablation timings only)",
+                v.join(",")
+            );
+        }
+        v
+    })
 }
 
 impl DeviceState {
@@ -96,6 +124,7 @@ impl DeviceState {
             err_ptr,
             scratch: None,
             retired: Vec::new(),
+            skip: Vec::new(),
         })
     }
 }
@@ -247,6 +276,9 @@ impl Launch<'_> {
             .map_err(|e| cuda_err(&format!("kernel {name}"), e))?;
         let raw = f.cu_function();
         self.state.functions.insert(name, f);
+        if skip_list().iter().any(|p| name.starts_with(p.as_str())) {
+            self.state.skip.push(raw as usize);
+        }
         Ok(raw)
     }
 
@@ -318,6 +350,9 @@ impl Launch<'_> {
         c: LaunchConfig,
         args: &mut [*mut std::ffi::c_void],
     ) -> Result<()> {
+        if !self.state.skip.is_empty() && self.state.skip.contains(&(f as usize)) {
+            return Ok(());
+        }
         if !self.state.shared.pdl {
             // SAFETY: the caller's contract; the stream belongs to this device's context.
             return unsafe {
