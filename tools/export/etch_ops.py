@@ -15,6 +15,8 @@ Operators:
                            sigmoid-gated shared expert
     etch::attention        causal GQA attention that first writes k and v into the caches
                            at the given position
+    etch::gated_attention  etch::attention times sigmoid(gate) (Qwen 3.5's output gate):
+                           one op for the attention, the sigmoid and the product
     etch::sample           a next-token sampler (greedy, temperature, top-k, top-p) driven
                            by a uniform number from the host
     etch::rms_norm         RMSNorm over the last dim, weight as (unit_offset + w)
@@ -22,7 +24,12 @@ Operators:
     etch::add_rms_norm     a residual add and the RMSNorm of its result, both returned
     etch::rope             rotate-half rotary embedding on the first R features of each
                            head (partial RoPE), in x's dtype as the model computes it
+    etch::rope_cos_sin     the cos and sin tables of positions input_pos[0] + t (t < T)
+                           for etch::rope, as the model computes them (one op for the
+                           ~10 aranges, powers, products, cos, sin and casts)
 """
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -40,10 +47,12 @@ _MOE_ARGS = (
 _ATTN_ARGS = (
     "Tensor q, Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor input_pos, float scale"
 )
+_GATTN_ARGS = _ATTN_ARGS + ", Tensor gate"
 _SAMPLE_ARGS = "Tensor logits, Tensor sampling"
 _NORM_ARGS = "Tensor x, Tensor weight, float eps, bool unit_offset"
 _GNORM_ARGS = "Tensor x, Tensor z, Tensor weight, float eps"
 _ROPE_ARGS = "Tensor x, Tensor cos, Tensor sin"
+_ROPE_CS_ARGS = "Tensor input_pos, Tensor x, float theta, int dim"
 _ADD_NORM_ARGS = "Tensor x, Tensor y, Tensor weight, float eps, bool unit_offset"
 
 _lib.define(f"gated_delta_net({_GDN_ARGS}) -> Tensor")
@@ -52,6 +61,8 @@ _lib.define(f"moe({_MOE_ARGS}) -> Tensor")
 _lib.define(f"moe.out({_MOE_ARGS}, *, Tensor(a!) out) -> Tensor(a!)")
 _lib.define(f"attention({_ATTN_ARGS}) -> Tensor")
 _lib.define(f"attention.out({_ATTN_ARGS}, *, Tensor(c!) out) -> Tensor(c!)")
+_lib.define(f"gated_attention({_GATTN_ARGS}) -> Tensor")
+_lib.define(f"gated_attention.out({_GATTN_ARGS}, *, Tensor(c!) out) -> Tensor(c!)")
 _lib.define(f"sample({_SAMPLE_ARGS}) -> Tensor")
 _lib.define(f"sample.out({_SAMPLE_ARGS}, *, Tensor(a!) out) -> Tensor(a!)")
 _lib.define(f"rms_norm({_NORM_ARGS}) -> Tensor")
@@ -64,6 +75,10 @@ _lib.define(
 )
 _lib.define(f"rope({_ROPE_ARGS}) -> Tensor")
 _lib.define(f"rope.out({_ROPE_ARGS}, *, Tensor(a!) out) -> Tensor(a!)")
+_lib.define(f"rope_cos_sin({_ROPE_CS_ARGS}) -> (Tensor, Tensor)")
+_lib.define(
+    f"rope_cos_sin.out({_ROPE_CS_ARGS}, *, Tensor(a!) cos, Tensor(b!) sin) -> (Tensor(a!), Tensor(b!))"
+)
 
 
 # ----------------------------------------------------------------------------------------
@@ -232,6 +247,31 @@ def _attention_out(q, k, v, k_cache, v_cache, input_pos, scale, *, out):
 _lib.impl("attention.out", _attention_out, "CompositeExplicitAutograd")
 
 
+def gated_attention_ref(q, k, v, k_cache, v_cache, input_pos, scale, gate):
+    """attention_ref times sigmoid(gate) (gate shaped like q), in q's dtype as the model
+    computes it: the attention output rounded, sigmoid(gate) rounded, their product rounded."""
+    if gate.shape != q.shape or gate.dtype != q.dtype:
+        raise ValueError(f"gated_attention: gate {gate.dtype} {list(gate.shape)} is not "
+                         f"shaped like q {q.dtype} {list(q.shape)}")
+    return attention_ref(q, k, v, k_cache, v_cache, input_pos, scale) * torch.sigmoid(gate)
+
+
+_lib.impl("gated_attention", gated_attention_ref, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("etch::gated_attention")
+def _gated_attention_fake(q, k, v, k_cache, v_cache, input_pos, scale, gate):
+    return torch.empty_like(q)
+
+
+def _gated_attention_out(q, k, v, k_cache, v_cache, input_pos, scale, gate, *, out):
+    out.copy_(gated_attention_ref(q, k, v, k_cache, v_cache, input_pos, scale, gate))
+    return out
+
+
+_lib.impl("gated_attention.out", _gated_attention_out, "CompositeExplicitAutograd")
+
+
 # ----------------------------------------------------------------------------------------
 # etch::sample
 
@@ -397,3 +437,45 @@ def _rope_out(x, cos, sin, *, out):
 
 
 _lib.impl("rope.out", _rope_out, "CompositeExplicitAutograd")
+
+
+# ----------------------------------------------------------------------------------------
+# etch::rope_cos_sin
+
+
+def rope_cos_sin_ref(input_pos, x, theta, dim):
+    """cos and sin [T, dim] in x's dtype for positions p_t = input_pos[0] + t, t < T =
+    x.shape[1] (x [B, T, ...] only gives T and the dtype), as the default rotary embedding
+    computes them in float32 (HF's inv_freq and its outer product with the positions):
+    inv_freq_j = 1 / theta ** (2j / dim) (j < dim/2; the exponent divided in float32),
+    f_{t,j} = float(p_t) * inv_freq_j, the table [f, f] (each half once), then cos and sin
+    rounded to the dtype."""
+    if (dim <= 0 or dim % 2 or input_pos.numel() != 1 or input_pos.dtype != torch.int64
+            or x.dim() < 2 or not (math.isfinite(theta) and theta > 0)):
+        raise ValueError(f"rope_cos_sin: dim {dim}, theta {theta}, input_pos "
+                         f"{input_pos.dtype} {list(input_pos.shape)}, x {list(x.shape)}")
+    t = x.shape[1]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    pos = (input_pos.reshape(-1)[:1].cpu() + torch.arange(t)).to(torch.float32)
+    freqs = pos[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(x.dtype).to(x.device), emb.sin().to(x.dtype).to(x.device)
+
+
+_lib.impl("rope_cos_sin", rope_cos_sin_ref, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("etch::rope_cos_sin")
+def _rope_cos_sin_fake(input_pos, x, theta, dim):
+    t = x.shape[1]
+    return x.new_empty((t, dim)), x.new_empty((t, dim))
+
+
+def _rope_cos_sin_out(input_pos, x, theta, dim, *, cos, sin):
+    c, s = rope_cos_sin_ref(input_pos, x, theta, dim)
+    cos.copy_(c)
+    sin.copy_(s)
+    return cos, sin
+
+
+_lib.impl("rope_cos_sin.out", _rope_cos_sin_out, "CompositeExplicitAutograd")

@@ -301,6 +301,48 @@ def rope(c):
         c.add("etch::rope.out", [x, cos, cos], etch_ops.rope_ref, torch.float32, [1, 2, 2, 8])
 
 
+def rope_cos_sin(c):
+    """etch::rope_cos_sin: one and several positions, Qwen 3.5's partial dim (64) and base
+    (1e7), a small dim and base; bad dim, theta and input_pos."""
+    op = "etch::rope_cos_sin.out"
+    for dtype in DTYPES:
+        for pos, t, dim, theta in ((0, 1, 64, 1e7), (7, 3, 8, 10000.0), (130, 1, 64, 1e7)):
+            x = c.randn([1, t, 4], dtype)
+            c.add(op, [torch.tensor([pos]), x, theta, dim], etch_ops.rope_cos_sin_ref, dtype,
+                  [[t, dim], [t, dim]], tol_for(dtype))
+    x = c.randn([1, 2, 4], torch.bfloat16)
+    c.add(op, [torch.tensor([4000]), x, 1e7, 64], etch_ops.rope_cos_sin_ref, torch.bfloat16,
+          [[2, 64], [2, 64]], tol_for(torch.bfloat16))
+    x = c.randn([1, 1, 4], torch.float32)
+    for pos, dim, theta in (([0], 5, 1e4), ([0], 0, 1e4), ([0], 8, 0.0), ([0], 8, -2.0),
+                            ([0, 1], 8, 1e4)):
+        c.add(op, [torch.tensor(pos), x, theta, dim], etch_ops.rope_cos_sin_ref, torch.float32,
+              [[1, abs(dim)], [1, abs(dim)]])
+
+
+def gated_attention(c):
+    """etch::gated_attention: decode with key splits (the combine kernel stores), one split
+    (the forward kernels store, row and head-group paths), several tokens, and a gate that
+    is not shaped like q."""
+    op = "etch::gated_attention.out"
+
+    def one(dtype, B, T, Hq, Hkv, D, S, pos, gate_shape=None):
+        q = c.randn([B, T, Hq, D], dtype)
+        args = [
+            q, c.randn([B, T, Hkv, D], dtype), c.randn([B, T, Hkv, D], dtype),
+            Inplace(c.randn([B, S, Hkv, D], dtype)), Inplace(c.randn([B, S, Hkv, D], dtype)),
+            torch.tensor([pos]), 1.0 / math.sqrt(D), c.randn(gate_shape or [B, T, Hq, D], dtype, 2.0),
+        ]
+        c.add(op, args, etch_ops.gated_attention_ref, dtype, [B, T, Hq, D], tol_for(dtype))
+
+    for dtype in DTYPES:
+        one(dtype, 1, 1, 4, 2, 8, 20, 14)  # key splits + combine
+        one(dtype, 1, 3, 4, 1, 8, 12, 5)   # several tokens
+    one(torch.bfloat16, 1, 1, 2, 1, 256, 4, 2)  # 16-byte rows
+    one(torch.float32, 1, 32, 8, 4, 4, 32, 0)   # one split (256 rows), heads by KV group
+    one(torch.float32, 1, 1, 2, 1, 8, 6, 2, gate_shape=[1, 1, 2, 4])
+
+
 def cases(tensor_json, out_json, tol):
     """Every etch:: case, as table entries."""
     c = Case(tensor_json, out_json, tol)
@@ -310,4 +352,6 @@ def cases(tensor_json, out_json, tol):
     sample(c)
     norms(c)
     rope(c)
+    rope_cos_sin(c)
+    gated_attention(c)
     return c.cases

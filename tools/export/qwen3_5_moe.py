@@ -171,15 +171,15 @@ class Attention(nn.Module):
         # The three projections first (grouped by `etch lower`, as in GatedDeltaNet).
         qg, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         q, gate = torch.chunk(qg.view(B, T, self.hq, 2 * self.d), 2, dim=-1)
-        gate = gate.reshape(B, T, self.hq * self.d)
         q = self.q_norm(q)
         k = self.k_norm(k.view(B, T, self.hkv, self.d))
         v = v.view(B, T, self.hkv, self.d)
         cos, sin = rope
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        o = torch.ops.etch.attention(q, k, v, self.k_cache, self.v_cache, input_pos, self.d ** -0.5)
-        o = o.reshape(B, T, self.hq * self.d) * torch.sigmoid(gate)
-        return self.o_proj(o)
+        # attention(...) * sigmoid(gate), the output gate, as one op (etch_ops.gated_attention_ref).
+        o = torch.ops.etch.gated_attention(q, k, v, self.k_cache, self.v_cache, input_pos,
+                                           self.d ** -0.5, gate)
+        return self.o_proj(o.reshape(B, T, self.hq * self.d))
 
 
 class Router(nn.Module):
@@ -275,23 +275,16 @@ class Qwen35Moe(nn.Module):
         self.lm_head = linear(c.hidden_size, c.vocab_size)
         self.rotary_dim = int(c.head_dim * c.partial_rotary_factor)
 
-    def rope(self, input_pos, T):
-        dim = self.rotary_dim
-        dev = input_pos.device
-        inv_freq = 1.0 / (
-            self.config.rope_theta
-            ** (torch.arange(0, dim, 2, dtype=torch.float32, device=dev) / dim)
-        )
-        pos = (input_pos[:1] + torch.arange(T, device=dev)).to(torch.float32)
-        freqs = pos[:, None] * inv_freq[None, :]
-        emb = torch.cat((freqs, freqs), dim=-1)
-        dtype = self.lm_head.weight.dtype
-        return emb.cos().to(dtype), emb.sin().to(dtype)
+    def rope(self, input_pos, x):
+        """cos/sin [T, rotary_dim] for positions input_pos[0] + t: one etch::rope_cos_sin
+        (etch_ops.rope_cos_sin_ref: HF's default rotary embedding in float32, cast to x's
+        dtype)."""
+        return torch.ops.etch.rope_cos_sin(input_pos, x, float(self.config.rope_theta),
+                                           self.rotary_dim)
 
     def forward(self, tokens, input_pos, sampling=None):
-        T = tokens.shape[1]
         x = self.model.embed_tokens(tokens)
-        rope = self.rope(input_pos, T)
+        rope = self.rope(input_pos, x)
         layers = self.model.layers
         h = layers[0].input_layernorm(x)
         for i, layer in enumerate(layers):

@@ -363,8 +363,18 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
             etch_ops::attention::attention_out,
             ETCH,
         ),
+        (
+            "etch::gated_attention.out",
+            etch_ops::attention::gated_attention_out,
+            ETCH,
+        ),
         ("etch::sample.out", etch_ops::sample::sample_out, ETCH),
         ("etch::rope.out", etch_ops::rope::rope_out, ETCH_IO),
+        (
+            "etch::rope_cos_sin.out",
+            etch_ops::rope::rope_cos_sin_out,
+            ETCH,
+        ),
         (
             "etch::linear_group.out",
             etch_ops::linear_group::linear_group_out,

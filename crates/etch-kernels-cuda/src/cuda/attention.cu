@@ -13,6 +13,8 @@
 // - attn_fwd_heads_*: many query rows (one split) and 2 to 8 query heads a KV head:
 //   grid (B*T*Hkv), one warp per query head of the group, keys staged in shared memory,
 //   see there.
+// etch::gated_attention runs the same kernels with a gate: each output element, wherever
+// it is stored, times the rounded sigmoid of the gate's (attn_store in attn.cuh).
 // NaN scores make the row NaN, as on the CPU.
 
 // ATTN_MAXD, ATTN_WARPS, attn_dims, attn_add, attn_max and attn_weight: attn.cuh.
@@ -25,6 +27,7 @@ struct AttnArgs {
     void* vc;
     const i64* pos;  // [1]
     void* out;       // [B, T, Hq, D]
+    const void* gate;  // [B, T, Hq, D] (etch::gated_attention: out times sigmoid(gate)) or null
     float* part;     // [rows, splits, D + 2] partials (splits > 1)
     int* err;
     i64 batch, seq, hq, hkv, dim, cache;  // B, T, Hq, Hkv, D, S
@@ -76,7 +79,7 @@ template <int DT> __device__ void attn_fwd(const AttnArgs& a) {
     const AttnKeys kk = {a.kc, a.vc, 0, (b * a.cache * a.hkv + kvh) * a.dim, a.hkv * a.dim, 0};
     attn_keys<DT>(kk, qx, k0, k1, a.scale, per, a.dim, st, acc);
     float* part = a.splits == 1 ? 0 : a.part + (row * a.splits + blockIdx.y) * (a.dim + 2);
-    attn_block_finish<DT>(st, acc, per, a.dim, a.out, row, part);
+    attn_block_finish<DT>(st, acc, per, a.dim, a.out, row, part, a.gate);
 }
 IO_KERNELS(attn_fwd, AttnArgs, 256)
 
@@ -148,7 +151,7 @@ template <int DT> __device__ void attn_fwd_heads(const AttnArgs& a) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
         const i64 d = (i64)lane * per + e;
-        if (e < per && d < a.dim) io_st<DT>(a.out, row * a.dim + d, acc[e] * (1.0f / st.l));
+        if (e < per && d < a.dim) attn_store<DT>(a.out, row * a.dim + d, acc[e] * (1.0f / st.l), a.gate);
     }
 }
 IO_KERNELS(attn_fwd_heads, AttnArgs, 256)
@@ -160,6 +163,6 @@ template <int DT> __device__ void attn_combine(const AttnArgs& a) {
     const i64 row = blockIdx.x;
     const i64 t = (row / a.hq) % a.seq;
     const i64 used = (pos + t + 1 + a.chunk - 1) / a.chunk;
-    attn_merge<DT>(a.part + row * a.splits * (a.dim + 2), used, a.dim, a.out, row);
+    attn_merge<DT>(a.part + row * a.splits * (a.dim + 2), used, a.dim, a.out, row, a.gate);
 }
 IO_KERNELS(attn_combine, AttnArgs, 256)

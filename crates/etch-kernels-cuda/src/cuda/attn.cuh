@@ -101,12 +101,21 @@ __device__ __forceinline__ void attn_keys(const AttnKeys& kk, const float* qx, i
     attn_keys_warp<DT>(kk, qx, k0, k1, scale, per, dim, st, acc, threadIdx.x >> 5, blockDim.x >> 5);
 }
 
+// Stores query-row element i of out from its float value o, rounded to the IO dtype; with a
+// gate (etch::gated_attention, shaped like out) times the rounded sigmoid of gate[i], the
+// product rounded: what the attention, aten::sigmoid and aten::mul compute one after another.
+template <int DT>
+__device__ __forceinline__ void attn_store(void* out, i64 i, float o, const void* gate) {
+    if (gate) o = __fmul_rn(io_rnd<DT>(o), io_rnd<DT>(e_sigmoid(io_ld<DT>(gate, i))));
+    io_st<DT>(out, i, o);
+}
+
 // Merges the block's warp states (each warp's (st, acc), lane l holding dims l*per..) and
 // writes either query row `orow` of `out` (part null: the normalised row, rounded to the IO
 // dtype once) or the block's partial part = (max, sum, acc[D]) for attn_merge.
 template <int DT>
 __device__ void attn_block_finish(const AttnState& st, const float* acc, int per, i64 dim,
-                                  void* out, i64 orow, float* part) {
+                                  void* out, i64 orow, float* part, const void* gate) {
     __shared__ float wm[ATTN_WARPS], wl[ATTN_WARPS];
     __shared__ float wacc[ATTN_WARPS][ATTN_MAXD];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -130,14 +139,15 @@ __device__ void attn_block_finish(const AttnState& st, const float* acc, int per
         float A = 0.0f;
         for (int x2 = 0; x2 < nw; ++x2) A += wacc[x2][d] * attn_weight(wm[x2], M);
         if (part) part[2 + d] = A;
-        else io_st<DT>(out, orow * dim + d, A * (1.0f / L));
+        else attn_store<DT>(out, orow * dim + d, A * (1.0f / L), gate);
     }
 }
 
 // Merges the partials part[c] (c < used, each (max, sum, acc[D])) of query row `orow` and
 // writes it to `out`, rounded to the IO dtype once.
 template <int DT>
-__device__ void attn_merge(const float* part, i64 used, i64 dim, void* out, i64 orow) {
+__device__ void attn_merge(const float* part, i64 used, i64 dim, void* out, i64 orow,
+                           const void* gate) {
     float M = -1.0f / 0.0f;
     for (i64 c = 0; c < used; ++c) M = attn_max(M, part[c * (dim + 2)]);
     float L = 0.0f;
@@ -151,6 +161,6 @@ __device__ void attn_merge(const float* part, i64 used, i64 dim, void* out, i64 
             const float* pc = part + c * (dim + 2);
             A += pc[2 + d] * attn_weight(pc[0], M);
         }
-        io_st<DT>(out, orow * dim + d, A * (1.0f / L));
+        attn_store<DT>(out, orow * dim + d, A * (1.0f / L), gate);
     }
 }

@@ -130,7 +130,7 @@ template <int DT> __device__ void llama_sdpa(const LlamaAttn& a) {
                          a.kv_heads * a.dim, t * a.cache};
     attn_keys<DT>(kk, qx, k0, k1, a.scale, per, a.dim, st, acc);
     float* part = a.splits == 1 ? 0 : a.part + (row * a.splits + blockIdx.y) * (a.dim + 2);
-    attn_block_finish<DT>(st, acc, per, a.dim, a.out, row, part);
+    attn_block_finish<DT>(st, acc, per, a.dim, a.out, row, part, nullptr);
 }
 IO_KERNELS(llama_sdpa, LlamaAttn, 256)
 
@@ -186,7 +186,7 @@ extern "C" __global__ void __launch_bounds__(256) llama_qsdpa(LlamaAttn a) {
         attn_add(st, acc, s, y, per);
     }
     float* part = a.splits == 1 ? 0 : a.part + (row * a.splits + blockIdx.y) * (a.dim + 2);
-    attn_block_finish<DT_F32>(st, acc, per, a.dim, a.out, row, part);
+    attn_block_finish<DT_F32>(st, acc, per, a.dim, a.out, row, part, nullptr);
 }
 
 // Merges the partials of query row blockIdx.x over the splits that hold keys.
@@ -196,7 +196,7 @@ template <int DT> __device__ void llama_combine(const LlamaAttn& a) {
     const i64 row = blockIdx.x;
     const i64 t = (row / a.heads) % a.seq;
     const i64 used = (llama_keys(a, pos, t) + a.chunk - 1) / a.chunk;
-    attn_merge<DT>(a.part + row * a.splits * (a.dim + 2), used, a.dim, a.out, row);
+    attn_merge<DT>(a.part + row * a.splits * (a.dim + 2), used, a.dim, a.out, row, nullptr);
 }
 IO_KERNELS(llama_combine, LlamaAttn, 256)
 

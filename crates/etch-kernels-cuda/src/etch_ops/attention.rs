@@ -4,7 +4,8 @@
 //! with an online softmax, one block per query row and key split. Few query rows (decode)
 //! split the keys over several blocks (flash-decoding) whose partials a second kernel
 //! merges; the split is chosen from the shapes alone. Many rows (prefill) take one block
-//! per (token, KV head) with a warp per query head of the group.
+//! per (token, KV head) with a warp per query head of the group. `etch::gated_attention.out`
+//! runs the same kernels with its gate.
 
 use super::{bytes, carve, grid_dim, io_kernel};
 use crate::Family;
@@ -12,7 +13,7 @@ use crate::context::{Launch, config, rows_config, with_device};
 use crate::util::{arg, ptr, same_device};
 use cudarc::driver::LaunchConfig;
 use etch_core::{Error, KernelContext, Result};
-use etch_kernels::etch_ops::attention::attention_call;
+use etch_kernels::etch_ops::attention::{AttentionCall, attention_call, gated_attention_call};
 
 /// `struct AttnArgs` in attention.cu.
 #[repr(C)]
@@ -25,6 +26,7 @@ struct AttnArgs {
     vc: u64,
     pos: u64,
     out: u64,
+    gate: u64,
     part: u64,
     err: u64,
     batch: i64,
@@ -74,12 +76,26 @@ fn by_heads() -> bool {
 
 /// `etch::attention.out` on CUDA.
 pub(crate) fn attention_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    let op = ctx.op_name();
     let c = attention_call(ctx)?;
+    launch(ctx, c)
+}
+
+/// `etch::gated_attention.out` on CUDA: the same kernels, each output element stored times
+/// the rounded sigmoid of the gate's (`attn_store`).
+pub(crate) fn gated_attention_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let c = gated_attention_call(ctx)?;
+    launch(ctx, c)
+}
+
+fn launch(ctx: &mut KernelContext<'_>, c: AttentionCall<'_>) -> Result<()> {
+    let op = ctx.op_name();
     same_device(
         op,
         &[&c.out, &c.q, &c.k, &c.v, &c.k_cache, &c.v_cache, &c.pos],
     )?;
+    if let Some(g) = &c.gate {
+        same_device(op, &[&c.out, g])?;
+    }
     let [batch, seq, hq, dim] = [
         c.q.sizes()[0],
         c.q.sizes()[1],
@@ -132,6 +148,7 @@ pub(crate) fn attention_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         vc: ptr(&c.v_cache),
         pos: ptr(&c.pos),
         out: ptr(&c.out),
+        gate: c.gate.as_ref().map_or(0, ptr),
         part: 0,
         err: 0,
         batch: batch as i64,

@@ -6,9 +6,16 @@
 //! Shapes: `q [B,T,Hq,D]`, `k`/`v` `[B,T,Hkv,D]`, caches `[B,S,Hkv,D]`, `out` like `q`; one
 //! float dtype. The CPU kernel is `llama::sdpa_with_kv_cache`'s, with the position from
 //! the tensor.
+//!
+//! `etch::gated_attention.out(q, k, v, k_cache!, v_cache!, input_pos, scale, gate, *, out)`:
+//! the same, times Qwen 3.5's output gate: `out = rnd(rnd(attn) * rnd(sigmoid(gate)))`, `gate`
+//! shaped like `q` (one op for the attention, the sigmoid and the product; `sigmoid` is
+//! `aten::sigmoid`'s, so the values are those of the three ops).
 
-use super::{check_pos, expect_dtype, expect_shape};
+use super::{check_pos, dispatch_io, expect_dtype, expect_shape};
 use crate::llama::{attend, check_attn, check_update, copy_into_cache};
+use crate::unary::{FloatOp, Sigmoid};
+use crate::util::FElem;
 use etch_core::{Error, KernelContext, Result, TensorRef};
 
 /// A decoded `etch::attention` call.
@@ -29,11 +36,23 @@ pub struct AttentionCall<'a> {
     pub out: TensorRef<'a>,
     /// Softmax scale.
     pub scale: f64,
+    /// `gate`, shaped like `q` (`etch::gated_attention`), else `None`.
+    pub gate: Option<TensorRef<'a>>,
 }
 
 /// Decodes and checks `etch::attention.out`: args [q, k, v, k_cache, v_cache, input_pos,
 /// scale, out, (ret)]. The position is not read (it may live on a device).
 pub fn attention_call<'a>(ctx: &mut KernelContext<'a>) -> Result<AttentionCall<'a>> {
+    decode(ctx, false)
+}
+
+/// Decodes and checks `etch::gated_attention.out`: args [q, k, v, k_cache, v_cache,
+/// input_pos, scale, gate, out, (ret)].
+pub fn gated_attention_call<'a>(ctx: &mut KernelContext<'a>) -> Result<AttentionCall<'a>> {
+    decode(ctx, true)
+}
+
+fn decode<'a>(ctx: &mut KernelContext<'a>, gated: bool) -> Result<AttentionCall<'a>> {
     let op = ctx.op_name();
     let q = ctx.tensor(0)?;
     let k = ctx.tensor(1)?;
@@ -67,7 +86,15 @@ pub fn attention_call<'a>(ctx: &mut KernelContext<'a>) -> Result<AttentionCall<'
             "{op}: scale {scale} is not finite"
         )));
     }
-    let out = ctx.resize_out(7, q.sizes())?;
+    let gate = if gated {
+        let g = ctx.tensor(7)?;
+        expect_dtype(op, "gate", &g, q.dtype())?;
+        expect_shape(op, "gate", &g, q.sizes())?;
+        Some(g)
+    } else {
+        None
+    };
+    let out = ctx.resize_out(if gated { 8 } else { 7 }, q.sizes())?;
     expect_dtype(op, "out", &out, q.dtype())?;
     Ok(AttentionCall {
         q,
@@ -78,13 +105,49 @@ pub fn attention_call<'a>(ctx: &mut KernelContext<'a>) -> Result<AttentionCall<'
         pos,
         out,
         scale,
+        gate,
     })
 }
 
 /// `etch::attention.out` on the CPU.
 pub fn attention_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    let op = ctx.op_name();
     let mut c = attention_call(ctx)?;
+    run(ctx.op_name(), &mut c)
+}
+
+/// `etch::gated_attention.out` on the CPU: the attention, then the gate.
+pub fn gated_attention_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let op = ctx.op_name();
+    let mut c = gated_attention_call(ctx)?;
+    run(op, &mut c)?;
+    let Some(gate) = &c.gate else {
+        return Ok(());
+    };
+    dispatch_io!(c.out.dtype(), op, "q", |T| apply_gate::<T>(
+        gate, &mut c.out
+    ))
+}
+
+/// `out = rnd(out * rnd(sigmoid(gate)))`, the sigmoid by `aten::sigmoid`'s row function
+/// (the same value for an element wherever its row is cut), in chunks on the stack.
+fn apply_gate<T: FElem<F = f32>>(gate: &TensorRef<'_>, out: &mut TensorRef<'_>) -> Result<()> {
+    let g = gate.data::<T>()?;
+    let o = out.data_mut::<T>()?;
+    let (mut x, mut y) = ([0f32; 256], [0f32; 256]);
+    for (gc, oc) in g.chunks(x.len()).zip(o.chunks_mut(x.len())) {
+        let n = gc.len();
+        for (xi, gi) in x.iter_mut().zip(gc) {
+            *xi = gi.to_f();
+        }
+        Sigmoid.apply_f32_row(&x[..n], &mut y[..n]);
+        for (oi, &s) in oc.iter_mut().zip(&y[..n]) {
+            *oi = T::from_f(oi.to_f() * T::from_f(s).to_f());
+        }
+    }
+    Ok(())
+}
+
+fn run(op: &str, c: &mut AttentionCall<'_>) -> Result<()> {
     let pos = c.pos.data::<i64>()?[0];
     let start = usize::try_from(pos).ok();
     let seq = c.q.sizes()[1];

@@ -8,12 +8,14 @@
 //! - [`moe`]: `etch::moe.out`, a top-k mixture-of-experts block with stacked experts and a
 //!   sigmoid-gated shared expert.
 //! - [`attention`]: `etch::attention.out`, causal GQA attention after writing `k` and `v`
-//!   into the caches at the position held in a tensor.
+//!   into the caches at the position held in a tensor, and `etch::gated_attention.out`,
+//!   the same times `sigmoid(gate)`.
 //! - [`norm`]: `etch::rms_norm.out`, `etch::rms_norm_gated.out` and
 //!   `etch::add_rms_norm.out` (a residual add fused with the norm after it), Qwen 3.5's
 //!   RMSNorms as one kernel each.
 //! - [`rope`]: `etch::rope.out`, rotate-half rotary embedding on the first `R` features
-//!   of each head (partial RoPE).
+//!   of each head (partial RoPE), and `etch::rope_cos_sin.out`, its cos/sin tables for the
+//!   positions from `input_pos` (one op for the table's ~17 elementwise ops).
 //! - [`linear_group`]: `etch::linear_group.out`, several bias-free linears of one input in
 //!   one call (made by `etch lower` from consecutive `aten::linear` calls).
 //! - [`sample`]: `etch::sample.out`, next-token sampling (greedy, temperature, top-k,
@@ -37,11 +39,13 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     reg.register("etch::gated_delta_net.out", gdn::gated_delta_net_out)?;
     reg.register("etch::moe.out", moe::moe_out)?;
     reg.register("etch::attention.out", attention::attention_out)?;
+    reg.register("etch::gated_attention.out", attention::gated_attention_out)?;
     reg.register("etch::sample.out", sample::sample_out)?;
     reg.register("etch::rms_norm.out", norm::rms_norm_out)?;
     reg.register("etch::rms_norm_gated.out", norm::rms_norm_gated_out)?;
     reg.register("etch::add_rms_norm.out", norm::add_rms_norm_out)?;
     reg.register("etch::rope.out", rope::rope_out)?;
+    reg.register("etch::rope_cos_sin.out", rope::rope_cos_sin_out)?;
     reg.register("etch::linear_group.out", linear_group::linear_group_out)?;
     Ok(())
 }
