@@ -24,6 +24,8 @@ Operators:
     etch::add_rms_norm     a residual add and the RMSNorm of its result, both returned
     etch::rope             rotate-half rotary embedding on the first R features of each
                            head (partial RoPE), in x's dtype as the model computes it
+    etch::qk_norm_rope     an attention layer's q/gate split, q and k RMSNorms and RoPE of q
+                           and k as one op (returns q, gate, k)
     etch::rope_cos_sin     the cos and sin tables of positions input_pos[0] + t (t < T)
                            for etch::rope, as the model computes them (one op for the
                            ~10 aranges, powers, products, cos, sin and casts)
@@ -53,6 +55,10 @@ _NORM_ARGS = "Tensor x, Tensor weight, float eps, bool unit_offset"
 _GNORM_ARGS = "Tensor x, Tensor z, Tensor weight, float eps"
 _ROPE_ARGS = "Tensor x, Tensor cos, Tensor sin"
 _ROPE_CS_ARGS = "Tensor input_pos, Tensor x, float theta, int dim"
+_QKNR_ARGS = (
+    "Tensor qg, Tensor k, Tensor q_weight, Tensor k_weight, float eps, bool unit_offset, "
+    "Tensor cos, Tensor sin"
+)
 _ADD_NORM_ARGS = "Tensor x, Tensor y, Tensor weight, float eps, bool unit_offset"
 
 _lib.define(f"gated_delta_net({_GDN_ARGS}) -> Tensor")
@@ -75,6 +81,11 @@ _lib.define(
 )
 _lib.define(f"rope({_ROPE_ARGS}) -> Tensor")
 _lib.define(f"rope.out({_ROPE_ARGS}, *, Tensor(a!) out) -> Tensor(a!)")
+_lib.define(f"qk_norm_rope({_QKNR_ARGS}) -> (Tensor, Tensor, Tensor)")
+_lib.define(
+    f"qk_norm_rope.out({_QKNR_ARGS}, *, Tensor(a!) q, Tensor(b!) gate, Tensor(c!) k_out) "
+    "-> (Tensor(a!), Tensor(b!), Tensor(c!))"
+)
 _lib.define(f"rope_cos_sin({_ROPE_CS_ARGS}) -> (Tensor, Tensor)")
 _lib.define(
     f"rope_cos_sin.out({_ROPE_CS_ARGS}, *, Tensor(a!) cos, Tensor(b!) sin) -> (Tensor(a!), Tensor(b!))"
@@ -479,3 +490,42 @@ def _rope_cos_sin_out(input_pos, x, theta, dim, *, cos, sin):
 
 
 _lib.impl("rope_cos_sin.out", _rope_cos_sin_out, "CompositeExplicitAutograd")
+
+
+# ----------------------------------------------------------------------------------------
+# etch::qk_norm_rope
+
+
+def qk_norm_rope_ref(qg, k, q_weight, k_weight, eps, unit_offset, cos, sin):
+    """qg [B,T,Hq,2D] (per head: q, then the output gate), k [B,T,Hkv,D], weights [D],
+    cos/sin [T,R]: (rope_ref(rms_norm_ref(q)), gate, rope_ref(rms_norm_ref(k))), each as
+    the separate ops compute it (the norms rounded to the dtype, then RoPE)."""
+    if qg.dim() != 4 or k.dim() != 4 or qg.shape[-1] != 2 * k.shape[-1] or \
+            qg.shape[:2] != k.shape[:2]:
+        raise ValueError(f"qk_norm_rope: qg {list(qg.shape)} and k {list(k.shape)} do not fit")
+    d = k.shape[-1]
+    q, gate = qg[..., :d], qg[..., d:]
+    q = rope_ref(rms_norm_ref(q, q_weight, eps, unit_offset), cos, sin)
+    k = rope_ref(rms_norm_ref(k, k_weight, eps, unit_offset), cos, sin)
+    return q, gate.contiguous(), k
+
+
+_lib.impl("qk_norm_rope", qk_norm_rope_ref, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("etch::qk_norm_rope")
+def _qk_norm_rope_fake(qg, k, q_weight, k_weight, eps, unit_offset, cos, sin):
+    d = k.shape[-1]
+    shape = list(qg.shape[:-1]) + [d]
+    return qg.new_empty(shape), qg.new_empty(shape), torch.empty_like(k)
+
+
+def _qk_norm_rope_out(qg, k, q_weight, k_weight, eps, unit_offset, cos, sin, *, q, gate, k_out):
+    a, b, c = qk_norm_rope_ref(qg, k, q_weight, k_weight, eps, unit_offset, cos, sin)
+    q.copy_(a)
+    gate.copy_(b)
+    k_out.copy_(c)
+    return q, gate, k_out
+
+
+_lib.impl("qk_norm_rope.out", _qk_norm_rope_out, "CompositeExplicitAutograd")

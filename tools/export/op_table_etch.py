@@ -343,6 +343,28 @@ def gated_attention(c):
     one(torch.float32, 1, 1, 2, 1, 8, 6, 2, gate_shape=[1, 1, 2, 4])
 
 
+def qk_norm_rope(c):
+    """etch::qk_norm_rope: partial and full rotation, several tokens and heads, Qwen 3.5's
+    head size (256, R 64), without the unit offset; qg not [.., 2D], R odd, a bad weight."""
+    op = "etch::qk_norm_rope.out"
+
+    def one(dtype, B, T, Hq, Hkv, D, R, unit=True, q_last=None, wk=None):
+        qg = c.randn([B, T, Hq, q_last or 2 * D], dtype)
+        k = c.randn([B, T, Hkv, D], dtype)
+        wq, wkk = c.randn([D], dtype, 0.5), c.randn([wk or D], dtype, 0.5)
+        cos, sin = c.randn([T, R], dtype), c.randn([T, R], dtype)
+        c.add(op, [qg, k, wq, wkk, 1e-6, unit, cos, sin], etch_ops.qk_norm_rope_ref, dtype,
+              [[B, T, Hq, D], [B, T, Hq, D], [B, T, Hkv, D]], tol_for(dtype))
+
+    for dtype in DTYPES:
+        one(dtype, 1, 1, 4, 2, 8, 4)
+        one(dtype, 2, 3, 2, 1, 16, 16, unit=False)
+    one(torch.bfloat16, 1, 1, 4, 1, 256, 64)
+    one(torch.float32, 1, 1, 2, 1, 8, 4, q_last=12)
+    one(torch.float32, 1, 1, 2, 1, 8, 3)
+    one(torch.float32, 1, 1, 2, 1, 8, 4, wk=7)
+
+
 def cases(tensor_json, out_json, tol):
     """Every etch:: case, as table entries."""
     c = Case(tensor_json, out_json, tol)
@@ -354,4 +376,5 @@ def cases(tensor_json, out_json, tol):
     rope(c)
     rope_cos_sin(c)
     gated_attention(c)
+    qk_norm_rope(c)
     return c.cases

@@ -146,12 +146,6 @@ class GatedDeltaNet(nn.Module):
         return self.out_proj(self.norm(o, z).reshape(B, T, self.hv * self.dv))
 
 
-def apply_rope(x, cos, sin):
-    """Rotate-half RoPE on the first cos.shape[-1] dims of x [B,T,H,D]; cos/sin [T, R]:
-    one etch::rope op (etch_ops.rope_ref is the same math in PyTorch)."""
-    return torch.ops.etch.rope(x, cos, sin)
-
-
 class Attention(nn.Module):
     def __init__(self, c: Config, max_seq_len, dtype):
         super().__init__()
@@ -170,12 +164,13 @@ class Attention(nn.Module):
         B, T, _ = x.shape
         # The three projections first (grouped by `etch lower`, as in GatedDeltaNet).
         qg, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        q, gate = torch.chunk(qg.view(B, T, self.hq, 2 * self.d), 2, dim=-1)
-        q = self.q_norm(q)
-        k = self.k_norm(k.view(B, T, self.hkv, self.d))
-        v = v.view(B, T, self.hkv, self.d)
         cos, sin = rope
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        # The q/gate split, q_norm, k_norm and RoPE of q and k as one op
+        # (etch_ops.qk_norm_rope_ref: rope(q_norm(q)), gate, rope(k_norm(k))).
+        q, gate, k = torch.ops.etch.qk_norm_rope(
+            qg.view(B, T, self.hq, 2 * self.d), k.view(B, T, self.hkv, self.d),
+            self.q_norm.weight, self.k_norm.weight, self.q_norm.eps, True, cos, sin)
+        v = v.view(B, T, self.hkv, self.d)
         # attention(...) * sigmoid(gate), the output gate, as one op (etch_ops.gated_attention_ref).
         o = torch.ops.etch.gated_attention(q, k, v, self.k_cache, self.v_cache, input_pos,
                                            self.d ** -0.5, gate)

@@ -371,6 +371,11 @@ fn table() -> Vec<(&'static str, KernelFn, &'static [ScalarType])> {
         ("etch::sample.out", etch_ops::sample::sample_out, ETCH),
         ("etch::rope.out", etch_ops::rope::rope_out, ETCH_IO),
         (
+            "etch::qk_norm_rope.out",
+            etch_ops::rope::qk_norm_rope_out,
+            ETCH_IO,
+        ),
+        (
             "etch::rope_cos_sin.out",
             etch_ops::rope::rope_cos_sin_out,
             ETCH,

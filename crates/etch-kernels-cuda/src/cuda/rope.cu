@@ -56,3 +56,68 @@ template <int DT> __device__ void rope_cos_sin(const RopeCosSinArgs& a) {
     }
 }
 IO_KERNELS(rope_cos_sin, RopeCosSinArgs, 256)
+
+// etch::qk_norm_rope: one warp per row (a token's query head: the first D of its 2D
+// values in qg, or a key head of k), 8 rows a block. The warp takes etch::rms_norm's warp
+// order (lane l sums the squares of elements (l + 32c)·V + j, c and j ascending, then a
+// warp sum; V the 16-byte vector width), so the norm is rms_warp's to the bit; the
+// normalised row, rounded to the IO dtype, goes to shared memory, and etch::rope's
+// arithmetic reads it there. Query rows also copy their gate (qg's last D values).
+#define QKNR_MAXD 1024
+struct QkNormRopeArgs {
+    const void* qg;  // [tokens, Hq, 2D]
+    const void* k;   // [tokens, Hkv, D]
+    const void* wq;  // [D]
+    const void* wk;  // [D]
+    const void* cos; // [T, R]
+    const void* sin;
+    void* q;         // [tokens, Hq, D]
+    void* gate;      // [tokens, Hq, D]
+    void* kout;      // [tokens, Hkv, D]
+    i64 tokens, hq, hkv, dim, rot, seq;
+    float eps, offset;
+};
+
+template <int DT> __device__ void qk_norm_rope(const QkNormRopeArgs& a) {
+    __shared__ float hs[8][QKNR_MAXD];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int V = IoVec<DT>::N;
+    const i64 heads = a.hq + a.hkv, row = blockIdx.x * 8LL + w;
+    if (row >= a.tokens * heads) return;
+    const i64 tok = row / heads, head = row % heads, pos = tok % a.seq, d = a.dim;
+    const bool isq = head < a.hq;
+    const void* x = isq ? a.qg : a.k;
+    const i64 xb = isq ? (tok * a.hq + head) * 2 * d : (tok * a.hkv + head - a.hq) * d;
+    const i64 ob = isq ? (tok * a.hq + head) * d : (tok * a.hkv + head - a.hq) * d;
+    const void* wt = isq ? a.wq : a.wk;
+    void* out = isq ? a.q : a.kout;
+    float ss = 0.0f;
+    for (i64 c = lane; c * V < d; c += 32)
+        for (int j = 0; j < V; ++j) {
+            const i64 e = c * V + j;
+            if (e < d) {
+                const float v = io_ld<DT>(x, xb + e);
+                ss += v * v;
+            }
+        }
+    const float tot = warp_sum(ss);
+    const float inv = 1.0f / sqrtf(tot / (float)d + a.eps);
+    float* h = hs[w];
+    for (i64 e = lane; e < d; e += 32) {
+        h[e] = io_rnd<DT>(io_ld<DT>(x, xb + e) * inv * (a.offset + io_ld<DT>(wt, e)));
+        if (isq) io_st<DT>(a.gate, ob + e, io_ld<DT>(a.qg, xb + d + e));
+    }
+    __syncwarp();
+    const i64 half = a.rot / 2;
+    for (i64 i = lane; i < d; i += 32) {
+        const float xi = h[i];
+        if (i >= a.rot) {
+            io_st<DT>(out, ob + i, xi);
+            continue;
+        }
+        const float rot = i < half ? -h[i + half] : h[i - half];
+        const float c = io_ld<DT>(a.cos, pos * a.rot + i), s = io_ld<DT>(a.sin, pos * a.rot + i);
+        io_st<DT>(out, ob + i, __fadd_rn(io_rnd<DT>(__fmul_rn(xi, c)), io_rnd<DT>(__fmul_rn(rot, s))));
+    }
+}
+IO_KERNELS(qk_norm_rope, QkNormRopeArgs, 256)

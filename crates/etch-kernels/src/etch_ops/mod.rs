@@ -16,6 +16,8 @@
 //! - [`rope`]: `etch::rope.out`, rotate-half rotary embedding on the first `R` features
 //!   of each head (partial RoPE), and `etch::rope_cos_sin.out`, its cos/sin tables for the
 //!   positions from `input_pos` (one op for the table's ~17 elementwise ops).
+//! - [`qk_norm_rope`]: `etch::qk_norm_rope.out`, an attention layer's q/gate split, q and
+//!   k RMSNorms and RoPE as one op.
 //! - [`linear_group`]: `etch::linear_group.out`, several bias-free linears of one input in
 //!   one call (made by `etch lower` from consecutive `aten::linear` calls).
 //! - [`sample`]: `etch::sample.out`, next-token sampling (greedy, temperature, top-k,
@@ -29,6 +31,7 @@ pub mod gdn;
 pub mod linear_group;
 pub mod moe;
 pub mod norm;
+pub mod qk_norm_rope;
 pub mod rope;
 pub mod sample;
 
@@ -46,6 +49,7 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     reg.register("etch::add_rms_norm.out", norm::add_rms_norm_out)?;
     reg.register("etch::rope.out", rope::rope_out)?;
     reg.register("etch::rope_cos_sin.out", rope::rope_cos_sin_out)?;
+    reg.register("etch::qk_norm_rope.out", qk_norm_rope::qk_norm_rope_out)?;
     reg.register("etch::linear_group.out", linear_group::linear_group_out)?;
     Ok(())
 }

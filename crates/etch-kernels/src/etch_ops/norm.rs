@@ -160,16 +160,11 @@ fn run<T: FElem<F = f32>>(c: &mut RmsNormCall<'_>) -> Result<()> {
     threads::run(tasks, &|t| {
         for r in threads::part(rows, tasks, t) {
             let xr = &x[r * n..(r + 1) * n];
-            let ss: f32 = xr.iter().map(|v| v.to_f() * v.to_f()).sum();
-            let inv = 1.0 / (ss / n as f32 + eps).sqrt();
+            let inv = rms_inv(xr, eps);
             // SAFETY: row `r` is this task's alone.
             let orow = unsafe { o.slice(r * n, n) };
             match z {
-                None => {
-                    for ((y, v), wj) in orow.iter_mut().zip(xr).zip(w) {
-                        *y = T::from_f(v.to_f() * inv * (offset + wj.to_f()));
-                    }
-                }
+                None => rms_row(xr, w, inv, offset, |j, v| orow[j] = v),
                 Some(z) => {
                     let zr = &z[r * n..(r + 1) * n];
                     for (((y, v), wj), zj) in orow.iter_mut().zip(xr).zip(w).zip(zr) {
@@ -182,4 +177,24 @@ fn run<T: FElem<F = f32>>(c: &mut RmsNormCall<'_>) -> Result<()> {
         }
     });
     Ok(())
+}
+
+/// `1 / sqrt(mean(x²) + eps)` of a row, summed in order (`etch::rms_norm`'s).
+pub(crate) fn rms_inv<T: FElem<F = f32>>(xr: &[T], eps: f32) -> f32 {
+    let ss: f32 = xr.iter().map(|v| v.to_f() * v.to_f()).sum();
+    1.0 / (ss / xr.len() as f32 + eps).sqrt()
+}
+
+/// `etch::rms_norm` of a row with its `inv` (`rms_inv`): `put(j, rnd(x_j · inv · (offset +
+/// w_j)))`.
+pub(crate) fn rms_row<T: FElem<F = f32>>(
+    xr: &[T],
+    w: &[T],
+    inv: f32,
+    offset: f32,
+    mut put: impl FnMut(usize, T),
+) {
+    for (j, (v, wj)) in xr.iter().zip(w).enumerate() {
+        put(j, T::from_f(v.to_f() * inv * (offset + wj.to_f())));
+    }
 }

@@ -84,8 +84,6 @@ fn run<T: FElem<F = f32>>(c: &mut RopeCall<'_>) -> Result<()> {
     let (cos, sin) = (c.cos.data::<T>()?, c.sin.data::<T>()?);
     let o = SharedMut::new(c.out.data_mut::<T>()?);
     let rows = b * t * h;
-    let half = r / 2;
-    let rnd = |v: f32| T::from_f(v).to_f();
     let tasks = threads::tasks_for(rows * d, TASK).clamp(1, rows.max(1));
     threads::run(tasks, &|task| {
         for row in threads::part(rows, tasks, task) {
@@ -94,19 +92,31 @@ fn run<T: FElem<F = f32>>(c: &mut RopeCall<'_>) -> Result<()> {
             let (cr, sr) = (&cos[pos * r..(pos + 1) * r], &sin[pos * r..(pos + 1) * r]);
             // SAFETY: row `row` is this task's alone.
             let orow = unsafe { o.slice(row * d, d) };
-            for i in 0..r {
-                let rot = if i < half {
-                    -xr[i + half].to_f()
-                } else {
-                    xr[i - half].to_f()
-                };
-                let v = rnd(xr[i].to_f() * cr[i].to_f()) + rnd(rot * sr[i].to_f());
-                orow[i] = T::from_f(v);
-            }
-            orow[r..].copy_from_slice(&xr[r..]);
+            rope_row(|i| xr[i].to_f(), cr, sr, orow);
         }
     });
     Ok(())
+}
+
+/// One row of `etch::rope`: `out` (`D` values) from the row `x(i)` (`i < D`, values of
+/// `T`) and its position's `cos`/`sin` (`R` values each).
+pub(crate) fn rope_row<T: FElem<F = f32>>(
+    x: impl Fn(usize) -> f32,
+    cos: &[T],
+    sin: &[T],
+    out: &mut [T],
+) {
+    let r = cos.len();
+    let half = r / 2;
+    let rnd = |v: f32| T::from_f(v).to_f();
+    for (i, o) in out.iter_mut().enumerate() {
+        if i >= r {
+            *o = T::from_f(x(i));
+            continue;
+        }
+        let rot = if i < half { -x(i + half) } else { x(i - half) };
+        *o = T::from_f(rnd(x(i) * cos[i].to_f()) + rnd(rot * sin[i].to_f()));
+    }
 }
 
 /// A decoded `etch::rope_cos_sin` call: `cos`/`sin [T, dim]` in `x`'s dtype for positions
