@@ -9,7 +9,8 @@
 //!   broadcasts `x[i, k]` and multiplies panel row `k` (two `zmm` vectors).
 //! - Convolution on NCHW planes, `out[co, p] = clamp(bias[co] + sum_r w[co, r] · col[r, p])`
 //!   (`col`: im2col of the input, `r` over `(ci, i, j)`): the weights are packed in panels
-//!   of [`MR`] output channels ([`pack_conv`]: `MR` biases, then `r` rows of `MR` weights);
+//!   of [`MR`] output channels ([`pack_conv`]: the biases, then per block of terms each
+//!   panel's rows of `MR` weights);
 //!   a tile broadcasts `w[co, r]` and multiplies `NR` pixels of `col` row `r`, read from the
 //!   input planes themselves for 1×1 stride-1 convolutions on contiguous planes, else from
 //!   an im2col of the tile's pixels.
@@ -28,6 +29,12 @@ pub const NR: usize = 32;
 /// Packed weights of a fully-connected product are walked in blocks of panels of about
 /// this many bytes, which stay in L2 while every row tile passes over them.
 const FC_BLOCK_BYTES: usize = 512 << 10;
+/// Terms per block of a convolution: a block's `col` rows (`CONV_KC · NR` elements, 32 KiB)
+/// stay in L1 while every panel of output channels passes over them.
+const CONV_KC: usize = 256;
+/// Pixel tiles per unit of a convolution: each panel's weights of a block of terms are
+/// read once for all of them (their `col` rows, 128 KiB, stay in L2).
+const CONV_TILES: usize = 4;
 
 /// Whether the CPU has AVX-512F (and `ETCH_F32_GEMM512` is not `0`): the packed products
 /// run only then; callers keep their other path otherwise.
@@ -96,17 +103,26 @@ pub fn pack_conv(
 ) -> Option<Vec<f32>> {
     let mut p = vec![0f32; conv_packed_len(groups, cout_g, kk)?];
     let panels = cout_g.div_ceil(MR);
-    for (q, dst) in p.chunks_exact_mut(MR * (kk + 1)).enumerate() {
-        let (g, panel) = (q / panels.max(1), q % panels.max(1));
-        for rr in 0..MR.min(cout_g - panel * MR) {
-            let co = g * cout_g + panel * MR + rr;
-            dst[rr] = bias.map_or(0.0, |b| b[co]);
+    for (g, dst) in p.chunks_exact_mut(panels * MR * (kk + 1)).enumerate() {
+        for co in 0..cout_g {
+            dst[co] = bias.map_or(0.0, |b| b[g * cout_g + co]);
             for r in 0..kk {
-                dst[MR + r * MR + rr] = w(co, r);
+                dst[conv_weight_at(panels, kk, co, r)] = w(g * cout_g + co, r);
             }
         }
     }
     Some(p)
+}
+
+/// Where weight `(co, r)` of a group lies in its packed weights: after the group's biases
+/// (`panels · MR`), blocks of [`CONV_KC`] terms, each holding every panel's rows of the
+/// block in turn (`rows · MR` elements per panel), so that a block's weights are read in
+/// order.
+fn conv_weight_at(panels: usize, kk: usize, co: usize, r: usize) -> usize {
+    let (panel, rr) = (co / MR, co % MR);
+    let r0 = r / CONV_KC * CONV_KC;
+    let rows = CONV_KC.min(kk - r0);
+    panels * MR + r0 * panels * MR + panel * rows * MR + (r - r0) * MR + rr
 }
 
 /// One tile of a product: what the micro-kernels read and write.
@@ -130,6 +146,8 @@ struct Tile {
     rows: usize,
     /// Lanes of the last vector to store (convolution: to load too).
     mask: u16,
+    /// Start from the output's values (a later block of terms) rather than the biases.
+    acc_in: bool,
     lo: f32,
     hi: f32,
 }
@@ -217,11 +235,27 @@ mod kernels {
     #[target_feature(enable = "avx512f")]
     pub unsafe fn conv<const V: usize>(t: &Tile) {
         let mut acc = [[_mm512_setzero_ps(); V]; MR];
-        for (r, row) in acc.iter_mut().enumerate() {
-            // SAFETY: the panel's biases.
-            let bv = _mm512_set1_ps(unsafe { *t.bias.add(r) });
-            for x in row.iter_mut() {
-                *x = bv;
+        if t.acc_in {
+            for (r, row) in acc.iter_mut().enumerate().take(t.rows) {
+                // SAFETY: row `r < t.rows` of the tile, the last vector in its lanes only.
+                let c = unsafe { t.c.add(r * t.c_rs) };
+                for (v, x) in row.iter_mut().enumerate() {
+                    *x = unsafe {
+                        if v + 1 < V {
+                            _mm512_loadu_ps(c.add(16 * v))
+                        } else {
+                            _mm512_maskz_loadu_ps(t.mask, c.add(16 * v))
+                        }
+                    };
+                }
+            }
+        } else {
+            for (r, row) in acc.iter_mut().enumerate() {
+                // SAFETY: the panel's biases.
+                let bv = _mm512_set1_ps(unsafe { *t.bias.add(r) });
+                for x in row.iter_mut() {
+                    *x = bv;
+                }
             }
         }
         let (mut a, mut b) = (t.a, t.b);
@@ -347,6 +381,7 @@ pub fn fully_connected(
                         c_rs: n,
                         rows,
                         mask: last_mask(cols),
+                        acc_in: false,
                         lo,
                         hi,
                     };
@@ -443,47 +478,53 @@ impl ConvShape {
     }
 }
 
-/// Copies the `col` rows of pixels `p0..p0 + len` of (batch item, group) `(b, g)` into
-/// `col` (`NR` elements per row).
-fn im2col(s: &ConvShape, x: &[f32], b: usize, g: usize, p0: usize, len: usize, col: &mut [f32]) {
+/// Copies `col` rows `rows` (terms `r = (ci · kh + i) · kw + j`) of pixels `p0..p0 + len`
+/// of (batch item, group) `(b, g)` into `col` (`NR` elements per row).
+#[allow(clippy::too_many_arguments)]
+fn im2col(
+    s: &ConvShape,
+    x: &[f32],
+    b: usize,
+    g: usize,
+    p0: usize,
+    len: usize,
+    rows: std::ops::Range<usize>,
+    col: &mut [f32],
+) {
     let [kh, kw] = s.kernel;
     let ([sh, sw], [ph, pw], [dh, dw]) = (s.stride, s.pad, s.dil);
-    for ci in 0..s.cin_g {
+    for r in rows.clone() {
+        let (ci, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
         let cbase = b * s.xs[0] + (g * s.cin_g + ci) * s.xs[1];
-        for i in 0..kh {
-            for j in 0..kw {
-                let r = (ci * kh + i) * kw + j;
-                let row = &mut col[r * NR..r * NR + len];
-                // Output columns whose input column is inside the image.
-                let lo = pw.saturating_sub(j * dw).div_ceil(sw);
-                let hi = (s.w + pw).saturating_sub(j * dw).div_ceil(sw);
-                let mut p = p0;
-                while p < p0 + len {
-                    let (y, x0) = (p / s.ow, p % s.ow);
-                    let x1 = s.ow.min(x0 + p0 + len - p);
-                    let seg = &mut row[p - p0..p - p0 + (x1 - x0)];
-                    p += x1 - x0;
-                    let ih = (y * sh + i * dh) as isize - ph as isize;
-                    if ih < 0 || ih as usize >= s.h {
-                        seg.fill(0.0);
-                        continue;
-                    }
-                    let (a, e) = (lo.clamp(x0, x1), hi.clamp(lo.clamp(x0, x1), x1));
-                    seg[..a - x0].fill(0.0);
-                    seg[e - x0..].fill(0.0);
-                    if a == e {
-                        continue;
-                    }
-                    let first = cbase + ih as usize * s.xs[2] + (a * sw + j * dw - pw) * s.xs[3];
-                    let step = sw * s.xs[3];
-                    let dst = &mut seg[a - x0..e - x0];
-                    if step == 1 {
-                        dst.copy_from_slice(&x[first..first + dst.len()]);
-                    } else {
-                        for (q, v) in dst.iter_mut().enumerate() {
-                            *v = x[first + q * step];
-                        }
-                    }
+        let row = &mut col[(r - rows.start) * NR..(r - rows.start) * NR + len];
+        // Output columns whose input column is inside the image.
+        let lo = pw.saturating_sub(j * dw).div_ceil(sw);
+        let hi = (s.w + pw).saturating_sub(j * dw).div_ceil(sw);
+        let mut p = p0;
+        while p < p0 + len {
+            let (y, x0) = (p / s.ow, p % s.ow);
+            let x1 = s.ow.min(x0 + p0 + len - p);
+            let seg = &mut row[p - p0..p - p0 + (x1 - x0)];
+            p += x1 - x0;
+            let ih = (y * sh + i * dh) as isize - ph as isize;
+            if ih < 0 || ih as usize >= s.h {
+                seg.fill(0.0);
+                continue;
+            }
+            let (a, e) = (lo.clamp(x0, x1), hi.clamp(lo.clamp(x0, x1), x1));
+            seg[..a - x0].fill(0.0);
+            seg[e - x0..].fill(0.0);
+            if a == e {
+                continue;
+            }
+            let first = cbase + ih as usize * s.xs[2] + (a * sw + j * dw - pw) * s.xs[3];
+            let step = sw * s.xs[3];
+            let dst = &mut seg[a - x0..e - x0];
+            if step == 1 {
+                dst.copy_from_slice(&x[first..first + dst.len()]);
+            } else {
+                for (q, v) in dst.iter_mut().enumerate() {
+                    *v = x[first + q * step];
                 }
             }
         }
@@ -513,6 +554,9 @@ pub fn conv2d(
     {
         let npix = s.oh * s.ow;
         let tiles = npix.div_ceil(NR);
+        // Units of work: groups of up to `CONV_TILES` pixel tiles, whose `col` rows of a
+        // block of terms stay in L2 while each panel's weights pass over all of them.
+        let groups_of_tiles = tiles.div_ceil(CONV_TILES);
         let panels = s.cout_g.div_ceil(MR);
         let items = s.n * s.groups;
         let work = items
@@ -520,67 +564,95 @@ pub fn conv2d(
             .saturating_mul(kk)
             .saturating_mul(npix);
         let mut tasks = threads::tasks_for(work, crate::conv::CONV_TASK_WORK);
-        // Few pixel tiles: each also takes a range of the panels.
-        let chunks = if tasks > 1 && items * tiles < 4 * tasks {
-            (4 * tasks).div_ceil(items * tiles).min(panels)
+        let per_item = groups_of_tiles;
+        // Few units: each also takes a range of the panels.
+        let chunks = if tasks > 1 && items * per_item < 4 * tasks {
+            (4 * tasks).div_ceil(items * per_item).min(panels)
         } else {
             1
         };
-        let units = items * chunks * tiles;
+        let units = items * chunks * per_item;
         tasks = tasks.min(units);
         let direct = s.direct();
-        let col_len = if direct { 0 } else { kk * NR };
-        // scratch: an im2col tile per task.
+        let col_len = if direct {
+            0
+        } else {
+            CONV_TILES * CONV_KC.min(kk) * NR
+        };
+        // scratch: the im2col rows of a group of tiles, per task.
         let mut col = crate::scratch::take(tasks * col_len, 0f32);
         let col = SharedMut::new(&mut col);
         let o = SharedMut::new(out);
         let (xp, pp) = (x.as_ptr() as usize, packed.as_ptr() as usize);
         let group_len = panels * MR * (kk + 1);
         threads::run(tasks, &|t| {
-            // SAFETY: task `t` owns im2col tile `t`.
+            // SAFETY: task `t` owns im2col buffer `t`.
             let colt = unsafe { col.slice(t * col_len, col_len) };
             for u in threads::part(units, tasks, t) {
-                let (item, rest) = (u / (chunks * tiles), u % (chunks * tiles));
-                let (chunk, tile) = (rest / tiles, rest % tiles);
+                let (item, rest) = (u / (chunks * per_item), u % (chunks * per_item));
+                let (chunk, tg) = (rest / per_item, rest % per_item);
                 let (b, g) = (item / s.groups, item % s.groups);
-                let p0 = tile * NR;
-                let len = NR.min(npix - p0);
-                let (bp, b_ks) = if direct {
-                    let off = b * s.xs[0] + g * s.cin_g * s.xs[1] + p0;
-                    ((xp as *const f32).wrapping_add(off), s.xs[1])
-                } else {
-                    im2col(s, x, b, g, p0, len, colt);
-                    (colt.as_ptr(), NR)
-                };
-                let kernel: TileFn = if len > 16 {
-                    kernels::conv::<2>
-                } else {
-                    kernels::conv::<1>
-                };
-                for panel in threads::part(panels, chunks, chunk) {
-                    let base =
-                        (pp as *const f32).wrapping_add(g * group_len + panel * MR * (kk + 1));
-                    let co = g * s.cout_g + panel * MR;
-                    let tile = Tile {
-                        k: kk,
-                        a: base.wrapping_add(MR),
-                        a_rs: 1,
-                        b: bp,
-                        b_ks,
-                        bias: base,
-                        c: o.as_ptr().wrapping_add(b * s.os[0] + co * s.os[1] + p0),
-                        c_rs: s.os[1],
-                        rows: MR.min(s.cout_g - panel * MR),
-                        mask: last_mask(len),
-                        lo,
-                        hi,
+                let tile_range = tg * CONV_TILES..tiles.min((tg + 1) * CONV_TILES);
+                let group = (pp as *const f32).wrapping_add(g * group_len);
+                // Blocks of terms: their `col` rows are read by every panel.
+                for r0 in (0..kk).step_by(CONV_KC) {
+                    let r1 = kk.min(r0 + CONV_KC);
+                    if !direct {
+                        for (i, tile) in tile_range.clone().enumerate() {
+                            let p0 = tile * NR;
+                            let len = NR.min(npix - p0);
+                            let dst = &mut colt[i * (r1 - r0) * NR..(i + 1) * (r1 - r0) * NR];
+                            im2col(s, x, b, g, p0, len, r0..r1, dst);
+                        }
+                    }
+                    // Clamped after the last block only.
+                    let (lo, hi) = if r1 == kk {
+                        (lo, hi)
+                    } else {
+                        (f32::NEG_INFINITY, f32::INFINITY)
                     };
-                    // SAFETY: AVX-512F was detected; the panel lies in `packed` (its length
-                    // checked); `col` rows are the tile's im2col rows or input pixels
-                    // `p0..p0 + len` of each channel (read in the mask's lanes only; `fits`
-                    // checked the input's extent); the output elements (channels of the
-                    // panel, pixels of the tile) are inside `out` and this unit's alone.
-                    unsafe { kernel(&tile) }
+                    for panel in threads::part(panels, chunks, chunk) {
+                        let co = g * s.cout_g + panel * MR;
+                        let a = group.wrapping_add(conv_weight_at(panels, kk, panel * MR, r0));
+                        for (i, tile) in tile_range.clone().enumerate() {
+                            let p0 = tile * NR;
+                            let len = NR.min(npix - p0);
+                            let (bp, b_ks) = if direct {
+                                let off = b * s.xs[0] + (g * s.cin_g + r0) * s.xs[1] + p0;
+                                ((xp as *const f32).wrapping_add(off), s.xs[1])
+                            } else {
+                                (colt.as_ptr().wrapping_add(i * (r1 - r0) * NR), NR)
+                            };
+                            let tile = Tile {
+                                k: r1 - r0,
+                                a,
+                                a_rs: 1,
+                                b: bp,
+                                b_ks,
+                                bias: group.wrapping_add(panel * MR),
+                                c: o.as_ptr().wrapping_add(b * s.os[0] + co * s.os[1] + p0),
+                                c_rs: s.os[1],
+                                rows: MR.min(s.cout_g - panel * MR),
+                                mask: last_mask(len),
+                                acc_in: r0 > 0,
+                                lo,
+                                hi,
+                            };
+                            let kernel: TileFn = if len > 16 {
+                                kernels::conv::<2>
+                            } else {
+                                kernels::conv::<1>
+                            };
+                            // SAFETY: AVX-512F was detected; the panel's rows `r0..r1` lie
+                            // in `packed` (its length checked); `col` rows are the tile's
+                            // im2col rows or input pixels `p0..p0 + len` of channels
+                            // `r0..r1` (read in the mask's lanes only; `fits` checked the
+                            // input's extent); the output elements (channels of the panel,
+                            // pixels of the tile) are inside `out` and this unit's alone
+                            // (its earlier blocks wrote them).
+                            unsafe { kernel(&tile) }
+                        }
+                    }
                 }
             }
         });
@@ -766,7 +838,13 @@ mod tests {
             let dil = if rng.below(4) == 0 { [2, 1] } else { [1, 1] };
             let pad = [rng.below(kernel[0] / 2 + 1), rng.below(kernel[1] / 2 + 1)];
             let groups = [1, 1, 1, 2, 3][rng.below(5)];
-            let cin_g = [1, 2, 3, 8, 17][rng.below(5)];
+            let cin_g = [1, 2, 3, 8, 17, 300][rng.below(6)];
+            // Many terms (several blocks), not too slow for the reference.
+            let cin_g = if cin_g == 300 && kernel[0] * kernel[1] > 9 {
+                40
+            } else {
+                cin_g
+            };
             let cout_g = [1, 5, 8, 9, 16, 24, 33][rng.below(7)];
             let n = 1 + rng.below(2);
             let (h, w) = (
@@ -902,6 +980,9 @@ mod tests {
             (32, 192, 28, 1, 1),
             (320, 1280, 7, 1, 1),
             (3, 64, 224, 7, 2),
+            (576, 64, 56, 1, 1),
+            (2304, 256, 14, 1, 1),
+            (4608, 512, 7, 1, 1),
         ] {
             let pad = kern / 2;
             let o = (hw + 2 * pad - kern) / stride + 1;
