@@ -148,6 +148,8 @@ struct Tile {
     mask: u16,
     /// Start from the output's values (a later block of terms) rather than the biases.
     acc_in: bool,
+    /// Indirect convolution tiles: `col` row `r` is at `b + offs[r]` (not `b + r · b_ks`).
+    offs: *const usize,
     lo: f32,
     hi: f32,
 }
@@ -226,14 +228,15 @@ mod kernels {
     }
 
     /// A convolution tile: the [`MR`] channels of a packed panel × `16 V` pixels of `col`
-    /// (the last vector loaded in `t.mask`'s lanes only).
+    /// (the last vector loaded in `t.mask`'s lanes only); with `IND`, `col` row `r` is at
+    /// `t.b + t.offs[r]`, else at `t.b + r · t.b_ks`.
     ///
     /// # Safety
     /// AVX-512F; `t.a` addresses a panel of `t.k` rows of `MR`, `t.bias` `MR` biases, `t.b`
-    /// `t.k` rows `t.b_ks` apart of `16 V` elements (the last vector's masked lanes only);
-    /// the output as in [`store`].
+    /// `t.k` rows (`t.offs` `t.k` offsets with `IND`) of `16 V` elements (the last vector's
+    /// masked lanes only); the output as in [`store`].
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn conv<const V: usize>(t: &Tile) {
+    pub unsafe fn conv<const V: usize, const IND: bool>(t: &Tile) {
         let mut acc = [[_mm512_setzero_ps(); V]; MR];
         if t.acc_in {
             for (r, row) in acc.iter_mut().enumerate().take(t.rows) {
@@ -259,7 +262,11 @@ mod kernels {
             }
         }
         let (mut a, mut b) = (t.a, t.b);
-        for _ in 0..t.k {
+        for kk in 0..t.k {
+            if IND {
+                // SAFETY: offset `kk` of the table; the row it gives is inside the input.
+                b = unsafe { t.b.add(*t.offs.add(kk)) };
+            }
             let mut bv = [_mm512_setzero_ps(); V];
             for (v, x) in bv.iter_mut().enumerate() {
                 // SAFETY: a `col` row's vector `v` (the last in its masked lanes only).
@@ -382,6 +389,7 @@ pub fn fully_connected(
                         rows,
                         mask: last_mask(cols),
                         acc_in: false,
+                        offs: std::ptr::null(),
                         lo,
                         hi,
                     };
@@ -553,7 +561,26 @@ pub fn conv2d(
     #[cfg(target_arch = "x86_64")]
     {
         let npix = s.oh * s.ow;
-        let tiles = npix.div_ceil(NR);
+        let direct = s.direct();
+        // Stride-1 convolutions on rows of at least 24 outputs read a zero-padded copy of
+        // the input through a table of row offsets (no im2col); their tiles stay within
+        // an output row.
+        let indirect = !direct && s.stride == [1, 1] && s.ow >= 24;
+        let per_row = s.ow.div_ceil(NR);
+        let tiles = if indirect {
+            s.oh * per_row
+        } else {
+            npix.div_ceil(NR)
+        };
+        // Tile `t`: its first pixel, its length and (indirect) its output row and column.
+        let tile_at = |t: usize| {
+            if indirect {
+                let (y, x0) = (t / per_row, t % per_row * NR);
+                (y * s.ow + x0, NR.min(s.ow - x0), y, x0)
+            } else {
+                (t * NR, NR.min(npix - t * NR), 0, 0)
+            }
+        };
         // Units of work: groups of up to `CONV_TILES` pixel tiles, whose `col` rows of a
         // block of terms stay in L2 while each panel's weights pass over all of them.
         let groups_of_tiles = tiles.div_ceil(CONV_TILES);
@@ -573,8 +600,7 @@ pub fn conv2d(
         };
         let units = items * chunks * per_item;
         tasks = tasks.min(units);
-        let direct = s.direct();
-        let col_len = if direct {
+        let col_len = if direct || indirect {
             0
         } else {
             CONV_TILES * CONV_KC.min(kk) * NR
@@ -582,8 +608,56 @@ pub fn conv2d(
         // scratch: the im2col rows of a group of tiles, per task.
         let mut col = crate::scratch::take(tasks * col_len, 0f32);
         let col = SharedMut::new(&mut col);
+        // The zero-padded input (indirect), plane by plane, and the offset of each term's
+        // row in an item's planes.
+        let [kh, kw] = s.kernel;
+        let (pw_, ph_) = (s.w + 2 * s.pad[1], s.h + 2 * s.pad[0]);
+        let plane = ph_ * pw_;
+        let planes = items * s.cin_g;
+        // scratch: the padded input planes and the row offsets (indirect convolutions).
+        let mut padded = crate::scratch::take(if indirect { planes * plane } else { 0 }, 0f32);
+        let mut offs = crate::scratch::take(if indirect { kk } else { 0 }, 0usize);
+        if indirect {
+            for (r, o) in offs.iter_mut().enumerate() {
+                let (ci, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
+                *o = ci * plane + i * s.dil[0] * pw_ + j * s.dil[1];
+            }
+            let dst = SharedMut::new(&mut padded);
+            threads::run_parts(planes, tasks, &|range| {
+                for q in range {
+                    // SAFETY: plane `q` is written by this part only.
+                    let d = unsafe { dst.slice(q * plane, plane) };
+                    let (item, ci) = (q / s.cin_g, q % s.cin_g);
+                    let (b, g) = (item / s.groups, item % s.groups);
+                    let base = b * s.xs[0] + (g * s.cin_g + ci) * s.xs[1];
+                    for (yy, row) in d.chunks_exact_mut(pw_).enumerate() {
+                        let Some(y) = yy.checked_sub(s.pad[0]).filter(|&y| y < s.h) else {
+                            row.fill(0.0);
+                            continue;
+                        };
+                        row[..s.pad[1]].fill(0.0);
+                        row[s.pad[1] + s.w..].fill(0.0);
+                        let src = base + y * s.xs[2];
+                        let mid = &mut row[s.pad[1]..s.pad[1] + s.w];
+                        if s.xs[3] == 1 {
+                            mid.copy_from_slice(&x[src..src + s.w]);
+                        } else {
+                            for (xx, v) in mid.iter_mut().enumerate() {
+                                *v = x[src + xx * s.xs[3]];
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        let offs = offs.as_ptr();
         let o = SharedMut::new(out);
-        let (xp, pp) = (x.as_ptr() as usize, packed.as_ptr() as usize);
+        let (xp, pp, pad_p) = (
+            x.as_ptr() as usize,
+            packed.as_ptr() as usize,
+            padded.as_ptr() as usize,
+        );
+        let offs_p = offs as usize;
         let group_len = panels * MR * (kk + 1);
         threads::run(tasks, &|t| {
             // SAFETY: task `t` owns im2col buffer `t`.
@@ -597,10 +671,9 @@ pub fn conv2d(
                 // Blocks of terms: their `col` rows are read by every panel.
                 for r0 in (0..kk).step_by(CONV_KC) {
                     let r1 = kk.min(r0 + CONV_KC);
-                    if !direct {
+                    if !direct && !indirect {
                         for (i, tile) in tile_range.clone().enumerate() {
-                            let p0 = tile * NR;
-                            let len = NR.min(npix - p0);
+                            let (p0, len, _, _) = tile_at(tile);
                             let dst = &mut colt[i * (r1 - r0) * NR..(i + 1) * (r1 - r0) * NR];
                             im2col(s, x, b, g, p0, len, r0..r1, dst);
                         }
@@ -615,11 +688,13 @@ pub fn conv2d(
                         let co = g * s.cout_g + panel * MR;
                         let a = group.wrapping_add(conv_weight_at(panels, kk, panel * MR, r0));
                         for (i, tile) in tile_range.clone().enumerate() {
-                            let p0 = tile * NR;
-                            let len = NR.min(npix - p0);
+                            let (p0, len, y, x0) = tile_at(tile);
                             let (bp, b_ks) = if direct {
                                 let off = b * s.xs[0] + (g * s.cin_g + r0) * s.xs[1] + p0;
                                 ((xp as *const f32).wrapping_add(off), s.xs[1])
+                            } else if indirect {
+                                let off = item * s.cin_g * plane + y * pw_ + x0;
+                                ((pad_p as *const f32).wrapping_add(off), 0)
                             } else {
                                 (colt.as_ptr().wrapping_add(i * (r1 - r0) * NR), NR)
                             };
@@ -635,21 +710,24 @@ pub fn conv2d(
                                 rows: MR.min(s.cout_g - panel * MR),
                                 mask: last_mask(len),
                                 acc_in: r0 > 0,
+                                offs: (offs_p as *const usize).wrapping_add(r0),
                                 lo,
                                 hi,
                             };
-                            let kernel: TileFn = if len > 16 {
-                                kernels::conv::<2>
-                            } else {
-                                kernels::conv::<1>
+                            let kernel: TileFn = match (len > 16, indirect) {
+                                (true, false) => kernels::conv::<2, false>,
+                                (false, false) => kernels::conv::<1, false>,
+                                (true, true) => kernels::conv::<2, true>,
+                                (false, true) => kernels::conv::<1, true>,
                             };
                             // SAFETY: AVX-512F was detected; the panel's rows `r0..r1` lie
                             // in `packed` (its length checked); `col` rows are the tile's
-                            // im2col rows or input pixels `p0..p0 + len` of channels
-                            // `r0..r1` (read in the mask's lanes only; `fits` checked the
-                            // input's extent); the output elements (channels of the panel,
-                            // pixels of the tile) are inside `out` and this unit's alone
-                            // (its earlier blocks wrote them).
+                            // im2col rows, input pixels `p0..p0 + len` of channels `r0..r1`
+                            // (`fits` checked the input's extent), or rows of the padded
+                            // planes (a stride-1 output row's window lies inside them), read
+                            // in the mask's lanes only; the output elements (channels of the
+                            // panel, pixels of the tile) are inside `out` and this unit's
+                            // alone (its earlier blocks wrote them).
                             unsafe { kernel(&tile) }
                         }
                     }
@@ -832,9 +910,15 @@ mod tests {
             return;
         }
         let mut rng = Rng(5);
-        for case in 0..80 {
+        for case in 0..120 {
             let kernel = [[1, 1], [3, 3], [1, 3], [5, 5], [7, 7]][rng.below(5)];
-            let stride = [[1, 1], [2, 2], [1, 2]][rng.below(3)];
+            // Every fourth case: stride 1 on rows of at least 24 outputs (indirect tiles).
+            let wide = case % 4 == 1;
+            let stride = if wide {
+                [1, 1]
+            } else {
+                [[1, 1], [2, 2], [1, 2]][rng.below(3)]
+            };
             let dil = if rng.below(4) == 0 { [2, 1] } else { [1, 1] };
             let pad = [rng.below(kernel[0] / 2 + 1), rng.below(kernel[1] / 2 + 1)];
             let groups = [1, 1, 1, 2, 3][rng.below(5)];
@@ -849,7 +933,7 @@ mod tests {
             let n = 1 + rng.below(2);
             let (h, w) = (
                 kernel[0] * dil[0] + rng.below(20),
-                kernel[1] * dil[1] + rng.below(40),
+                kernel[1] * dil[1] + rng.below(40) + if wide { 24 } else { 0 },
             );
             let (h, w) = if case == 0 { (56, 56) } else { (h, w) };
             let oh = (h + 2 * pad[0] - dil[0] * (kernel[0] - 1) - 1) / stride[0] + 1;
