@@ -12,6 +12,7 @@ pub mod conv;
 pub mod device_copy;
 pub mod etch_ops;
 pub mod gemm;
+pub mod gemm512;
 pub mod index;
 pub mod linalg;
 pub mod llama;

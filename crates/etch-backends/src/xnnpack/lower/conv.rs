@@ -7,9 +7,10 @@ use super::super::graph::{
     ConvKind, ConvParams, FLAG_ALIGN_CORNERS, FLAG_TENSORFLOW_LEGACY_MODE, Node, PoolParams,
 };
 use super::super::plan::Builder;
-use super::{constant_as, repack_constant};
-use etch_core::{Error, Result, ScalarType};
-use etch_kernels::conv::pool_out_size;
+use super::{constant_as, constant_f32, repack_constant};
+use etch_core::{Error, KernelContext, Result, ScalarType};
+use etch_kernels::conv::{pool_out_size, view4};
+use etch_kernels::gemm512;
 
 /// Channels-last dim order of an NCHW view.
 const NHWC: [u8; 4] = [0, 2, 3, 1];
@@ -158,6 +159,16 @@ pub fn convolution(b: &mut Builder<'_>, node: &Node, c: &ConvParams) -> Result<(
         )));
     }
     let dtype = b.dtype(c.input)?;
+    if c.kind == ConvKind::Conv
+        && dtype == ScalarType::Float
+        && b.dtype(c.output)? == ScalarType::Float
+        && b.is_constant(c.filter)
+        && c.bias.is_none_or(|id| b.is_constant(id))
+        && b.is_channels_first(c.output)
+        && gemm512::available()
+    {
+        return packed_convolution(b, node, c, (x, o), pad);
+    }
     let w = filter(b, c, kh, kw, dtype)?;
     let bias = match c.bias {
         Some(id) if b.is_constant(id) => constant_as(b, id, dtype)?,
@@ -178,6 +189,105 @@ pub fn convolution(b: &mut Builder<'_>, node: &Node, c: &ConvParams) -> Result<(
     )?;
     b.clamp(o, node.clamp);
     Ok(())
+}
+
+/// An `XNNConv2d` with constant weights on AVX-512F whose output is laid out
+/// channels-first: the filter and bias packed at init for [`gemm512::conv2d`], the node's
+/// clamp fused.
+fn packed_convolution(
+    b: &mut Builder<'_>,
+    node: &Node,
+    c: &ConvParams,
+    (x, o): (u32, u32),
+    pad: [i64; 2],
+) -> Result<()> {
+    let [kh, kw] = c.kernel.map(|k| k as usize);
+    let (g, gi, go) = (
+        c.groups as usize,
+        c.group_input_channels as usize,
+        c.group_output_channels as usize,
+    );
+    let w = constant_f32(b, c.filter)?;
+    let bias = c.bias.map(|id| constant_f32(b, id)).transpose()?;
+    let kk = gi * kh * kw;
+    if w.len() != g * go * kk || bias.as_ref().is_some_and(|v| v.len() != g * go) {
+        return Err(Error::invalid_program(format!(
+            "{}: filter of {} or bias of {:?} elements for {g} x ({gi} -> {go}) channels and kernel {kh}x{kw}",
+            node.name,
+            w.len(),
+            bias.as_ref().map(Vec::len)
+        )));
+    }
+    // XNNPACK's filter is `[g * go, kh, kw, gi]`; term `r` is `(ci * kh + i) * kw + j`.
+    let at = |co: usize, r: usize| {
+        let (ci, ij) = (r / (kh * kw), r % (kh * kw));
+        w[(co * kh * kw + ij) * gi + ci]
+    };
+    let packed = gemm512::pack_conv(g, go, kk, at, bias.as_deref())
+        .ok_or_else(|| Error::invalid_program(format!("{}: filter size overflows", node.name)))?;
+    let bytes: Vec<u8> = packed.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let p = b.owned(ScalarType::Float, &[packed.len()], &bytes)?;
+    let params = b.ints(&[
+        g as i64,
+        kh as i64,
+        kw as i64,
+        c.stride[0] as i64,
+        c.stride[1] as i64,
+        pad[0],
+        pad[1],
+        c.dilation[0] as i64,
+        c.dilation[1] as i64,
+    ]);
+    let (lo, hi) = node.clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
+    let (lo, hi) = (b.double(lo as f64), b.double(hi as f64));
+    b.kernel_fn(
+        "xnnpack::f32_conv2d",
+        run_packed_convolution,
+        &[x, p, o, params, lo, hi],
+    );
+    Ok(())
+}
+
+/// Args `[x (NCHW view), packed filter, out (NCHW view, contiguous planes), [groups, kh,
+/// kw, stride h, stride w, pad h, pad w, dilation h, dilation w], lo, hi]`.
+fn run_packed_convolution(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "xnnpack::f32_conv2d";
+    let (x, p, mut o) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
+    let q = ctx.int_list(3)?;
+    let (lo, hi) = (ctx.double(4)? as f32, ctx.double(5)? as f32);
+    let (xv, ov) = (view4(OP, &x, false)?, view4(OP, &o, false)?);
+    let &[g, kh, kw, sh, sw, ph, pw, dh, dw] = q else {
+        return Err(Error::internal(format!("{OP}: {} parameters", q.len())));
+    };
+    let [g, kh, kw, sh, sw, ph, pw, dh, dw] =
+        [g, kh, kw, sh, sw, ph, pw, dh, dw].map(|v| v.max(0) as usize);
+    if g == 0
+        || xv.c % g != 0
+        || ov.c % g != 0
+        || ov.s[3] != 1
+        || (ov.h > 1 && ov.s[2] != ov.w)
+        || xv.n != ov.n
+    {
+        return Err(Error::internal(format!("{OP}: output layout or groups")));
+    }
+    let s = gemm512::ConvShape {
+        n: xv.n,
+        groups: g,
+        cin_g: xv.c / g,
+        cout_g: ov.c / g,
+        h: xv.h,
+        w: xv.w,
+        xs: xv.s,
+        oh: ov.h,
+        ow: ov.w,
+        os: [ov.s[0], ov.s[1]],
+        kernel: [kh, kw],
+        stride: [sh, sw],
+        pad: [ph, pw],
+        dil: [dh, dw],
+    };
+    gemm512::conv2d(&s, x.data()?, p.data()?, o.data_mut()?, lo, hi)
+        .map_err(|e| Error::internal(format!("{OP}: {e}")))
 }
 
 /// `XNNMaxPooling2d` / `XNNAvgPooling2d`. Extra bottom/right padding (how the exporter

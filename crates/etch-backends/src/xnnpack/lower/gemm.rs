@@ -2,8 +2,9 @@
 
 use super::super::graph::{FLAG_TRANSPOSE_WEIGHTS, Node};
 use super::super::plan::Builder;
-use super::{constant_as, repack_constant};
-use etch_core::{Error, Result, ScalarType};
+use super::{constant_as, constant_f32, repack_constant};
+use etch_core::{Error, KernelContext, Result, ScalarType};
+use etch_kernels::gemm512;
 
 /// `out[..., n] = sum_k in[..., k] * filter[n, k] + bias[n]` (filter `[k, n]` with
 /// `XNN_FLAG_TRANSPOSE_WEIGHTS`), then the node's clamp. The input is flattened to rows of
@@ -21,6 +22,21 @@ pub fn fully_connected(
     }
     let (m, n, k) = fc_shape(b, [input, filter, output], transposed)?;
     let dtype = b.dtype(input)?;
+    if dtype == ScalarType::Float
+        && b.dtype(output)? == ScalarType::Float
+        && b.is_constant(filter)
+        && bias.is_none_or(|id| b.is_constant(id))
+        && gemm512::available()
+    {
+        return packed_fully_connected(
+            b,
+            node,
+            [input, filter, output],
+            bias,
+            transposed,
+            [m, n, k],
+        );
+    }
     let w = match (transposed, b.is_constant(filter)) {
         (false, true) => constant_as(b, filter, dtype)?,
         (false, false) => b.tensor(filter)?,
@@ -33,6 +49,67 @@ pub fn fully_connected(
     b.kernel("aten::linear.out", &[x, w, bias, o])?;
     b.clamp(o, node.clamp);
     Ok(())
+}
+
+/// A fully-connected node with constant weights on AVX-512F: the filter and bias packed
+/// at init for [`gemm512::fully_connected`], the node's clamp fused.
+fn packed_fully_connected(
+    b: &mut Builder<'_>,
+    node: &Node,
+    [input, filter, output]: [u32; 3],
+    bias: Option<u32>,
+    transposed: bool,
+    [m, n, k]: [usize; 3],
+) -> Result<()> {
+    let w = constant_f32(b, filter)?;
+    let bias = bias.map(|id| constant_f32(b, id)).transpose()?;
+    if w.len() != n * k || bias.as_ref().is_some_and(|v| v.len() != n) {
+        return Err(Error::invalid_program(format!(
+            "XNNFullyConnected filter of {} or bias of {:?} elements for {n} outputs of {k}",
+            w.len(),
+            bias.as_ref().map(Vec::len)
+        )));
+    }
+    let packed = gemm512::pack_fc(
+        n,
+        k,
+        |j, kk| {
+            if transposed {
+                w[kk * n + j]
+            } else {
+                w[j * k + kk]
+            }
+        },
+        bias.as_deref(),
+    )
+    .ok_or_else(|| Error::invalid_program("XNNFullyConnected filter size overflows"))?;
+    let bytes: Vec<u8> = packed.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let p = b.owned(ScalarType::Float, &[packed.len()], &bytes)?;
+    let x = b.view(input, &[m, k], None)?;
+    let o = b.view(output, &[m, n], None)?;
+    let (lo, hi) = node.clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
+    let (lo, hi) = (b.double(lo as f64), b.double(hi as f64));
+    b.kernel_fn(
+        "xnnpack::f32_fully_connected",
+        run_packed_fully_connected,
+        &[x, p, o, lo, hi],
+    );
+    Ok(())
+}
+
+/// Args `[x [m, k], packed filter, out [m, n], lo, hi]` (`m` may be fewer rows than
+/// planned: see [`super::super::rows`]).
+fn run_packed_fully_connected(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let (x, p, mut o) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
+    let (lo, hi) = (ctx.double(3)? as f32, ctx.double(4)? as f32);
+    let (m, k, n) = (x.sizes()[0], x.sizes()[1], o.sizes()[1]);
+    if o.sizes()[0] != m {
+        return Err(Error::internal(
+            "packed fully connected: rows of input and output differ",
+        ));
+    }
+    gemm512::fully_connected(x.data()?, m, k, p.data()?, n, o.data_mut()?, lo, hi)
+        .map_err(|e| Error::internal(format!("packed fully connected: {e}")))
 }
 
 /// The bias argument of a fully-connected node: the value (a constant converted to

@@ -179,6 +179,16 @@ pub fn constant_as(b: &mut Builder<'_>, id: u32, to: ScalarType) -> Result<u32> 
     repack_constant(b, id, &dims, None, to)
 }
 
+/// Constant `id` (a float dtype) as `f32` values, in its own layout.
+pub fn constant_f32(b: &Builder<'_>, id: u32) -> Result<Vec<f32>> {
+    let dtype = scalar_type(b.value(id), id)?;
+    let bytes = convert(b.constant_bytes(id)?, dtype, ScalarType::Float)?;
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
 /// Converts little-endian elements between the float dtypes.
 pub fn convert(bytes: &[u8], from: ScalarType, to: ScalarType) -> Result<Vec<u8>> {
     use ScalarType::{BFloat16, Float, Half};

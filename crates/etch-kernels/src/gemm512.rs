@@ -1,0 +1,1112 @@
+//! `f32` matrix products with a constant operand packed once, at load, for AVX-512F
+//! micro-kernels.
+//!
+//! Two products:
+//!
+//! - Fully connected, `out[i, j] = clamp(bias[j] + sum_k x[i, k] · w[j, k])`: the weights
+//!   are packed in panels of [`NR`] output columns ([`pack_fc`]: the panel's `NR` biases,
+//!   then `k` rows of `NR` weights, zero-padded); a tile of up to [`MR`] rows of `x`
+//!   broadcasts `x[i, k]` and multiplies panel row `k` (two `zmm` vectors).
+//! - Convolution on NCHW planes, `out[co, p] = clamp(bias[co] + sum_r w[co, r] · col[r, p])`
+//!   (`col`: im2col of the input, `r` over `(ci, i, j)`): the weights are packed in panels
+//!   of [`MR`] output channels ([`pack_conv`]: the biases, then per block of terms each
+//!   panel's rows of `MR` weights);
+//!   a tile broadcasts `w[co, r]` and multiplies `NR` pixels of `col` row `r`, read from the
+//!   input planes themselves for 1×1 stride-1 convolutions on contiguous planes, else from
+//!   an im2col of the tile's pixels.
+//!
+//! Every output element is its bias, then one fused multiply-add per term in `k` (or `r`)
+//! order, computed in one tile, then clamped: the result does not depend on how the
+//! product is split into tiles or over threads. Scratch memory (im2col tiles) comes from
+//! the scratch pool, so nothing allocates once warm.
+
+use crate::threads::{self, SharedMut};
+
+/// Rows of a fully-connected tile, and output channels of a convolution panel.
+pub const MR: usize = 8;
+/// Columns of a fully-connected panel, and pixels of a convolution tile (two vectors).
+pub const NR: usize = 32;
+/// Packed weights of a fully-connected product are walked in blocks of panels of about
+/// this many bytes, which stay in L2 while every row tile passes over them.
+const FC_BLOCK_BYTES: usize = 512 << 10;
+/// Terms per block of a convolution: a block's `col` rows (`CONV_KC · NR` elements, 32 KiB)
+/// stay in L1 while every panel of output channels passes over them.
+const CONV_KC: usize = 256;
+/// Pixel tiles per unit of a convolution: each panel's weights of a block of terms are
+/// read once for all of them (their `col` rows, 128 KiB, stay in L2).
+const CONV_TILES: usize = 4;
+
+/// Whether the CPU has AVX-512F (and `ETCH_F32_GEMM512` is not `0`): the packed products
+/// run only then; callers keep their other path otherwise.
+pub fn available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        let enabled = std::env::var("ETCH_F32_GEMM512").map_or(true, |v| v != "0");
+        #[cfg(target_arch = "x86_64")]
+        {
+            enabled && std::arch::is_x86_feature_detected!("avx512f")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = enabled;
+            false
+        }
+    })
+}
+
+/// Elements of the packed weights of an `n`-output, depth-`k` fully-connected product.
+pub fn fc_packed_len(n: usize, k: usize) -> Option<usize> {
+    n.div_ceil(NR)
+        .checked_mul(NR)?
+        .checked_mul(k.checked_add(1)?)
+}
+
+/// Packs the weights `w(j, k)` (output column `j`, depth `k`) and the bias of an
+/// `n`-output, depth-`k` fully-connected product (see the module doc).
+pub fn pack_fc(
+    n: usize,
+    k: usize,
+    w: impl Fn(usize, usize) -> f32,
+    bias: Option<&[f32]>,
+) -> Option<Vec<f32>> {
+    let mut p = vec![0f32; fc_packed_len(n, k)?];
+    for (panel, dst) in p.chunks_exact_mut(NR * (k + 1)).enumerate() {
+        for jj in 0..NR.min(n - panel * NR) {
+            let j = panel * NR + jj;
+            dst[jj] = bias.map_or(0.0, |b| b[j]);
+            for kk in 0..k {
+                dst[NR + kk * NR + jj] = w(j, kk);
+            }
+        }
+    }
+    Some(p)
+}
+
+/// Elements of the packed weights of a convolution with `groups` groups of `cout_g`
+/// output channels and `kk` terms (`cin_g · kh · kw`) per output.
+pub fn conv_packed_len(groups: usize, cout_g: usize, kk: usize) -> Option<usize> {
+    groups
+        .checked_mul(cout_g.div_ceil(MR))?
+        .checked_mul(MR)?
+        .checked_mul(kk.checked_add(1)?)
+}
+
+/// Packs the weights `w(co, r)` (output channel `co` of all groups, term
+/// `r = (ci · kh + i) · kw + j`) and the bias (one per output channel) of a convolution
+/// (see the module doc).
+pub fn pack_conv(
+    groups: usize,
+    cout_g: usize,
+    kk: usize,
+    w: impl Fn(usize, usize) -> f32,
+    bias: Option<&[f32]>,
+) -> Option<Vec<f32>> {
+    let mut p = vec![0f32; conv_packed_len(groups, cout_g, kk)?];
+    let panels = cout_g.div_ceil(MR);
+    for (g, dst) in p.chunks_exact_mut(panels * MR * (kk + 1)).enumerate() {
+        for co in 0..cout_g {
+            dst[co] = bias.map_or(0.0, |b| b[g * cout_g + co]);
+            for r in 0..kk {
+                dst[conv_weight_at(panels, kk, co, r)] = w(g * cout_g + co, r);
+            }
+        }
+    }
+    Some(p)
+}
+
+/// Where weight `(co, r)` of a group lies in its packed weights: after the group's biases
+/// (`panels · MR`), blocks of [`CONV_KC`] terms, each holding every panel's rows of the
+/// block in turn (`rows · MR` elements per panel), so that a block's weights are read in
+/// order.
+fn conv_weight_at(panels: usize, kk: usize, co: usize, r: usize) -> usize {
+    let (panel, rr) = (co / MR, co % MR);
+    let r0 = r / CONV_KC * CONV_KC;
+    let rows = CONV_KC.min(kk - r0);
+    panels * MR + r0 * panels * MR + panel * rows * MR + (r - r0) * MR + rr
+}
+
+/// One tile of a product: what the micro-kernels read and write.
+#[derive(Clone, Copy)]
+struct Tile {
+    /// Depth.
+    k: usize,
+    /// Broadcast operand: rows of `x` (`a_rs` apart, contiguous along `k`), or a packed
+    /// convolution panel (after its biases).
+    a: *const f32,
+    a_rs: usize,
+    /// Vector operand: a packed fully-connected panel (after its biases), or `col` rows
+    /// (`b_ks` apart).
+    b: *const f32,
+    b_ks: usize,
+    /// The biases of the tile's columns (fully connected) or rows (convolution).
+    bias: *const f32,
+    /// Output rows, `c_rs` apart; `rows` of them are stored.
+    c: *mut f32,
+    c_rs: usize,
+    rows: usize,
+    /// Lanes of the last vector to store (convolution: to load too).
+    mask: u16,
+    /// Start from the output's values (a later block of terms) rather than the biases.
+    acc_in: bool,
+    /// Indirect convolution tiles: `col` row `r` is at `b + offs[r]` (not `b + r · b_ks`).
+    offs: *const usize,
+    lo: f32,
+    hi: f32,
+}
+
+#[cfg(target_arch = "x86_64")]
+mod kernels {
+    use super::{MR, NR, Tile};
+    use std::arch::x86_64::*;
+
+    /// Clamps and stores the accumulators: `max(lo, x)` then `min(hi, x)`, which keeps NaN
+    /// and gives the plan's clamp step's values.
+    ///
+    /// # Safety
+    /// AVX-512F; `t.rows` (at most `M`) rows of `V` vectors (the last one masked by
+    /// `t.mask`) are writable at `t.c`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn store<const M: usize, const V: usize>(acc: &[[__m512; V]; M], t: &Tile) {
+        let (lo, hi) = (_mm512_set1_ps(t.lo), _mm512_set1_ps(t.hi));
+        for (r, row) in acc.iter().enumerate().take(t.rows) {
+            // SAFETY: row `r < t.rows` of the tile (caller's contract).
+            let c = unsafe { t.c.add(r * t.c_rs) };
+            for (v, &x) in row.iter().enumerate() {
+                let y = _mm512_min_ps(hi, _mm512_max_ps(lo, x));
+                // SAFETY: vector `v` of the row; the last one only in its masked lanes.
+                unsafe {
+                    if v + 1 < V {
+                        _mm512_storeu_ps(c.add(16 * v), y);
+                    } else {
+                        _mm512_mask_storeu_ps(c.add(16 * v), t.mask, y);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A fully-connected tile: `M` rows of `x` × `16 V` columns of a packed panel.
+    ///
+    /// # Safety
+    /// AVX-512F; `t.a` addresses `M` rows of `t.k` elements `t.a_rs` apart, `t.b` a panel
+    /// of `t.k` rows of [`NR`] and `t.bias` `NR` biases; the output as in [`store`].
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn fc<const M: usize, const V: usize>(t: &Tile) {
+        let mut acc = [[_mm512_setzero_ps(); V]; M];
+        for v in 0..V {
+            // SAFETY: the panel's biases.
+            let bv = unsafe { _mm512_loadu_ps(t.bias.add(16 * v)) };
+            for row in acc.iter_mut() {
+                row[v] = bv;
+            }
+        }
+        let mut a = [t.a; M];
+        for (r, p) in a.iter_mut().enumerate() {
+            // SAFETY: row `r` of `x`.
+            *p = unsafe { t.a.add(r * t.a_rs) };
+        }
+        let mut b = t.b;
+        for kk in 0..t.k {
+            let mut bv = [_mm512_setzero_ps(); V];
+            for (v, x) in bv.iter_mut().enumerate() {
+                // SAFETY: panel row `kk` has `NR >= 16 V` elements.
+                *x = unsafe { _mm512_loadu_ps(b.add(16 * v)) };
+            }
+            for (row, p) in acc.iter_mut().zip(&a) {
+                // SAFETY: element `kk` of a row of `x`.
+                let av = _mm512_set1_ps(unsafe { *p.add(kk) });
+                for (x, &w) in row.iter_mut().zip(&bv) {
+                    *x = _mm512_fmadd_ps(av, w, *x);
+                }
+            }
+            // SAFETY: the next panel row (one past the last at the end).
+            b = unsafe { b.add(NR) };
+        }
+        // SAFETY: the caller's contract.
+        unsafe { store(&acc, t) }
+    }
+
+    /// A convolution tile: the [`MR`] channels of a packed panel × `16 V` pixels of `col`
+    /// (the last vector loaded in `t.mask`'s lanes only); with `IND`, `col` row `r` is at
+    /// `t.b + t.offs[r]`, else at `t.b + r · t.b_ks`.
+    ///
+    /// # Safety
+    /// AVX-512F; `t.a` addresses a panel of `t.k` rows of `MR`, `t.bias` `MR` biases, `t.b`
+    /// `t.k` rows (`t.offs` `t.k` offsets with `IND`) of `16 V` elements (the last vector's
+    /// masked lanes only); the output as in [`store`].
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn conv<const V: usize, const IND: bool>(t: &Tile) {
+        let mut acc = [[_mm512_setzero_ps(); V]; MR];
+        if t.acc_in {
+            for (r, row) in acc.iter_mut().enumerate().take(t.rows) {
+                // SAFETY: row `r < t.rows` of the tile, the last vector in its lanes only.
+                let c = unsafe { t.c.add(r * t.c_rs) };
+                for (v, x) in row.iter_mut().enumerate() {
+                    *x = unsafe {
+                        if v + 1 < V {
+                            _mm512_loadu_ps(c.add(16 * v))
+                        } else {
+                            _mm512_maskz_loadu_ps(t.mask, c.add(16 * v))
+                        }
+                    };
+                }
+            }
+        } else {
+            for (r, row) in acc.iter_mut().enumerate() {
+                // SAFETY: the panel's biases.
+                let bv = _mm512_set1_ps(unsafe { *t.bias.add(r) });
+                for x in row.iter_mut() {
+                    *x = bv;
+                }
+            }
+        }
+        let (mut a, mut b) = (t.a, t.b);
+        for kk in 0..t.k {
+            if IND {
+                // SAFETY: offset `kk` of the table; the row it gives is inside the input.
+                b = unsafe { t.b.add(*t.offs.add(kk)) };
+            }
+            let mut bv = [_mm512_setzero_ps(); V];
+            for (v, x) in bv.iter_mut().enumerate() {
+                // SAFETY: a `col` row's vector `v` (the last in its masked lanes only).
+                *x = unsafe {
+                    if v + 1 < V {
+                        _mm512_loadu_ps(b.add(16 * v))
+                    } else {
+                        _mm512_maskz_loadu_ps(t.mask, b.add(16 * v))
+                    }
+                };
+            }
+            for (r, row) in acc.iter_mut().enumerate() {
+                // SAFETY: weight `r` of the panel row.
+                let av = _mm512_set1_ps(unsafe { *a.add(r) });
+                for (x, &w) in row.iter_mut().zip(&bv) {
+                    *x = _mm512_fmadd_ps(av, w, *x);
+                }
+            }
+            // SAFETY: the next rows (one past the last at the end; `b` may step past the
+            // end of its slice only by `wrapping_add`, it is not read then).
+            a = unsafe { a.add(MR) };
+            b = b.wrapping_add(t.b_ks);
+        }
+        // SAFETY: the caller's contract.
+        unsafe { store(&acc, t) }
+    }
+}
+
+type TileFn = unsafe fn(&Tile);
+
+/// The fully-connected micro-kernel for `rows` rows (1 to [`MR`]) and `cols` columns (1
+/// to [`NR`]).
+#[cfg(target_arch = "x86_64")]
+fn fc_kernel(rows: usize, cols: usize) -> TileFn {
+    use kernels::fc;
+    macro_rules! by_rows {
+        ($v:literal) => {
+            match rows {
+                1 => fc::<1, $v>,
+                2 => fc::<2, $v>,
+                3 => fc::<3, $v>,
+                4 => fc::<4, $v>,
+                5 => fc::<5, $v>,
+                6 => fc::<6, $v>,
+                7 => fc::<7, $v>,
+                _ => fc::<8, $v>,
+            }
+        };
+    }
+    if cols > 16 { by_rows!(2) } else { by_rows!(1) }
+}
+
+/// The lanes of the last vector of a tile of `cols` columns.
+fn last_mask(cols: usize) -> u16 {
+    let rem = cols - (cols - 1) / 16 * 16;
+    if rem >= 16 {
+        u16::MAX
+    } else {
+        (1u16 << rem) - 1
+    }
+}
+
+/// Why a packed product was not run.
+pub type Refused = &'static str;
+
+/// `out[i, j] = clamp(bias[j] + sum_k x[i, k] · w[j, k], lo, hi)` for `m` rows: `x` is
+/// `[m, k]` and `out` `[m, n]` (row-major), `packed` from [`pack_fc`]. Split over the
+/// thread pool by blocks of rows and panels.
+#[allow(clippy::too_many_arguments)]
+pub fn fully_connected(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    packed: &[f32],
+    n: usize,
+    out: &mut [f32],
+    lo: f32,
+    hi: f32,
+) -> Result<(), Refused> {
+    if !available() {
+        return Err("the CPU has no AVX-512F");
+    }
+    if fc_packed_len(n, k) != Some(packed.len())
+        || m.checked_mul(k).is_none_or(|l| l > x.len())
+        || m.checked_mul(n).is_none_or(|l| l > out.len())
+    {
+        return Err("operand sizes");
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let panels = n.div_ceil(NR);
+        let per_block = (FC_BLOCK_BYTES / (k.max(1) * NR * 4)).clamp(1, panels);
+        let blocks = panels.div_ceil(per_block);
+        let row_tiles = m.div_ceil(MR);
+        let units = blocks * row_tiles;
+        let work = m.saturating_mul(n).saturating_mul(k);
+        let tasks = threads::tasks_for(work, crate::linalg::GEMM_TASK_WORK).min(units);
+        let o = SharedMut::new(out);
+        let (xp, pp) = (x.as_ptr() as usize, packed.as_ptr() as usize);
+        threads::run(tasks, &|t| {
+            for u in threads::part(units, tasks, t) {
+                let (blk, rt) = (u / row_tiles, u % row_tiles);
+                let r0 = rt * MR;
+                let rows = MR.min(m - r0);
+                for panel in blk * per_block..panels.min((blk + 1) * per_block) {
+                    let cols = NR.min(n - panel * NR);
+                    let base = (pp as *const f32).wrapping_add(panel * NR * (k + 1));
+                    let tile = Tile {
+                        k,
+                        a: (xp as *const f32).wrapping_add(r0 * k),
+                        a_rs: k,
+                        b: base.wrapping_add(NR),
+                        b_ks: NR,
+                        bias: base,
+                        c: o.as_ptr().wrapping_add(r0 * n + panel * NR),
+                        c_rs: n,
+                        rows,
+                        mask: last_mask(cols),
+                        acc_in: false,
+                        offs: std::ptr::null(),
+                        lo,
+                        hi,
+                    };
+                    // SAFETY: AVX-512F was detected; rows `r0..r0 + rows` of `x` and the
+                    // panel lie inside their slices (sizes checked above); the tile's
+                    // output elements are inside `out` and belong to this unit only.
+                    unsafe { fc_kernel(rows, cols)(&tile) }
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+/// The geometry of a convolution on NCHW tensors (any strides for the input; the output's
+/// planes contiguous).
+#[derive(Clone, Copy, Debug)]
+pub struct ConvShape {
+    /// Batch size.
+    pub n: usize,
+    /// Groups.
+    pub groups: usize,
+    /// Input channels per group.
+    pub cin_g: usize,
+    /// Output channels per group.
+    pub cout_g: usize,
+    /// Input height and width.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Input strides (N, C, H, W), in elements.
+    pub xs: [usize; 4],
+    /// Output height.
+    pub oh: usize,
+    /// Output width.
+    pub ow: usize,
+    /// Output batch and channel strides (pixels are contiguous within a channel).
+    pub os: [usize; 2],
+    /// Kernel height and width.
+    pub kernel: [usize; 2],
+    /// Stride (height, width).
+    pub stride: [usize; 2],
+    /// Padding (top = bottom, left = right).
+    pub pad: [usize; 2],
+    /// Dilation (height, width).
+    pub dil: [usize; 2],
+}
+
+impl ConvShape {
+    fn kk(&self) -> usize {
+        self.cin_g * self.kernel[0] * self.kernel[1]
+    }
+
+    /// A 1×1 stride-1 convolution whose input planes are contiguous: `col` is the input.
+    fn direct(&self) -> bool {
+        self.kernel == [1, 1]
+            && self.stride == [1, 1]
+            && self.pad == [0, 0]
+            && self.xs[3] == 1
+            && (self.h == 1 || self.xs[2] == self.w)
+    }
+
+    /// Whether every input and output element the product addresses lies in slices of
+    /// `x_len` and `o_len` elements, and the output size is the convolution's.
+    fn fits(&self, x_len: usize, o_len: usize) -> bool {
+        let last = |sizes: &[usize], strides: &[usize]| -> Option<usize> {
+            sizes
+                .iter()
+                .zip(strides)
+                .try_fold(0usize, |acc, (&s, &st)| {
+                    acc.checked_add(s.checked_sub(1)?.checked_mul(st)?)
+                })
+        };
+        let c = self.groups.checked_mul(self.cin_g);
+        let co = self.groups.checked_mul(self.cout_g);
+        let (Some(c), Some(co), Some(npix)) = (c, co, self.oh.checked_mul(self.ow)) else {
+            return false;
+        };
+        let out_len = |i: usize, a: usize| -> Option<usize> {
+            let eff = self.dil[a]
+                .checked_mul(self.kernel[a].checked_sub(1)?)?
+                .checked_add(1)?;
+            let padded = i.checked_add(self.pad[a].checked_mul(2)?)?;
+            Some(padded.checked_sub(eff)? / self.stride[a].max(1) + 1)
+        };
+        let any_empty = [self.n, c, co, self.h, self.w, npix].contains(&0);
+        !any_empty
+            && self.stride[0] > 0
+            && self.stride[1] > 0
+            && out_len(self.h, 0) == Some(self.oh)
+            && out_len(self.w, 1) == Some(self.ow)
+            && last(&[self.n, c, self.h, self.w], &self.xs).is_some_and(|l| l < x_len)
+            && last(&[self.n, co, npix], &[self.os[0], self.os[1], 1]).is_some_and(|l| l < o_len)
+    }
+}
+
+/// Copies `col` rows `rows` (terms `r = (ci · kh + i) · kw + j`) of pixels `p0..p0 + len`
+/// of (batch item, group) `(b, g)` into `col` (`NR` elements per row).
+#[allow(clippy::too_many_arguments)]
+fn im2col(
+    s: &ConvShape,
+    x: &[f32],
+    b: usize,
+    g: usize,
+    p0: usize,
+    len: usize,
+    rows: std::ops::Range<usize>,
+    col: &mut [f32],
+) {
+    let [kh, kw] = s.kernel;
+    let ([sh, sw], [ph, pw], [dh, dw]) = (s.stride, s.pad, s.dil);
+    for r in rows.clone() {
+        let (ci, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
+        let cbase = b * s.xs[0] + (g * s.cin_g + ci) * s.xs[1];
+        let row = &mut col[(r - rows.start) * NR..(r - rows.start) * NR + len];
+        // Output columns whose input column is inside the image.
+        let lo = pw.saturating_sub(j * dw).div_ceil(sw);
+        let hi = (s.w + pw).saturating_sub(j * dw).div_ceil(sw);
+        let mut p = p0;
+        while p < p0 + len {
+            let (y, x0) = (p / s.ow, p % s.ow);
+            let x1 = s.ow.min(x0 + p0 + len - p);
+            let seg = &mut row[p - p0..p - p0 + (x1 - x0)];
+            p += x1 - x0;
+            let ih = (y * sh + i * dh) as isize - ph as isize;
+            if ih < 0 || ih as usize >= s.h {
+                seg.fill(0.0);
+                continue;
+            }
+            let (a, e) = (lo.clamp(x0, x1), hi.clamp(lo.clamp(x0, x1), x1));
+            seg[..a - x0].fill(0.0);
+            seg[e - x0..].fill(0.0);
+            if a == e {
+                continue;
+            }
+            let first = cbase + ih as usize * s.xs[2] + (a * sw + j * dw - pw) * s.xs[3];
+            let step = sw * s.xs[3];
+            let dst = &mut seg[a - x0..e - x0];
+            if step == 1 {
+                dst.copy_from_slice(&x[first..first + dst.len()]);
+            } else {
+                for (q, v) in dst.iter_mut().enumerate() {
+                    *v = x[first + q * step];
+                }
+            }
+        }
+    }
+}
+
+/// The convolution `out[b, g·cout_g + co, p] = clamp(bias + sum_r w[co, r] · col[r, p])`
+/// with weights `packed` by [`pack_conv`], split over the thread pool by tiles of pixels
+/// (and, when there are few of them, by ranges of output-channel panels).
+pub fn conv2d(
+    s: &ConvShape,
+    x: &[f32],
+    packed: &[f32],
+    out: &mut [f32],
+    lo: f32,
+    hi: f32,
+) -> Result<(), Refused> {
+    if !available() {
+        return Err("the CPU has no AVX-512F");
+    }
+    let kk = s.kk();
+    if conv_packed_len(s.groups, s.cout_g, kk) != Some(packed.len()) || !s.fits(x.len(), out.len())
+    {
+        return Err("operand sizes");
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let npix = s.oh * s.ow;
+        let direct = s.direct();
+        // Stride-1 convolutions on rows of at least 24 outputs read a zero-padded copy of
+        // the input through a table of row offsets (no im2col); their tiles stay within
+        // an output row.
+        let indirect = !direct && s.stride == [1, 1] && s.ow >= 24;
+        let per_row = s.ow.div_ceil(NR);
+        let tiles = if indirect {
+            s.oh * per_row
+        } else {
+            npix.div_ceil(NR)
+        };
+        // Tile `t`: its first pixel, its length and (indirect) its output row and column.
+        let tile_at = |t: usize| {
+            if indirect {
+                let (y, x0) = (t / per_row, t % per_row * NR);
+                (y * s.ow + x0, NR.min(s.ow - x0), y, x0)
+            } else {
+                (t * NR, NR.min(npix - t * NR), 0, 0)
+            }
+        };
+        // Units of work: groups of up to `CONV_TILES` pixel tiles, whose `col` rows of a
+        // block of terms stay in L2 while each panel's weights pass over all of them.
+        let groups_of_tiles = tiles.div_ceil(CONV_TILES);
+        let panels = s.cout_g.div_ceil(MR);
+        let items = s.n * s.groups;
+        let work = items
+            .saturating_mul(s.cout_g)
+            .saturating_mul(kk)
+            .saturating_mul(npix);
+        let mut tasks = threads::tasks_for(work, crate::conv::CONV_TASK_WORK);
+        let per_item = groups_of_tiles;
+        // Few units: each also takes a range of the panels.
+        let chunks = if tasks > 1 && items * per_item < 4 * tasks {
+            (4 * tasks).div_ceil(items * per_item).min(panels)
+        } else {
+            1
+        };
+        let units = items * chunks * per_item;
+        tasks = tasks.min(units);
+        let col_len = if direct || indirect {
+            0
+        } else {
+            CONV_TILES * CONV_KC.min(kk) * NR
+        };
+        // scratch: the im2col rows of a group of tiles, per task.
+        let mut col = crate::scratch::take(tasks * col_len, 0f32);
+        let col = SharedMut::new(&mut col);
+        // The zero-padded input (indirect), plane by plane, and the offset of each term's
+        // row in an item's planes.
+        let [kh, kw] = s.kernel;
+        let (pw_, ph_) = (s.w + 2 * s.pad[1], s.h + 2 * s.pad[0]);
+        let plane = ph_ * pw_;
+        let planes = items * s.cin_g;
+        // scratch: the padded input planes and the row offsets (indirect convolutions).
+        let mut padded = crate::scratch::take(if indirect { planes * plane } else { 0 }, 0f32);
+        let mut offs = crate::scratch::take(if indirect { kk } else { 0 }, 0usize);
+        if indirect {
+            for (r, o) in offs.iter_mut().enumerate() {
+                let (ci, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
+                *o = ci * plane + i * s.dil[0] * pw_ + j * s.dil[1];
+            }
+            let dst = SharedMut::new(&mut padded);
+            threads::run_parts(planes, tasks, &|range| {
+                for q in range {
+                    // SAFETY: plane `q` is written by this part only.
+                    let d = unsafe { dst.slice(q * plane, plane) };
+                    let (item, ci) = (q / s.cin_g, q % s.cin_g);
+                    let (b, g) = (item / s.groups, item % s.groups);
+                    let base = b * s.xs[0] + (g * s.cin_g + ci) * s.xs[1];
+                    for (yy, row) in d.chunks_exact_mut(pw_).enumerate() {
+                        let Some(y) = yy.checked_sub(s.pad[0]).filter(|&y| y < s.h) else {
+                            row.fill(0.0);
+                            continue;
+                        };
+                        row[..s.pad[1]].fill(0.0);
+                        row[s.pad[1] + s.w..].fill(0.0);
+                        let src = base + y * s.xs[2];
+                        let mid = &mut row[s.pad[1]..s.pad[1] + s.w];
+                        if s.xs[3] == 1 {
+                            mid.copy_from_slice(&x[src..src + s.w]);
+                        } else {
+                            for (xx, v) in mid.iter_mut().enumerate() {
+                                *v = x[src + xx * s.xs[3]];
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        let offs = offs.as_ptr();
+        let o = SharedMut::new(out);
+        let (xp, pp, pad_p) = (
+            x.as_ptr() as usize,
+            packed.as_ptr() as usize,
+            padded.as_ptr() as usize,
+        );
+        let offs_p = offs as usize;
+        let group_len = panels * MR * (kk + 1);
+        threads::run(tasks, &|t| {
+            // SAFETY: task `t` owns im2col buffer `t`.
+            let colt = unsafe { col.slice(t * col_len, col_len) };
+            for u in threads::part(units, tasks, t) {
+                let (item, rest) = (u / (chunks * per_item), u % (chunks * per_item));
+                let (chunk, tg) = (rest / per_item, rest % per_item);
+                let (b, g) = (item / s.groups, item % s.groups);
+                let tile_range = tg * CONV_TILES..tiles.min((tg + 1) * CONV_TILES);
+                let group = (pp as *const f32).wrapping_add(g * group_len);
+                // Blocks of terms: their `col` rows are read by every panel.
+                for r0 in (0..kk).step_by(CONV_KC) {
+                    let r1 = kk.min(r0 + CONV_KC);
+                    if !direct && !indirect {
+                        for (i, tile) in tile_range.clone().enumerate() {
+                            let (p0, len, _, _) = tile_at(tile);
+                            let dst = &mut colt[i * (r1 - r0) * NR..(i + 1) * (r1 - r0) * NR];
+                            im2col(s, x, b, g, p0, len, r0..r1, dst);
+                        }
+                    }
+                    // Clamped after the last block only.
+                    let (lo, hi) = if r1 == kk {
+                        (lo, hi)
+                    } else {
+                        (f32::NEG_INFINITY, f32::INFINITY)
+                    };
+                    for panel in threads::part(panels, chunks, chunk) {
+                        let co = g * s.cout_g + panel * MR;
+                        let a = group.wrapping_add(conv_weight_at(panels, kk, panel * MR, r0));
+                        for (i, tile) in tile_range.clone().enumerate() {
+                            let (p0, len, y, x0) = tile_at(tile);
+                            let (bp, b_ks) = if direct {
+                                let off = b * s.xs[0] + (g * s.cin_g + r0) * s.xs[1] + p0;
+                                ((xp as *const f32).wrapping_add(off), s.xs[1])
+                            } else if indirect {
+                                let off = item * s.cin_g * plane + y * pw_ + x0;
+                                ((pad_p as *const f32).wrapping_add(off), 0)
+                            } else {
+                                (colt.as_ptr().wrapping_add(i * (r1 - r0) * NR), NR)
+                            };
+                            let tile = Tile {
+                                k: r1 - r0,
+                                a,
+                                a_rs: 1,
+                                b: bp,
+                                b_ks,
+                                bias: group.wrapping_add(panel * MR),
+                                c: o.as_ptr().wrapping_add(b * s.os[0] + co * s.os[1] + p0),
+                                c_rs: s.os[1],
+                                rows: MR.min(s.cout_g - panel * MR),
+                                mask: last_mask(len),
+                                acc_in: r0 > 0,
+                                offs: (offs_p as *const usize).wrapping_add(r0),
+                                lo,
+                                hi,
+                            };
+                            let kernel: TileFn = match (len > 16, indirect) {
+                                (true, false) => kernels::conv::<2, false>,
+                                (false, false) => kernels::conv::<1, false>,
+                                (true, true) => kernels::conv::<2, true>,
+                                (false, true) => kernels::conv::<1, true>,
+                            };
+                            // SAFETY: AVX-512F was detected; the panel's rows `r0..r1` lie
+                            // in `packed` (its length checked); `col` rows are the tile's
+                            // im2col rows, input pixels `p0..p0 + len` of channels `r0..r1`
+                            // (`fits` checked the input's extent), or rows of the padded
+                            // planes (a stride-1 output row's window lies inside them), read
+                            // in the mask's lanes only; the output elements (channels of the
+                            // panel, pixels of the tile) are inside `out` and this unit's
+                            // alone (its earlier blocks wrote them).
+                            unsafe { kernel(&tile) }
+                        }
+                    }
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            self.0 >> 33
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+        fn val(&mut self) -> f32 {
+            (self.next() % 2001) as f32 / 1000.0 - 1.0
+        }
+        fn vec(&mut self, n: usize) -> Vec<f32> {
+            (0..n).map(|_| self.val()).collect()
+        }
+    }
+
+    /// Serialises this module's tests, which set the process-wide thread count (other
+    /// tests may still change it meanwhile: the results must not depend on it anyway).
+    static THREADS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Runs `f` with 1 and with 2 threads and checks the outputs are the same bits.
+    fn both_thread_counts(f: impl Fn() -> Vec<f32>) -> Vec<f32> {
+        let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+        threads::set_num_threads(1);
+        let one = f();
+        threads::set_num_threads(2);
+        let two = f();
+        threads::set_num_threads(0);
+        assert!(
+            one.iter()
+                .zip(&two)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "1 and 2 threads differ"
+        );
+        one
+    }
+
+    fn close(got: f32, want: f64, scale: f64) {
+        assert!(
+            (got as f64 - want).abs() <= 1e-5 * scale,
+            "got {got}, want {want} (terms' magnitude {scale})"
+        );
+    }
+
+    #[test]
+    fn fully_connected_matches_f64() {
+        if !available() {
+            return;
+        }
+        let mut rng = Rng(3);
+        let dims = [
+            1, 2, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 64, 65, 100, 129,
+        ];
+        for case in 0..120 {
+            let (m, n, k) = (
+                dims[rng.below(dims.len())],
+                dims[rng.below(dims.len())],
+                [0, 1, 3, 17, 64, 100, 333, 1000][rng.below(8)],
+            );
+            let (m, n, k) = if case == 0 {
+                (300, 1100, 520)
+            } else {
+                (m, n, k)
+            };
+            let x = rng.vec(m * k);
+            let w = rng.vec(n * k);
+            let bias = if rng.below(2) == 0 {
+                Some(rng.vec(n))
+            } else {
+                None
+            };
+            let (lo, hi) = if rng.below(3) == 0 {
+                (-0.5, 0.75)
+            } else {
+                (f32::NEG_INFINITY, f32::INFINITY)
+            };
+            let packed = pack_fc(n, k, |j, kk| w[j * k + kk], bias.as_deref()).unwrap();
+            let got = both_thread_counts(|| {
+                let mut out = vec![f32::NAN; m * n];
+                fully_connected(&x, m, k, &packed, n, &mut out, lo, hi).unwrap();
+                out
+            });
+            for i in 0..m {
+                for j in 0..n {
+                    let mut acc = bias.as_ref().map_or(0.0, |b| b[j] as f64);
+                    let mut scale = acc.abs();
+                    for kk in 0..k {
+                        let t = x[i * k + kk] as f64 * w[j * k + kk] as f64;
+                        acc += t;
+                        scale += t.abs();
+                    }
+                    let want = acc.max(lo as f64).min(hi as f64);
+                    close(got[i * n + j], want, scale.max(1.0));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fully_connected_clamp_keeps_nan_and_checks_sizes() {
+        if !available() {
+            return;
+        }
+        let (m, n, k) = (3, 20, 5);
+        let mut x = vec![1.0f32; m * k];
+        x[k] = f32::NAN;
+        let packed = pack_fc(n, k, |_, _| 1.0, None).unwrap();
+        let mut out = vec![0f32; m * n];
+        fully_connected(&x, m, k, &packed, n, &mut out, 0.0, 2.0).unwrap();
+        assert!(out[..n].iter().all(|&v| v == 2.0));
+        assert!(out[n..2 * n].iter().all(|v| v.is_nan()));
+        assert!(fully_connected(&x, m + 1, k, &packed, n, &mut out, 0.0, 2.0).is_err());
+        assert!(fully_connected(&x, m, k, &packed[1..], n, &mut out, 0.0, 2.0).is_err());
+        assert!(fully_connected(&x, m, k, &packed, n, &mut out[1..], 0.0, 2.0).is_err());
+    }
+
+    /// A reference convolution in f64: (value, sum of the terms' magnitudes).
+    fn conv_ref(s: &ConvShape, x: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<(f64, f64)> {
+        let [kh, kw] = s.kernel;
+        let co_all = s.groups * s.cout_g;
+        let mut out = vec![(0.0, 0.0); s.n * s.os[0]];
+        for b in 0..s.n {
+            for co in 0..co_all {
+                let g = co / s.cout_g;
+                for y in 0..s.oh {
+                    for xo in 0..s.ow {
+                        let mut acc = bias.map_or(0.0, |v| v[co] as f64);
+                        let mut scale = acc.abs();
+                        for ci in 0..s.cin_g {
+                            for i in 0..kh {
+                                for j in 0..kw {
+                                    let ih = (y * s.stride[0] + i * s.dil[0]) as isize
+                                        - s.pad[0] as isize;
+                                    let iw = (xo * s.stride[1] + j * s.dil[1]) as isize
+                                        - s.pad[1] as isize;
+                                    if ih < 0 || iw < 0 || ih as usize >= s.h || iw as usize >= s.w
+                                    {
+                                        continue;
+                                    }
+                                    let xv = x[b * s.xs[0]
+                                        + (g * s.cin_g + ci) * s.xs[1]
+                                        + ih as usize * s.xs[2]
+                                        + iw as usize * s.xs[3]];
+                                    let t = xv as f64
+                                        * w[((co * s.cin_g + ci) * kh + i) * kw + j] as f64;
+                                    acc += t;
+                                    scale += t.abs();
+                                }
+                            }
+                        }
+                        out[b * s.os[0] + co * s.os[1] + y * s.ow + xo] = (acc, scale);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn conv2d_matches_f64() {
+        if !available() {
+            return;
+        }
+        let mut rng = Rng(5);
+        for case in 0..120 {
+            let kernel = [[1, 1], [3, 3], [1, 3], [5, 5], [7, 7]][rng.below(5)];
+            // Every fourth case: stride 1 on rows of at least 24 outputs (indirect tiles).
+            let wide = case % 4 == 1;
+            let stride = if wide {
+                [1, 1]
+            } else {
+                [[1, 1], [2, 2], [1, 2]][rng.below(3)]
+            };
+            let dil = if rng.below(4) == 0 { [2, 1] } else { [1, 1] };
+            let pad = [rng.below(kernel[0] / 2 + 1), rng.below(kernel[1] / 2 + 1)];
+            let groups = [1, 1, 1, 2, 3][rng.below(5)];
+            let cin_g = [1, 2, 3, 8, 17, 300][rng.below(6)];
+            // Many terms (several blocks), not too slow for the reference.
+            let cin_g = if cin_g == 300 && kernel[0] * kernel[1] > 9 {
+                40
+            } else {
+                cin_g
+            };
+            let cout_g = [1, 5, 8, 9, 16, 24, 33][rng.below(7)];
+            let n = 1 + rng.below(2);
+            let (h, w) = (
+                kernel[0] * dil[0] + rng.below(20),
+                kernel[1] * dil[1] + rng.below(40) + if wide { 24 } else { 0 },
+            );
+            let (h, w) = if case == 0 { (56, 56) } else { (h, w) };
+            let oh = (h + 2 * pad[0] - dil[0] * (kernel[0] - 1) - 1) / stride[0] + 1;
+            let ow = (w + 2 * pad[1] - dil[1] * (kernel[1] - 1) - 1) / stride[1] + 1;
+            let c = groups * cin_g;
+            // Contiguous NCHW, channels-last, or padded planes.
+            let xs = match rng.below(3) {
+                0 => [c * h * w, h * w, w, 1],
+                1 => [h * w * c, 1, w * c, c],
+                _ => [c * (h * w + 3), h * w + 3, w, 1],
+            };
+            let x = rng.vec(n * xs[0]);
+            let co_all = groups * cout_g;
+            let os = [co_all * oh * ow + rng.below(2), oh * ow];
+            let kk = cin_g * kernel[0] * kernel[1];
+            let wt = rng.vec(co_all * kk);
+            let bias = if rng.below(2) == 0 {
+                Some(rng.vec(co_all))
+            } else {
+                None
+            };
+            let s = ConvShape {
+                n,
+                groups,
+                cin_g,
+                cout_g,
+                h,
+                w,
+                xs,
+                oh,
+                ow,
+                os,
+                kernel,
+                stride,
+                pad,
+                dil,
+            };
+            let packed =
+                pack_conv(groups, cout_g, kk, |co, r| wt[co * kk + r], bias.as_deref()).unwrap();
+            let (lo, hi) = if rng.below(3) == 0 {
+                (0.0, 6.0)
+            } else {
+                (f32::NEG_INFINITY, f32::INFINITY)
+            };
+            let got = both_thread_counts(|| {
+                let mut out = vec![0f32; n * os[0]];
+                conv2d(&s, &x, &packed, &mut out, lo, hi).unwrap();
+                out
+            });
+            let want = conv_ref(&s, &x, &wt, bias.as_deref());
+            for b in 0..n {
+                for co in 0..co_all {
+                    for p in 0..oh * ow {
+                        let o = b * os[0] + co * os[1] + p;
+                        let (v, scale) = want[o];
+                        close(got[o], v.max(lo as f64).min(hi as f64), scale.max(1.0));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn conv2d_checks_sizes() {
+        if !available() {
+            return;
+        }
+        let s = ConvShape {
+            n: 1,
+            groups: 1,
+            cin_g: 2,
+            cout_g: 3,
+            h: 4,
+            w: 4,
+            xs: [32, 16, 4, 1],
+            oh: 4,
+            ow: 4,
+            os: [48, 16],
+            kernel: [3, 3],
+            stride: [1, 1],
+            pad: [1, 1],
+            dil: [1, 1],
+        };
+        let packed = pack_conv(1, 3, 18, |_, _| 1.0, None).unwrap();
+        let x = vec![1f32; 32];
+        let mut out = vec![0f32; 48];
+        assert!(conv2d(&s, &x, &packed, &mut out, f32::NEG_INFINITY, f32::INFINITY).is_ok());
+        assert_eq!(out[5], 18.0);
+        assert!(conv2d(&s, &x[1..], &packed, &mut out, 0.0, 1.0).is_err());
+        assert!(conv2d(&s, &x, &packed, &mut out[1..], 0.0, 1.0).is_err());
+        let bad = ConvShape { oh: 5, ..s };
+        assert!(conv2d(&bad, &x, &packed, &mut out, 0.0, 1.0).is_err());
+    }
+
+    /// Throughput of the micro-kernels on shapes of the bench models (one thread):
+    /// `cargo test --release -p etch-kernels gemm512_speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn gemm512_speed() {
+        if !available() {
+            return;
+        }
+        let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+        threads::set_num_threads(1);
+        let mut rng = Rng(1);
+        for (m, n, k) in [(128, 1536, 512), (128, 512, 1536), (128, 2048, 512)] {
+            let x = rng.vec(m * k);
+            let w = rng.vec(n * k);
+            let packed = pack_fc(n, k, |j, kk| w[j * k + kk], None).unwrap();
+            let mut out = vec![0f32; m * n];
+            let t0 = std::time::Instant::now();
+            let reps = 20;
+            for _ in 0..reps {
+                fully_connected(&x, m, k, &packed, n, &mut out, f32::MIN, f32::MAX).unwrap();
+            }
+            let dt = t0.elapsed().as_secs_f64() / reps as f64;
+            println!(
+                "fc {m}x{k} -> {n}: {:.3} ms, {:.1} GMAC/s",
+                dt * 1e3,
+                (m * n * k) as f64 / dt / 1e9
+            );
+        }
+        for (c, co, hw, kern, stride) in [
+            (64, 64, 56, 3, 1),
+            (128, 128, 28, 3, 1),
+            (256, 256, 14, 3, 1),
+            (512, 512, 7, 3, 1),
+            (32, 192, 28, 1, 1),
+            (320, 1280, 7, 1, 1),
+            (3, 64, 224, 7, 2),
+            (576, 64, 56, 1, 1),
+            (16, 96, 112, 1, 1),
+            (96, 24, 56, 1, 1),
+            (144, 24, 56, 1, 1),
+            (960, 160, 7, 1, 1),
+            (2304, 256, 14, 1, 1),
+            (4608, 512, 7, 1, 1),
+        ] {
+            let pad = kern / 2;
+            let o = (hw + 2 * pad - kern) / stride + 1;
+            let s = ConvShape {
+                n: 1,
+                groups: 1,
+                cin_g: c,
+                cout_g: co,
+                h: hw,
+                w: hw,
+                xs: [c * hw * hw, hw * hw, hw, 1],
+                oh: o,
+                ow: o,
+                os: [co * o * o, o * o],
+                kernel: [kern, kern],
+                stride: [stride, stride],
+                pad: [pad, pad],
+                dil: [1, 1],
+            };
+            let kk = c * kern * kern;
+            let x = rng.vec(c * hw * hw);
+            let w = rng.vec(co * kk);
+            let packed = pack_conv(1, co, kk, |a, r| w[a * kk + r], None).unwrap();
+            let mut out = vec![0f32; co * o * o];
+            let reps = 20;
+            let t0 = std::time::Instant::now();
+            for _ in 0..reps {
+                conv2d(&s, &x, &packed, &mut out, f32::MIN, f32::MAX).unwrap();
+            }
+            let dt = t0.elapsed().as_secs_f64() / reps as f64;
+            println!(
+                "conv {c}->{co} {hw}x{hw} k{kern} s{stride}: {:.3} ms, {:.1} GMAC/s",
+                dt * 1e3,
+                (co * o * o * kk) as f64 / dt / 1e9
+            );
+        }
+        threads::set_num_threads(0);
+    }
+}
