@@ -28,10 +28,18 @@ pub fn silu(x: &[f32], out: &mut [f32]) -> bool {
     map(x, out, Kind::Silu)
 }
 
+/// `out[i] = e^-|x[i]|` (`e^x` for `x <= 0`: softmax's `e^(x - max)`), `+0` below the
+/// clamp (-110; `e^-103.98` already rounds to `+0`), NaN for NaN; `false` if the CPU has no
+/// vector variant.
+pub fn exp_neg_abs(x: &[f32], out: &mut [f32]) -> bool {
+    map(x, out, Kind::ExpNegAbs)
+}
+
 #[derive(Clone, Copy)]
 enum Kind {
     Sigmoid,
     Silu,
+    ExpNegAbs,
 }
 
 fn map(x: &[f32], out: &mut [f32], kind: Kind) -> bool {
@@ -273,6 +281,7 @@ mod x86 {
                     let q = e_up.div(d).mul(down);
                     x.if_gt(zero, one.sub(q), q)
                 }
+                Kind::ExpNegAbs => e,
                 Kind::Silu => {
                     // x > 0: x / (1 + e); otherwise x·e / (1 + e), scaled back.
                     let num = x.if_gt(zero, x, x.mul(e_up));
@@ -332,6 +341,10 @@ mod tests {
 
     fn silu_ref(x: f64) -> f64 {
         x / (1.0 + (-x).exp())
+    }
+
+    fn exp_neg_abs_ref(x: f64) -> f64 {
+        (-x.abs()).exp()
     }
 
     /// `|got - want|` in units of the last place of `want` rounded to `f32` (subnormals'
@@ -426,12 +439,14 @@ mod tests {
             for (kind, reference, bound) in [
                 (Kind::Sigmoid, sigmoid_ref as fn(f64) -> f64, 2.5),
                 (Kind::Silu, silu_ref as fn(f64) -> f64, 3.5),
+                (Kind::ExpNegAbs, exp_neg_abs_ref as fn(f64) -> f64, 1.5),
             ] {
                 // SAFETY: `variants` lists only what this CPU has.
                 let (e, x) = sweep(|x, o| unsafe { f(x, o, kind) }, reference, step, false);
                 let label = match kind {
                     Kind::Sigmoid => "sigmoid",
                     Kind::Silu => "silu",
+                    Kind::ExpNegAbs => "exp(-|x|)",
                 };
                 eprintln!("{name} {label}: max {e:.3} ulp at x = {x:e}");
                 assert!(e <= bound, "{name} {label}: {e} ulp at {x:e}");
@@ -506,6 +521,11 @@ mod tests {
             assert!(y[3].is_nan() && y[4].is_nan());
             assert_eq!((y[5], y[6]), (0.0, 200.0));
         }
+        if exp_neg_abs(&x, &mut y) {
+            assert_eq!(&y[..4], &[1.0, 1.0, 0.0, 0.0]);
+            assert!(y[4].is_nan());
+            assert_eq!((y[5], y[6]), (0.0, 0.0));
+        }
     }
 
     /// The variants agree bit for bit, and an element's value does not depend on where
@@ -562,13 +582,18 @@ mod tests {
             }
             (n * reps) as f64 / best / 1e9
         }
-        for (label, kind) in [("sigmoid", Kind::Sigmoid), ("silu", Kind::Silu)] {
+        for (label, kind) in [
+            ("sigmoid", Kind::Sigmoid),
+            ("silu", Kind::Silu),
+            ("exp(-|x|)", Kind::ExpNegAbs),
+        ] {
             for n in [4096, 65536, 1 << 22] {
                 let scalar = rate(n, &|x, y| {
                     for (o, &x) in y.iter_mut().zip(x) {
                         *o = match kind {
                             Kind::Sigmoid => 1.0 / (1.0 + (-x).exp()),
                             Kind::Silu => x / (1.0 + (-x).exp()),
+                            Kind::ExpNegAbs => (-x.abs()).exp(),
                         };
                     }
                 });
