@@ -4,7 +4,7 @@
 use crate::dispatch_float;
 use crate::threads::{self, SharedMut};
 use crate::util::*;
-use etch_core::{Error, KernelContext, KernelRegistry, Result, TensorRef};
+use etch_core::{Error, KernelContext, KernelRegistry, Result, ScalarType, TensorRef};
 
 /// Elements of row-wise work (softmax, layer and group norm) below which it stays on the
 /// calling thread, and the least a thread is given.
@@ -41,22 +41,26 @@ fn softmax_impl(ctx: &mut KernelContext<'_>, op: &str, log: bool) -> Result<()> 
         Shape::from_slice(a.strides())?,
         Shape::from_slice(out.strides())?,
     );
-    dispatch_float!(a.dtype(), op, "input", |T| {
-        let x = a.data::<T>()?;
-        let o = SharedMut::new(out.data_mut::<T>()?);
-        let min_rows = (ROW_TASK / n.max(1)).max(1);
-        // Contiguous float32 rows take the vector exponential where the CPU has one.
-        let vector = is_f32::<T>() && ssa == 1 && sso == 1 && vmath_exp_available();
+    let min_rows = (ROW_TASK / n.max(1)).max(1);
+    // Contiguous float32 rows take the vector exponential where the CPU has one.
+    if a.dtype() == ScalarType::Float && ssa == 1 && sso == 1 && crate::vmath::available() {
+        let x = a.data::<f32>()?;
+        let o = SharedMut::new(out.data_mut::<f32>()?);
         par_walk(&rows, [&sa, &so], min_rows, |[oa, oo], len, [xa, xo]| {
             for r in 0..len {
                 let (ba, bo) = (oa + r * xa, oo + r * xo);
-                if vector {
-                    // SAFETY: every row is one task's.
-                    let orow = unsafe { o.slice(bo, n) };
-                    let (xr, orow) = (f32_row(&x[ba..ba + n]), f32_row_mut(orow));
-                    softmax_row_f32(xr, orow, log);
-                    continue;
-                }
+                // SAFETY: every row is one task's.
+                softmax_row_f32(&x[ba..ba + n], unsafe { o.slice(bo, n) }, log);
+            }
+        });
+        return Ok(());
+    }
+    dispatch_float!(a.dtype(), op, "input", |T| {
+        let x = a.data::<T>()?;
+        let o = SharedMut::new(out.data_mut::<T>()?);
+        par_walk(&rows, [&sa, &so], min_rows, |[oa, oo], len, [xa, xo]| {
+            for r in 0..len {
+                let (ba, bo) = (oa + r * xa, oo + r * xo);
                 let mut mx = <T as FElem>::F::NEG_INFINITY;
                 for i in 0..n {
                     let v = x[ba + i * ssa].to_f();
@@ -87,30 +91,6 @@ fn softmax_impl(ctx: &mut KernelContext<'_>, op: &str, log: bool) -> Result<()> 
         });
         Ok(())
     })
-}
-
-/// Whether `vmath::exp_neg_abs` has a vector variant on this CPU.
-fn vmath_exp_available() -> bool {
-    crate::vmath::exp_neg_abs(&[0.0], &mut [0.0])
-}
-
-/// Whether `T` is `f32`.
-fn is_f32<T: 'static>() -> bool {
-    std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
-}
-
-/// A row of `T` as `&[f32]`; `T` must be `f32` (the callers check [`is_f32`]).
-fn f32_row<T: 'static>(x: &[T]) -> &[f32] {
-    assert!(is_f32::<T>(), "f32_row of another type");
-    // SAFETY: T is f32 (asserted): same size, alignment and bits.
-    unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<f32>(), x.len()) }
-}
-
-/// As [`f32_row`], mutable.
-fn f32_row_mut<T: 'static>(x: &mut [T]) -> &mut [f32] {
-    assert!(is_f32::<T>(), "f32_row_mut of another type");
-    // SAFETY: as in `f32_row`.
-    unsafe { std::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<f32>(), x.len()) }
 }
 
 /// (Log-)softmax of one contiguous float32 row: the max (NaN if the row has one, so the
@@ -176,7 +156,7 @@ pub fn check_param(
     what: &str,
     t: &Option<TensorRef<'_>>,
     numel: usize,
-    dt: etch_core::ScalarType,
+    dt: ScalarType,
 ) -> Result<()> {
     if let Some(t) = t {
         if t.numel() != numel {
@@ -688,7 +668,7 @@ mod tests {
     /// far-negative (masked) scores and every length around the 16-lane and 256 chunks.
     #[test]
     fn vector_row_matches_the_scalar_row() {
-        if !super::vmath_exp_available() {
+        if !crate::vmath::available() {
             return;
         }
         let mut rows: Vec<Vec<f32>> = Vec::new();

@@ -28,6 +28,20 @@ pub fn silu(x: &[f32], out: &mut [f32]) -> bool {
     map(x, out, Kind::Silu)
 }
 
+/// Whether this CPU has a vector variant (AVX-512F, or AVX2 and FMA), i.e. whether the
+/// functions below do the work rather than return `false`.
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        has!("avx512f") || (has!("avx2") && has!("fma"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// `out[i] = e^-|x[i]|` (`e^x` for `x <= 0`: softmax's `e^(x - max)`), `+0` below the
 /// clamp (-110; `e^-103.98` already rounds to `+0`), NaN for NaN; `false` if the CPU has no
 /// vector variant.

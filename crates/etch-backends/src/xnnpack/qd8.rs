@@ -60,7 +60,7 @@ pub fn quantize_rows(ctx: &mut KernelContext<'_>) -> Result<()> {
     for ((x, q), p) in x.chunks(k).zip(q.chunks_mut(k)).zip(p.chunks_mut(2)) {
         #[cfg(target_arch = "x86_64")]
         if avx512 {
-            // SAFETY: the CPU has AVX-512F.
+            // SAFETY: the CPU has AVX-512F; x and q rows have one length (checked above).
             (p[0], p[1]) = unsafe { vnni::quantize_row(x, q) };
             continue;
         }
