@@ -92,6 +92,53 @@ impl Staging {
     }
 }
 
+/// A 4-byte word of page-locked host memory that kernels address directly (mapped into the
+/// device's address space; [`CudaAllocator::alloc_mapped_word`]): for status a kernel writes
+/// only when something fails, such as the CUDA kernels' error word. The host reads it after
+/// waiting for the stream, so nothing crosses PCIe while every kernel succeeds: no copy, and
+/// nothing in [`DeviceAllocator::transfer_stats`] (a failing kernel's 4-byte store is the only
+/// traffic, and it is not a copy). Kernels store to it (no atomics: system-memory atomics over
+/// PCIe depend on the platform).
+pub struct MappedWord {
+    host: *mut i32,
+    device: sys::CUdeviceptr,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: the word is plain page-locked host memory, only read and written with volatile
+// 4-byte accesses (which cannot tear) by the host and by kernels.
+unsafe impl Send for MappedWord {}
+// SAFETY: as above.
+unsafe impl Sync for MappedWord {}
+
+impl MappedWord {
+    /// The address kernels use.
+    pub fn device_ptr(&self) -> u64 {
+        self.device
+    }
+
+    /// The word's value (after the kernels that may write it have finished).
+    pub fn get(&self) -> i32 {
+        // SAFETY: `host` is a live, aligned 4-byte allocation owned by `self`.
+        unsafe { std::ptr::read_volatile(self.host) }
+    }
+
+    /// Sets the word (before the kernels that may write it are launched).
+    pub fn set(&self, v: i32) {
+        // SAFETY: as in `get`.
+        unsafe { std::ptr::write_volatile(self.host, v) }
+    }
+}
+
+impl Drop for MappedWord {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: `host` came from cuMemHostAlloc in `alloc_mapped_word` and is freed once,
+        // here; the owner drops the word only after the kernels that use it.
+        let _ = unsafe { result::free_host(self.host as *mut std::ffi::c_void) };
+    }
+}
+
 /// The CUDA copy engine of one staged copy: `cuMemcpyHtoDAsync` from the pinned buffers
 /// on the device's stream, an event recorded after each.
 struct CudaEngine<'a> {
@@ -498,6 +545,33 @@ impl CudaAllocator {
         // removal above, so it is freed exactly once.
         unsafe { result::free_host(ptr as *mut std::ffi::c_void) }
             .map_err(|e| cuda_err("free pinned", e))
+    }
+
+    /// A status word in page-locked host memory mapped into device `index`'s address space
+    /// ([`MappedWord`]), zeroed. The caller holds the device's lock
+    /// ([`etch_core::lock_device`]): allocating page-locked memory must not run while a
+    /// graph is captured on the device's stream.
+    pub fn alloc_mapped_word(&self, index: i8) -> Result<MappedWord> {
+        let g = self.gpu(index)?;
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: plain cuMemHostAlloc of 4 bytes in this device's (bound) context; the
+        // result is owned by the returned MappedWord, which frees it once.
+        let host = unsafe { result::malloc_host(4, flags) }.map_err(|e| {
+            Error::memory_allocation_failed(format!("cuda:{index}: mapped status word: {e}"))
+        })? as *mut i32;
+        let mut word = MappedWord {
+            host,
+            device: 0,
+            ctx: Arc::clone(&g.ctx),
+        };
+        let mut device: sys::CUdeviceptr = 0;
+        // SAFETY: `host` is a live mapped allocation of this context; `device` is written.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host as *mut _, 0) }
+            .result()
+            .map_err(|e| cuda_err("device address of a mapped status word", e))?;
+        word.device = device;
+        word.set(0);
+        Ok(word)
     }
 
     /// Bytes of pinned host memory alive (made by [`CudaAllocator::alloc_pinned`]).

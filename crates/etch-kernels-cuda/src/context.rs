@@ -73,9 +73,10 @@ pub(crate) struct DeviceState {
     shared: Arc<Shared>,
     functions: HashMap<&'static str, CudaFunction>,
     blas: Option<BlasHandle>,
-    /// One i32 on the device: 0, or the code of the first error a kernel hit (taken in
+    /// One i32 in mapped host memory: 0, or the code of an error a kernel hit (kernels
+    /// write it only then, so nothing crosses PCIe while all is well; taken in
     /// `CudaKernelContext::drop`).
-    err: Option<CudaSlice<i32>>,
+    err: Option<etch_devices::cuda::MappedWord>,
     pub(crate) err_ptr: u64,
     scratch: Option<(CudaSlice<u8>, u64)>,
     /// Outgrown scratch buffers, kept: recorded CUDA graphs may still use their addresses.
@@ -112,10 +113,9 @@ fn skip_list() -> &'static [String] {
 
 impl DeviceState {
     fn new(cuda: &CudaAllocator, index: i8, stream: &Arc<CudaStream>) -> Result<Self> {
-        let err = stream
-            .alloc_zeros::<i32>(1)
-            .map_err(|e| cuda_err("error word", e))?;
-        let err_ptr = raw_ptr(&err, stream);
+        let _ = stream;
+        let err = cuda.alloc_mapped_word(index)?;
+        let err_ptr = err.device_ptr();
         Ok(DeviceState {
             shared: shared_for(cuda, index)?,
             functions: HashMap::new(),
@@ -412,41 +412,41 @@ fn error_message(code: i32) -> &'static str {
     }
 }
 
-/// Waits for the stream of device `index` and returns, as an error, the first error a
-/// kernel recorded there since the last check (clearing it), for kernels called without a
-/// delegate's context. Allocates nothing.
+/// Waits for the stream of device `index` and returns, as an error, an error a kernel
+/// recorded there since the last check (clearing it), for kernels called without a
+/// delegate's context. Allocates and copies nothing (the word is mapped host memory).
 pub fn check_device_errors(cuda: &CudaAllocator, index: i8) -> Result<()> {
-    with_allocator(cuda, index, |l| check_word(l, cuda, index))
+    with_allocator(cuda, index, check_word)
 }
 
 impl CudaKernelContext {
-    /// Waits for the device and returns, as an error, the first error this context's
-    /// kernels recorded since the last check (clearing it). `cuda` is the allocator the
-    /// context was made from (the 4-byte read is one of its device-to-host copies).
-    pub fn check_errors(&self, cuda: &CudaAllocator) -> Result<()> {
-        self.with(|l| check_word(l, cuda, self.index))
+    /// Waits for the device and returns, as an error, an error this context's kernels
+    /// recorded since the last check (clearing it). The word is host memory mapped into
+    /// the device, written by a kernel only when it fails: reading it copies nothing.
+    pub fn check_errors(&self) -> Result<()> {
+        self.with(check_word)
     }
 }
 
-fn check_word(l: Launch<'_>, cuda: &CudaAllocator, index: i8) -> Result<()> {
-    use etch_core::DeviceAllocator;
-    let mut code = [0u8; 4];
-    // Ordered after the kernels on the allocator's stream (the same stream), and waited for.
-    cuda.copy_device_to_host(&mut code, l.state.err_ptr as usize as *const u8, index)?;
-    let code = [i32::from_ne_bytes(code)];
-    if code[0] == 0 {
+fn check_word(l: Launch<'_>) -> Result<()> {
+    // The word is host memory the kernels write (only on an error): wait for them, then
+    // read it, with no copy.
+    l.stream
+        .synchronize()
+        .map_err(|e| cuda_err("wait for the CUDA kernels", e))?;
+    let Some(word) = l.state.err.as_ref() else {
+        return Err(Error::internal("CUDA error word already released"));
+    };
+    let code = word.get();
+    if code == 0 {
         return Ok(());
     }
-    let s = l.stream.cu_stream();
-    // SAFETY: the error word is a live i32 of this device; clears it on the stream.
-    unsafe {
-        cudarc::driver::result::memset_d8_async(l.state.err_ptr, 0, 4, s)
-            .map_err(|e| cuda_err("clear device error word", e))?;
-    }
+    // No kernel runs now (the stream is idle), so the next ones see the cleared word.
+    word.set(0);
     Err(Error::invalid_argument(format!(
         "a CUDA kernel reported: {} (code {})",
-        error_message(code[0]),
-        code[0]
+        error_message(code),
+        code
     )))
 }
 

@@ -71,7 +71,7 @@ impl DeviceExecHooks for CudaHooks {
     ) -> Result<()> {
         with_cuda(devices, |c| {
             match context.and_then(|ctx| ctx.downcast_ref::<CudaKernelContext>()) {
-                Some(k) => k.check_errors(c),
+                Some(k) => k.check_errors(),
                 None => check_device_errors(c, device.index),
             }
         })

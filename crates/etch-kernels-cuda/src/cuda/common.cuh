@@ -191,5 +191,8 @@ __device__ __forceinline__ i64 geo_off(const Geo& g, int k, i64 i) {
     return o;
 }
 
-// Sets the device error word (first error wins); the host reads it after the kernels.
-__device__ __forceinline__ void set_error(int* err, int code) { atomicCAS(err, 0, code); }
+// Records an error in the error word, which is host memory mapped into the device (written
+// only on an error, so nothing crosses PCIe otherwise): a plain store, no system-scope atomic
+// (over PCIe those depend on the platform); when threads fail differently, one code stays.
+// The host reads the word after the kernels.
+__device__ __forceinline__ void set_error(int* err, int code) { *(volatile int*)err = code; }
