@@ -131,7 +131,9 @@ fn etch_ops_match_the_cpu_at_model_sizes() {
     // expert, shared expert wider than the experts), 200 in float16, 100 rows over 640
     // experts (most without pairs), 64 rows (the threshold); a shared expert of 80 units
     // (not a multiple of 32) keeps the CUDA-core kernels. `tied`: a zero router, so every
-    // logit ties and the routing takes the lowest expert indices.
+    // logit ties and the routing takes the lowest expert indices. 256 experts (the 35B's):
+    // the routing's candidate ranks (top 8 of each group of 32 first), also tied and over
+    // several rows; 100 experts: a last group of 4.
     for (dt, rows, e, is, tied) in [
         (BF16, 1, 64, 256, false),
         (BF16, 1, 64, 128, false),
@@ -148,6 +150,10 @@ fn etch_ops_match_the_cpu_at_model_sizes() {
         (BF16, 130, 64, 80, false),
         (BF16, 1, 64, 128, true),
         (F32, 3, 640, 128, true),
+        (BF16, 1, 256, 128, false),
+        (BF16, 1, 256, 128, true),
+        (BF16, 4, 256, 128, false),
+        (F32, 1, 100, 128, false),
     ] {
         let args = moe_args(&mut rng, dt, rows, e, is, tied);
         check(

@@ -59,6 +59,7 @@ struct MoeArgs {
     int* counts;          // [E] how many
     int2* tiles;          // [tile_max] tensor-core tiles: (slot block, first pair) or -1 (moe_tc.cu)
     i64 tile_max;
+    i64 rank_all;         // routing ranks every expert against all (ETCH_MOE_RANK_ALL=1)
 };
 
 extern __shared__ float moe_smem[];
@@ -95,17 +96,107 @@ __device__ float moe_block_max(float v, float* sh) {
     return t;
 }
 
+// Appends, in ascending order of position, the flagged items of one block-wide pass to
+// list/pv (at most K in all) and returns the new count; `base` items came before. warp_n:
+// 32 ints of shared memory.
+__device__ __forceinline__ int moe_append(bool flag, int e, float v, int base, int K, int* list,
+                                          float* pv, int* warp_n) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const unsigned mask = __ballot_sync(FULL_MASK, flag);
+    if (lane == 0) warp_n[w] = __popc(mask);
+    __syncthreads();
+    int at = base + __popc(mask & ((1u << lane) - 1u));
+    for (int q = 0; q < w; ++q) at += warp_n[q];
+    if (flag && at < K) {
+        list[at] = e;
+        pv[at] = v;
+    }
+    for (int q = 0; q < nw; ++q) base += warp_n[q];
+    __syncthreads();
+    return base;
+}
+
+// The top-k of p[0..E) by rank: each expert counts the experts ranking before it (MoeBefore,
+// a total order) over all E. Returns how many were selected (min(E, K)).
+__device__ int moe_rank_all(const float* p, int E, int K, bool nan, int* list, float* pv,
+                            int* warp_n) {
+    int base = 0;
+    for (int e0 = 0; e0 < E; e0 += blockDim.x) {
+        const int e = e0 + threadIdx.x;
+        bool sel = false;
+        float v = 0.0f;
+        if (e < E) {
+            v = p[e];
+            int rank = 0;
+            if (!nan) {
+                // No NaN: MoeBefore is "larger, or equal at a lower index".
+#pragma unroll 8
+                for (int j = 0; j < E; ++j) rank += (p[j] > v) | ((p[j] == v) & (j < e));
+            } else {
+                for (int j = 0; j < E && rank < K; ++j) rank += MoeBefore()(p[j], j, v, e);
+            }
+            sel = rank < K;
+        }
+        base = moe_append(sel, e, v, base, K, list, pv, warp_n);
+    }
+    return base < K ? base : K;
+}
+
+// The same selection with less work, for E <= blockDim experts without NaN of which few are
+// picked (2 K ceil(E / 32) <= E): an expert is a candidate when it ranks among the top K of
+// its own group of 32 experts; the candidates are compacted over p in expert order (values
+// at p[0..c), their experts' indices at p[E / 2..E / 2 + c): every thread has read p by
+// then, moe_append's first barrier), and each candidate counts the candidates ranking
+// before it. That count equals its rank among all experts whenever either is below K: an
+// expert that ranks before a candidate but is no candidate itself has K candidates of its
+// group before it, all of which rank before the candidate too.
+__device__ int moe_rank_candidates(float* p, int E, int K, int* list, float* pv, int* warp_n) {
+    const int lane = threadIdx.x & 31, e = threadIdx.x, g0 = e - lane;
+    bool cand = false;
+    float v = 0.0f;
+    if (e < E) {
+        v = p[e];
+        const int len = E - g0 < 32 ? E - g0 : 32;
+        int rank = 0;
+#pragma unroll 8
+        for (int j = 0; j < len; ++j) {
+            const float q = p[g0 + j];
+            rank += (q > v) | ((q == v) & (j < lane));
+        }
+        cand = rank < K;
+    }
+    int* ce = (int*)(p + E / 2);
+    const int c = moe_append(cand, e, v, 0, E, ce, p, warp_n);
+    // Candidate t (ascending expert order, so "equal at a lower index" is j < t).
+    const int t = threadIdx.x;
+    bool sel = false;
+    int et = 0;
+    if (t < c) {
+        v = p[t];
+        et = ce[t];
+        int rank = 0;
+        for (int j = 0; j < c; ++j) {
+            const float q = p[j];
+            rank += (q > v) | ((q == v) & (j < t));
+        }
+        sel = rank < K;
+    }
+    const int n = moe_append(sel, et, v, 0, K, list, pv, warp_n);
+    return n < K ? n : K;
+}
+
 // Routes row m from its E logits (global memory, written by other blocks of this kernel or
 // an earlier one) with the whole block: softmax; each expert's rank = how many experts
 // rank before it (MoeBefore, a total order), so the top-k are the ranks below k, found in
 // parallel without k rounds of argmax; the selected experts in ascending order by a block
 // prefix count; their weights renormalised over the selection summed in ascending expert
 // order (as the CPU kernel). Dynamic shared memory: E floats, then k ints and k floats.
+// The ranks: moe_rank_candidates when it applies (the usual case), else moe_rank_all.
 template <int DT> __device__ void moe_route_row(const MoeArgs& a, i64 m, const float* logits) {
     __shared__ float sh[32];
     __shared__ int warp_n[32];
     const int E = (int)a.experts, K = (int)a.top_k;
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     float* p = moe_smem;
     int* list = (int*)(moe_smem + E);
     float* pv = (float*)(list + K);
@@ -126,35 +217,9 @@ template <int DT> __device__ void moe_route_row(const MoeArgs& a, i64 m, const f
     sum = block_sumf(sum, sh);
     for (int e = threadIdx.x; e < E; e += blockDim.x) p[e] /= sum;
     __syncthreads();
-    int base = 0;
-    for (int e0 = 0; e0 < E; e0 += blockDim.x) {
-        const int e = e0 + threadIdx.x;
-        bool sel = false;
-        if (e < E) {
-            const float v = p[e];
-            int rank = 0;
-            if (!nan) {
-                // No NaN: MoeBefore is "larger, or equal at a lower index".
-#pragma unroll 8
-                for (int j = 0; j < E; ++j) rank += (p[j] > v) | ((p[j] == v) & (j < e));
-            } else {
-                for (int j = 0; j < E && rank < K; ++j) rank += MoeBefore()(p[j], j, v, e);
-            }
-            sel = rank < K;
-        }
-        const unsigned mask = __ballot_sync(FULL_MASK, sel);
-        if (lane == 0) warp_n[w] = __popc(mask);
-        __syncthreads();
-        int at = base + __popc(mask & ((1u << lane) - 1u));
-        for (int k = 0; k < w; ++k) at += warp_n[k];
-        if (sel && at < K) {
-            list[at] = e;
-            pv[at] = p[e];
-        }
-        for (int k = 0; k < nw; ++k) base += warp_n[k];
-        __syncthreads();
-    }
-    const int n = base < K ? base : K;
+    const bool few = !nan && E <= (int)blockDim.x && 2 * K * ((E + 31) / 32) <= E && !a.rank_all;
+    const int n = few ? moe_rank_candidates(p, E, K, list, pv, warp_n)
+                      : moe_rank_all(p, E, K, nan, list, pv, warp_n);
     if (w == 0) {
         float total = 0.0f;
         if (lane == 0)

@@ -46,6 +46,7 @@ struct MoeArgs {
     counts: u64,
     tiles: u64,
     tile_max: i64,
+    rank_all: i64,
 }
 // SAFETY: plain `#[repr(C)]` data laid out as the CUDA struct.
 unsafe impl cudarc::driver::DeviceRepr for MoeArgs {}
@@ -80,6 +81,13 @@ fn down_by_row() -> bool {
 fn down_early() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("ETCH_MOE_DOWN_EARLY").map_or(true, |v| v != "0"))
+}
+
+/// Whether the routing ranks every expert against all others (`ETCH_MOE_RANK_ALL=1`, for
+/// comparisons) instead of first keeping the top k of each group of 32 (the same selection).
+fn rank_all() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ETCH_MOE_RANK_ALL").is_ok_and(|v| v == "1"))
 }
 
 /// Rows from which the expert-major kernels run (`ETCH_MOE_BY_EXPERT_FROM`, default 512; a
@@ -355,6 +363,7 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         counts: 0,
         tiles: 0,
         tile_max: tile_max as i64,
+        rank_all: rank_all() as i64,
     };
     with_device(ctx, c.out.device(), |mut l: Launch<'_>| {
         let base = l.scratch(total)?;
