@@ -60,6 +60,7 @@ struct MoeArgs {
     int2* tiles;          // [tile_max] tensor-core tiles: (slot block, first pair) or -1 (moe_tc.cu)
     i64 tile_max;
     i64 rank_all;         // routing ranks every expert against all (ETCH_MOE_RANK_ALL=1)
+    i64 route_in_blocks;  // one row: moe_up's and moe_down_row's blocks route it themselves
 };
 
 extern __shared__ float moe_smem[];
@@ -185,21 +186,22 @@ __device__ int moe_rank_candidates(float* p, int E, int K, int* list, float* pv,
     return n < K ? n : K;
 }
 
-// Routes row m from its E logits (global memory, written by other blocks of this kernel or
-// an earlier one) with the whole block: softmax; each expert's rank = how many experts
+// Routes one row from its E logits (global memory, written by other blocks of this kernel
+// or an earlier grid) with the whole block, into shared memory: softmax; each expert's rank = how many experts
 // rank before it (MoeBefore, a total order), so the top-k are the ranks below k, found in
 // parallel without k rounds of argmax; the selected experts in ascending order by a block
 // prefix count; their weights renormalised over the selection summed in ascending expert
-// order (as the CPU kernel). Dynamic shared memory: E floats, then k ints and k floats.
-// The ranks: moe_rank_candidates when it applies (the usual case), else moe_rank_all.
-template <int DT> __device__ void moe_route_row(const MoeArgs& a, i64 m, const float* logits) {
+// order (as the CPU kernel) and rounded. The ranks: moe_rank_candidates when it applies
+// (the usual case), else moe_rank_all. `p`: E floats of scratch; afterwards every thread
+// sees the n selected experts in list[0..n) (n = min(E, k)) and their weights in
+// pv[0..n). Every thread of the block calls it.
+template <int DT>
+__device__ int moe_route_block(const MoeArgs& a, const float* logits, float* p, int* list,
+                               float* pv) {
     __shared__ float sh[32];
     __shared__ int warp_n[32];
     const int E = (int)a.experts, K = (int)a.top_k;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    float* p = moe_smem;
-    int* list = (int*)(moe_smem + E);
-    float* pv = (float*)(list + K);
     float mx = -1.0f / 0.0f;
     bool nan = false;
     for (int e = threadIdx.x; e < E; e += blockDim.x) {
@@ -224,11 +226,24 @@ template <int DT> __device__ void moe_route_row(const MoeArgs& a, i64 m, const f
         float total = 0.0f;
         if (lane == 0)
             for (int j = 0; j < n; ++j) total += pv[j];
+        // (The shuffle also orders lane 0's reads before the writes below.)
         total = __shfl_sync(FULL_MASK, total, 0);
-        for (int j = lane; j < n; j += 32) {
-            a.sel[m * K + j] = list[j];
-            a.wsel[m * K + j] = io_rnd<DT>(pv[j] / total);
-        }
+        for (int j = lane; j < n; j += 32) pv[j] = io_rnd<DT>(pv[j] / total);
+    }
+    __syncthreads();
+    return n;
+}
+
+// Routes row m into sel and wsel (moe_route_block; dynamic shared memory: E floats, then k
+// ints and k floats).
+template <int DT> __device__ void moe_route_row(const MoeArgs& a, i64 m, const float* logits) {
+    const int K = (int)a.top_k;
+    int* list = (int*)(moe_smem + a.experts);
+    float* pv = (float*)(list + K);
+    const int n = moe_route_block<DT>(a, logits, moe_smem, list, pv);
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+        a.sel[m * K + j] = list[j];
+        a.wsel[m * K + j] = pv[j];
     }
 }
 
@@ -262,16 +277,27 @@ template <int DT> __device__ void moe_route(const MoeArgs& a) {
 }
 IO_KERNELS(moe_route, MoeArgs, 256)
 
+// Routing in the blocks (a.route_in_blocks, one row): a routed slot's block ranks the
+// router logits itself (moe_route_block; dynamic shared memory as moe_route's) and takes the
+// s-th selected expert, so no block routes after moe_logits' others have finished; the
+// shared expert's blocks start their dot products at once.
 template <int DT> __device__ void moe_up(const MoeArgs& a) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int es = DT == DT_F32 ? 4 : 2;
     const i64 i = blockIdx.x * (i64)(blockDim.x >> 5) + w;
     const i64 s = blockIdx.y, k = a.top_k, rb = a.hidden * es;
+    int routed = 0;
+    if (a.route_in_blocks && s < k) {
+        int* list = (int*)(moe_smem + a.experts);
+        routed = moe_route_block<DT>(a, a.logits, moe_smem, list, (float*)(list + k)) > s
+                     ? list[s]
+                     : 0;
+    }
     for (i64 m = blockIdx.z; m < a.rows; m += gridDim.z) {
         const char *gate, *up;
         i64 n;
         if (s < k) {
-            const i64 e = a.sel[m * k + s];
+            const i64 e = a.route_in_blocks ? routed : a.sel[m * k + s];
             const char* base = (const char*)a.gate_up + e * 2 * a.inter * rb;
             n = a.inter;
             gate = base + i * rb;
@@ -377,7 +403,20 @@ template <int DT, bool EARLY> __device__ void moe_down_row(const MoeArgs& a) {
     const i64 h = blockIdx.x * (i64)(blockDim.x >> 5) + (threadIdx.x >> 5);
     const int k = (int)a.top_k;
     const bool on = h < a.hidden;
-    const int mine = lane < k ? a.sel[lane] : 0;
+    // With a.route_in_blocks each block routes the row itself (moe_up's comment), into the
+    // shared memory after the activations: before the wait too, as moe_logits, which wrote
+    // the logits, completed before moe_up passed its wait and let this grid launch.
+    const float* wsel = a.wsel;
+    int mine;
+    if (a.route_in_blocks) {
+        float* p = moe_smem + (k + 1) * a.width;
+        int* list = (int*)(p + a.experts);
+        wsel = (const float*)(list + k);
+        moe_route_block<DT>(a, a.logits, p, list, (float*)wsel);
+        mine = lane < k ? list[lane] : 0;
+    } else {
+        mine = lane < k ? a.sel[lane] : 0;
+    }
     const char* row[MOE_ROW_SLOTS];
 #pragma unroll
     for (int s = 0; s < MOE_ROW_SLOTS; ++s) {
@@ -423,7 +462,7 @@ template <int DT, bool EARLY> __device__ void moe_down_row(const MoeArgs& a) {
         const float y = io_rnd<DT>(warp_sum(part[s]));
         // Expert slots: round(round(dot) * w), added in ascending expert order; the shared
         // slot: round(gate * round(dot)), added last.
-        if (s < k) acc = io_rnd<DT>(acc + io_rnd<DT>(y * a.wsel[s]));
+        if (s < k) acc = io_rnd<DT>(acc + io_rnd<DT>(y * wsel[s]));
         else shared_y = io_rnd<DT>(a.sgate[0] * y);
     }
     if (lane == 0) io_st<DT>(a.out, h, acc + shared_y);

@@ -47,6 +47,7 @@ struct MoeArgs {
     tiles: u64,
     tile_max: i64,
     rank_all: i64,
+    route_in_blocks: i64,
 }
 // SAFETY: plain `#[repr(C)]` data laid out as the CUDA struct.
 unsafe impl cudarc::driver::DeviceRepr for MoeArgs {}
@@ -88,6 +89,15 @@ fn down_early() -> bool {
 fn rank_all() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("ETCH_MOE_RANK_ALL").is_ok_and(|v| v == "1"))
+}
+
+/// Whether one-row calls that take `moe_down_row` route in the blocks of `moe_up` and
+/// `moe_down_row` themselves instead of in moe_logits' last block
+/// (`ETCH_MOE_ROUTE_IN_BLOCKS=1`; off by default until its timing on the H200 is measured:
+/// the op tests pass with it there, see BENCHMARKS.md, session 13).
+fn route_in_blocks() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ETCH_MOE_ROUTE_IN_BLOCKS").is_ok_and(|v| v == "1"))
 }
 
 /// Rows from which the expert-major kernels run (`ETCH_MOE_BY_EXPERT_FROM`, default 512; a
@@ -320,14 +330,20 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let tc_units = c.inter.max(c.shared_inter).div_ceil(TC_UP_UNITS).max(1) as u32;
     let tc_hidden = c.hidden.div_ceil(TC_DOWN_UNITS) as u32;
     let tc_cfg = |n: u32| cfg((tile_max as u32, n, 1), 0);
+    // One row on moe_down_row: the blocks of moe_up and moe_down_row route it themselves
+    // (moe.cu), so moe_logits does not, and no moe_route runs.
+    let in_blocks = by_row && row_smem + route_smem <= 48 << 10 && route_in_blocks();
+    let fuse_route = fuse_route && !in_blocks;
+    let up_smem = if in_blocks { route_smem } else { 0 };
+    let row_smem = row_smem + if in_blocks { route_smem } else { 0 };
     let launches = [
         Some((logits, cfg((e_units, 1, grid_rows), route_smem))),
-        (!fuse_route).then_some((route, route_cfg)),
+        (!fuse_route && !in_blocks).then_some((route, route_cfg)),
         (by_expert || tc).then_some((lists, cfg((c.experts as u32, 1, 1), 0))),
         tc.then_some(("moe_tc_plan", cfg((1, 1, 1), 0))),
         tc.then_some((up_tc, tc_cfg(tc_units))),
         by_expert.then_some((up_ex, cfg((units, slots, 1), x_smem))),
-        (!by_expert && !tc).then_some((up, cfg((units, k as u32 + 1, grid_rows), 0))),
+        (!by_expert && !tc).then_some((up, cfg((units, k as u32 + 1, grid_rows), up_smem))),
         tc.then_some((down_tc, tc_cfg(tc_hidden))),
         by_expert.then_some((down_ex, cfg((row_units, slots, 1), 0))),
         by_pair.then_some((down, cfg((h_units, k as u32 + 1, grid_rows), down_smem))),
@@ -364,6 +380,7 @@ pub(crate) fn moe_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         tiles: 0,
         tile_max: tile_max as i64,
         rank_all: rank_all() as i64,
+        route_in_blocks: in_blocks as i64,
     };
     with_device(ctx, c.out.device(), |mut l: Launch<'_>| {
         let base = l.scratch(total)?;
