@@ -1,7 +1,8 @@
 //! Memory for the graph's internal values: one arena, planned once at init from the
 //! values' lifetimes (the node that writes a value to the last node that reads it).
 //! Values whose lifetimes overlap never share bytes, so a node's output never overlaps
-//! one of its inputs.
+//! one of its inputs, with one exception: a reshape's output takes its input's bytes
+//! ([`reshape_roots`]), so that the reshape copies nothing.
 
 use super::graph::{Graph, Op, UnaryOp};
 use etch_core::{Error, HOST_ALIGNMENT, Result};
@@ -87,9 +88,64 @@ fn lifetimes(g: &Graph) -> Result<Vec<Option<(usize, usize)>>> {
     Ok(life)
 }
 
-/// Plans the arena: greedy first fit, largest values first.
+/// For each value, the value whose bytes it takes: itself, or, across an `XNNStaticReshape`
+/// between two values of the same size, the other one's:
+/// - an internal output takes its input's place (the input's own root: an internal value
+///   or a delegate input);
+/// - an internal input whose place nothing shares yet takes the place of an output that is
+///   a delegate output, so that its producer writes there directly.
+///
+/// Every value is written by one node and never again, so neither changes while the other
+/// is read; a reshape's operands are laid out contiguously (never channels-first:
+/// [`channels_first`]), so the bytes are the same. Constants keep their copies.
+pub fn reshape_roots(g: &Graph) -> Result<Vec<usize>> {
+    let mut root: Vec<usize> = (0..g.values.len()).collect();
+    let kind = |id: usize| match &g.values[id] {
+        v if v.constant != 0 => None,
+        v => Some(v.external_id.is_some()),
+    };
+    for n in &g.nodes {
+        let Op::Reshape { input, output, .. } = n.op else {
+            continue;
+        };
+        let (i, o) = (input as usize, output as usize);
+        if value_bytes(g, i)? != value_bytes(g, o)? {
+            continue;
+        }
+        match (kind(i), kind(o)) {
+            (Some(_), Some(false)) if root[o] == o => root[o] = root[i],
+            (Some(false), Some(true)) if delegate_output(g, o) => {
+                let alone = root[i] == i && root.iter().enumerate().all(|(v, &r)| r != i || v == i);
+                if alone {
+                    root[i] = o;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(root)
+}
+
+/// Whether value `id` is one of the delegate's outputs (as `plan::Builder` binds them).
+fn delegate_output(g: &Graph, id: usize) -> bool {
+    g.values[id].flags & super::graph::FLAG_EXTERNAL_OUTPUT != 0
+        || g.output_ids.contains(&(id as u32))
+}
+
+/// Plans the arena: greedy first fit, largest values first. A reshape's output shares its
+/// input's place ([`reshape_roots`]), which is kept from the first write to the last read
+/// of either.
 pub fn plan(g: &Graph) -> Result<MemoryPlan> {
-    let life = lifetimes(g)?;
+    let mut life = lifetimes(g)?;
+    let root = reshape_roots(g)?;
+    for id in 0..g.values.len() {
+        let r = root[id];
+        if r != id
+            && let (Some((f, l)), Some((rf, rl))) = (life[id], life[r])
+        {
+            life[r] = Some((rf.min(f), rl.max(l)));
+        }
+    }
     let mut storage = vec![Storage::Unused; g.values.len()];
     let mut internal = Vec::new();
     for (id, v) in g.values.iter().enumerate() {
@@ -97,6 +153,8 @@ pub fn plan(g: &Graph) -> Result<MemoryPlan> {
             Storage::Constant
         } else if let Some(e) = v.external_id {
             Storage::External(e)
+        } else if root[id] != id {
+            continue;
         } else if let Some(l) = life[id] {
             internal.push((value_bytes(g, id)?.next_multiple_of(HOST_ALIGNMENT), l, id));
             continue;
@@ -125,6 +183,11 @@ pub fn plan(g: &Graph) -> Result<MemoryPlan> {
         placed.push((offset, offset + bytes, first, last));
         arena_bytes = arena_bytes.max(offset + bytes);
         storage[id] = Storage::Arena(offset);
+    }
+    for id in 0..g.values.len() {
+        if root[id] != id {
+            storage[id] = storage[root[id]];
+        }
     }
     Ok(MemoryPlan {
         storage,
@@ -185,4 +248,125 @@ pub fn channels_first(g: &Graph) -> Vec<bool> {
         }
     }
     cf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::graph::{Datatype, Graph, Node, Op, UnaryOp, XValue};
+    use super::*;
+    use etch_kernels::util::Shape;
+
+    fn value(dims: &[usize], external_id: Option<u32>) -> XValue {
+        XValue {
+            dtype: Datatype::Fp32,
+            dims: Shape::from_slice(dims).unwrap(),
+            constant: 0,
+            external_id,
+            flags: 0,
+            quant: None,
+        }
+    }
+
+    fn node(op: Op) -> Node {
+        Node {
+            name: "n",
+            op,
+            clamp: None,
+            debug_handle: 0,
+        }
+    }
+
+    /// in -> sigmoid -> v1 -> reshape v2 -> reshape v3 -> sigmoid -> v4 -> sigmoid -> out:
+    /// v1, v2 and v3 share one place, kept until v3's last read, which v4 may not take.
+    #[test]
+    fn reshapes_share_their_input_bytes() {
+        let unary = |input, output| Op::Unary {
+            op: UnaryOp::Sigmoid,
+            input,
+            output,
+        };
+        let reshape = |input, output, dims: &[usize]| Op::Reshape {
+            new_shape: Shape::from_slice(dims).unwrap(),
+            input,
+            output,
+        };
+        let g = Graph {
+            values: vec![
+                value(&[4, 8], Some(0)),
+                value(&[4, 8], None),
+                value(&[32], None),
+                value(&[2, 16], None),
+                value(&[2, 16], None),
+                value(&[2, 16], Some(1)),
+            ],
+            nodes: vec![
+                node(unary(0, 1)),
+                node(reshape(1, 2, &[32])),
+                node(reshape(2, 3, &[2, 16])),
+                node(unary(3, 4)),
+                node(unary(4, 5)),
+            ],
+            input_ids: vec![0],
+            output_ids: vec![5],
+            constants: vec![],
+            num_externs: 2,
+        };
+        assert_eq!(reshape_roots(&g).unwrap(), vec![0, 1, 1, 1, 4, 5]);
+        let p = plan(&g).unwrap();
+        let Storage::Arena(a) = p.storage[1] else {
+            panic!("{:?}", p.storage)
+        };
+        assert_eq!(p.storage[2], Storage::Arena(a));
+        assert_eq!(p.storage[3], Storage::Arena(a));
+        // v4 is written while v3 (v1's bytes) is read: another place.
+        assert_ne!(p.storage[4], Storage::Arena(a));
+        assert_eq!(p.arena_bytes, 2 * 128usize.next_multiple_of(HOST_ALIGNMENT));
+    }
+
+    /// in -> reshape v1 -> sigmoid v2 -> reshape out: v1 is a view of the input, and the
+    /// sigmoid writes into the output's bytes; nothing is left for the arena.
+    #[test]
+    fn reshapes_of_delegate_arguments_share_their_bytes() {
+        let g = Graph {
+            values: vec![
+                value(&[4, 8], Some(0)),
+                value(&[32], None),
+                value(&[32], None),
+                value(&[4, 8], Some(1)),
+            ],
+            nodes: vec![
+                node(Op::Reshape {
+                    new_shape: Shape::from_slice(&[32]).unwrap(),
+                    input: 0,
+                    output: 1,
+                }),
+                node(Op::Unary {
+                    op: UnaryOp::Sigmoid,
+                    input: 1,
+                    output: 2,
+                }),
+                node(Op::Reshape {
+                    new_shape: Shape::from_slice(&[4, 8]).unwrap(),
+                    input: 2,
+                    output: 3,
+                }),
+            ],
+            input_ids: vec![0],
+            output_ids: vec![3],
+            constants: vec![],
+            num_externs: 2,
+        };
+        assert_eq!(reshape_roots(&g).unwrap(), vec![0, 0, 3, 3]);
+        let p = plan(&g).unwrap();
+        assert_eq!(
+            p.storage,
+            vec![
+                Storage::External(0),
+                Storage::External(0),
+                Storage::External(1),
+                Storage::External(1)
+            ]
+        );
+        assert_eq!(p.arena_bytes, 0);
+    }
 }

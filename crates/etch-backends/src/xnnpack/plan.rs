@@ -186,6 +186,17 @@ impl<'g> Builder<'g> {
         scalar_type(self.value(id), id)
     }
 
+    /// Whether values `a` and `b` occupy the same bytes (a reshape's input and output, which
+    /// the memory plan gives one place: [`super::memory::reshape_roots`]).
+    pub fn same_bytes(&self, a: u32, b: u32) -> bool {
+        let st = |id: u32| self.mem.storage.get(id as usize).copied();
+        match (st(a), st(b)) {
+            (Some(Storage::Arena(x)), Some(Storage::Arena(y))) => x == y,
+            (Some(Storage::External(x)), Some(Storage::External(y))) => x == y,
+            _ => false,
+        }
+    }
+
     /// Whether value `id` is a constant.
     pub fn is_constant(&self, id: u32) -> bool {
         self.mem.storage[id as usize] == Storage::Constant
@@ -345,6 +356,18 @@ impl<'g> Builder<'g> {
     }
 
     fn bind(&mut self, id: u32, arg: u32, view: u32) -> Result<()> {
+        // An internal value in a delegate argument's bytes (a reshape's operand:
+        // memory::reshape_roots) is another view of the argument's own value.
+        let id = match self.value(id).external_id {
+            Some(_) => id,
+            None => self
+                .graph
+                .values
+                .iter()
+                .position(|v| v.constant == 0 && v.external_id == Some(arg))
+                .ok_or_else(|| Error::internal(format!("no value is argument {arg}")))?
+                as u32,
+        };
         if let Some(b) = self.bindings.iter_mut().find(|b| b.id == id) {
             b.views.push(view);
             return Ok(());
