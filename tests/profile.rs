@@ -215,7 +215,10 @@ fn xnnpack_nodes_are_delegate_events() {
     assert!(nodes.contains(&"XNNSin #1"), "{nodes:?}");
     assert!(nodes.contains(&"XNNStaticSlice #2"), "{nodes:?}");
     // Reshapes copy nothing (their outputs share their inputs' bytes), so they run no step.
-    assert!(!nodes.iter().any(|n| n.starts_with("XNNStaticReshape")), "{nodes:?}");
+    assert!(
+        !nodes.iter().any(|n| n.starts_with("XNNStaticReshape")),
+        "{nodes:?}"
+    );
     let _ = std::fs::remove_file(tmp("xnnpack.etdp"));
 }
 
