@@ -539,6 +539,249 @@ fn im2col(
     }
 }
 
+/// How a convolution is split: pixel tiles (of up to [`NR`] pixels), groups of up to
+/// [`CONV_TILES`] of them per (batch item, group), ranges ("chunks") of output-channel
+/// panels, and units of work (one tile group × one chunk) handed out to tasks.
+#[derive(Clone, Copy, Debug)]
+struct ConvPlan {
+    /// Terms per output (`cin_g · kh · kw`).
+    kk: usize,
+    /// `col` is the input itself (1×1, stride 1, contiguous planes).
+    direct: bool,
+    /// Stride 1 with output rows of at least 24 pixels: `col` rows are windows of a
+    /// zero-padded copy of the input, at a table of offsets; tiles stay within a row.
+    indirect: bool,
+    /// Tiles per output row (indirect).
+    per_row: usize,
+    /// Pixel tiles per (batch item, group).
+    tiles: usize,
+    /// Tile groups per (batch item, group).
+    per_item: usize,
+    /// Panels of [`MR`] output channels per group.
+    panels: usize,
+    /// Panel ranges per tile group.
+    chunks: usize,
+    /// Units of work: (item, tile group, chunk), the chunk varying fastest.
+    units: usize,
+    tasks: usize,
+    /// im2col scratch per task.
+    col_len: usize,
+    /// Width and size of a padded plane (indirect).
+    pad_w: usize,
+    plane: usize,
+}
+
+impl ConvPlan {
+    fn new(s: &ConvShape) -> Self {
+        let (kk, npix) = (s.kk(), s.oh * s.ow);
+        let direct = s.direct();
+        let indirect = !direct && s.stride == [1, 1] && s.ow >= 24;
+        let per_row = s.ow.div_ceil(NR);
+        let tiles = if indirect {
+            s.oh * per_row
+        } else {
+            npix.div_ceil(NR)
+        };
+        let per_item = tiles.div_ceil(CONV_TILES);
+        let panels = s.cout_g.div_ceil(MR);
+        let items = s.n * s.groups;
+        let work = items
+            .saturating_mul(s.cout_g)
+            .saturating_mul(kk)
+            .saturating_mul(npix);
+        let tasks = threads::tasks_for(work, crate::conv::CONV_TASK_WORK);
+        // Few tile groups: each also takes a range of the panels. A task's consecutive
+        // units of one tile group run as one (one im2col for all their panels).
+        let chunks = if tasks > 1 && items * per_item < 4 * tasks {
+            (4 * tasks).div_ceil(items * per_item).min(panels)
+        } else {
+            1
+        };
+        let units = items * per_item * chunks;
+        let col_len = if direct || indirect {
+            0
+        } else {
+            CONV_TILES * CONV_KC.min(kk) * NR
+        };
+        let pad_w = s.w + 2 * s.pad[1];
+        ConvPlan {
+            kk,
+            direct,
+            indirect,
+            per_row,
+            tiles,
+            per_item,
+            panels,
+            chunks,
+            units,
+            tasks: tasks.min(units),
+            col_len,
+            pad_w,
+            plane: (s.h + 2 * s.pad[0]) * pad_w,
+        }
+    }
+
+    /// Tile `t` of an item: its first pixel, its length and (indirect) its output row and
+    /// first column.
+    fn tile_at(&self, s: &ConvShape, t: usize) -> (usize, usize, usize, usize) {
+        if self.indirect {
+            let (y, x0) = (t / self.per_row, t % self.per_row * NR);
+            (y * s.ow + x0, NR.min(s.ow - x0), y, x0)
+        } else {
+            let npix = s.oh * s.ow;
+            (t * NR, NR.min(npix - t * NR), 0, 0)
+        }
+    }
+}
+
+/// The zero-padded input planes of an indirect convolution, split over `tasks`.
+fn pad_planes(s: &ConvShape, p: &ConvPlan, x: &[f32], padded: &mut [f32]) {
+    let plane = p.plane;
+    let planes = s.n * s.groups * s.cin_g;
+    let dst = SharedMut::new(padded);
+    threads::run_parts(planes, p.tasks, &|range| {
+        for q in range {
+            // SAFETY: plane `q` is written by this part only.
+            let d = unsafe { dst.slice(q * plane, plane) };
+            let (item, ci) = (q / s.cin_g, q % s.cin_g);
+            let (b, g) = (item / s.groups, item % s.groups);
+            let base = b * s.xs[0] + (g * s.cin_g + ci) * s.xs[1];
+            for (yy, row) in d.chunks_exact_mut(p.pad_w).enumerate() {
+                let Some(y) = yy.checked_sub(s.pad[0]).filter(|&y| y < s.h) else {
+                    row.fill(0.0);
+                    continue;
+                };
+                row[..s.pad[1]].fill(0.0);
+                row[s.pad[1] + s.w..].fill(0.0);
+                let src = base + y * s.xs[2];
+                let mid = &mut row[s.pad[1]..s.pad[1] + s.w];
+                if s.xs[3] == 1 {
+                    mid.copy_from_slice(&x[src..src + s.w]);
+                } else {
+                    for (xx, v) in mid.iter_mut().enumerate() {
+                        *v = x[src + xx * s.xs[3]];
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// What the tasks of a convolution read and write.
+struct ConvOps<'a> {
+    x: &'a [f32],
+    packed: &'a [f32],
+    /// The padded planes and the term offsets (indirect convolutions; else empty).
+    padded: &'a [f32],
+    offs: &'a [usize],
+    out: SharedMut<'a, f32>,
+    lo: f32,
+    hi: f32,
+}
+
+/// Task `t`'s units: runs of consecutive units of one tile group become one range of
+/// panels.
+fn conv_task(s: &ConvShape, p: &ConvPlan, ops: &ConvOps<'_>, t: usize, colt: &mut [f32]) {
+    let range = threads::part(p.units, p.tasks, t);
+    let mut u = range.start;
+    while u < range.end {
+        let (item, rest) = (u / (p.per_item * p.chunks), u % (p.per_item * p.chunks));
+        let (tg, c0) = (rest / p.chunks, rest % p.chunks);
+        let c1 = p.chunks.min(c0 + range.end - u);
+        u += c1 - c0;
+        let panels = threads::part(p.panels, p.chunks, c0).start
+            ..threads::part(p.panels, p.chunks, c1 - 1).end;
+        conv_unit(s, p, ops, item, tg, panels, colt);
+    }
+}
+
+/// Tile group `tg` of (batch item, group) `item`, output channels of `panels`: per block
+/// of [`CONV_KC`] terms, the tiles' im2col (unless direct or indirect), then each panel
+/// over every tile.
+#[allow(clippy::too_many_arguments)]
+fn conv_unit(
+    s: &ConvShape,
+    p: &ConvPlan,
+    ops: &ConvOps<'_>,
+    item: usize,
+    tg: usize,
+    panels: std::ops::Range<usize>,
+    colt: &mut [f32],
+) {
+    let kk = p.kk;
+    let (b, g) = (item / s.groups, item % s.groups);
+    let tile_range = tg * CONV_TILES..p.tiles.min((tg + 1) * CONV_TILES);
+    let group = ops
+        .packed
+        .as_ptr()
+        .wrapping_add(g * p.panels * MR * (kk + 1));
+    for r0 in (0..kk).step_by(CONV_KC) {
+        let r1 = kk.min(r0 + CONV_KC);
+        if !p.direct && !p.indirect {
+            for (i, tile) in tile_range.clone().enumerate() {
+                let (p0, len, _, _) = p.tile_at(s, tile);
+                let dst = &mut colt[i * (r1 - r0) * NR..(i + 1) * (r1 - r0) * NR];
+                im2col(s, ops.x, b, g, p0, len, r0..r1, dst);
+            }
+        }
+        // Clamped after the last block only.
+        let (lo, hi) = if r1 == kk {
+            (ops.lo, ops.hi)
+        } else {
+            (f32::NEG_INFINITY, f32::INFINITY)
+        };
+        for panel in panels.clone() {
+            let co = g * s.cout_g + panel * MR;
+            let a = group.wrapping_add(conv_weight_at(p.panels, kk, panel * MR, r0));
+            for (i, tile) in tile_range.clone().enumerate() {
+                let (p0, len, y, x0) = p.tile_at(s, tile);
+                let (bp, b_ks) = if p.direct {
+                    let off = b * s.xs[0] + (g * s.cin_g + r0) * s.xs[1] + p0;
+                    (ops.x.as_ptr().wrapping_add(off), s.xs[1])
+                } else if p.indirect {
+                    let off = item * s.cin_g * p.plane + y * p.pad_w + x0;
+                    (ops.padded.as_ptr().wrapping_add(off), 0)
+                } else {
+                    (colt.as_ptr().wrapping_add(i * (r1 - r0) * NR), NR)
+                };
+                let tile = Tile {
+                    k: r1 - r0,
+                    a,
+                    a_rs: 1,
+                    b: bp,
+                    b_ks,
+                    bias: group.wrapping_add(panel * MR),
+                    c: ops
+                        .out
+                        .as_ptr()
+                        .wrapping_add(b * s.os[0] + co * s.os[1] + p0),
+                    c_rs: s.os[1],
+                    rows: MR.min(s.cout_g - panel * MR),
+                    mask: last_mask(len),
+                    acc_in: r0 > 0,
+                    offs: ops.offs.as_ptr().wrapping_add(r0),
+                    lo,
+                    hi,
+                };
+                let kernel: TileFn = match (len > 16, p.indirect) {
+                    (true, false) => kernels::conv::<2, false>,
+                    (false, false) => kernels::conv::<1, false>,
+                    (true, true) => kernels::conv::<2, true>,
+                    (false, true) => kernels::conv::<1, true>,
+                };
+                // SAFETY: AVX-512F was detected (`conv2d`); the panel's rows `r0..r1` lie
+                // in `packed` (its length checked); `col` rows are the tile's im2col rows,
+                // input pixels `p0..p0 + len` of channels `r0..r1` (`fits` checked the
+                // input's extent), or rows of the padded planes (a stride-1 output row's
+                // window lies inside them), read in the mask's lanes only; the output
+                // elements (channels of the panel, pixels of the tile) are inside `out`
+                // and this unit's alone (its earlier blocks wrote them).
+                unsafe { kernel(&tile) }
+            }
+        }
+    }
+}
+
 /// The convolution `out[b, g·cout_g + co, p] = clamp(bias + sum_r w[co, r] · col[r, p])`
 /// with weights `packed` by [`pack_conv`], split over the thread pool by tiles of pixels
 /// (and, when there are few of them, by ranges of output-channel panels).
@@ -553,186 +796,42 @@ pub fn conv2d(
     if !available() {
         return Err("the CPU has no AVX-512F");
     }
-    let kk = s.kk();
-    if conv_packed_len(s.groups, s.cout_g, kk) != Some(packed.len()) || !s.fits(x.len(), out.len())
+    if conv_packed_len(s.groups, s.cout_g, s.kk()) != Some(packed.len())
+        || !s.fits(x.len(), out.len())
     {
         return Err("operand sizes");
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let npix = s.oh * s.ow;
-        let direct = s.direct();
-        // Stride-1 convolutions on rows of at least 24 outputs read a zero-padded copy of
-        // the input through a table of row offsets (no im2col); their tiles stay within
-        // an output row.
-        let indirect = !direct && s.stride == [1, 1] && s.ow >= 24;
-        let per_row = s.ow.div_ceil(NR);
-        let tiles = if indirect {
-            s.oh * per_row
-        } else {
-            npix.div_ceil(NR)
-        };
-        // Tile `t`: its first pixel, its length and (indirect) its output row and column.
-        let tile_at = |t: usize| {
-            if indirect {
-                let (y, x0) = (t / per_row, t % per_row * NR);
-                (y * s.ow + x0, NR.min(s.ow - x0), y, x0)
-            } else {
-                (t * NR, NR.min(npix - t * NR), 0, 0)
-            }
-        };
-        // Units of work: groups of up to `CONV_TILES` pixel tiles, whose `col` rows of a
-        // block of terms stay in L2 while each panel's weights pass over all of them.
-        let groups_of_tiles = tiles.div_ceil(CONV_TILES);
-        let panels = s.cout_g.div_ceil(MR);
-        let items = s.n * s.groups;
-        let work = items
-            .saturating_mul(s.cout_g)
-            .saturating_mul(kk)
-            .saturating_mul(npix);
-        let mut tasks = threads::tasks_for(work, crate::conv::CONV_TASK_WORK);
-        let per_item = groups_of_tiles;
-        // Few units: each also takes a range of the panels.
-        let chunks = if tasks > 1 && items * per_item < 4 * tasks {
-            (4 * tasks).div_ceil(items * per_item).min(panels)
-        } else {
-            1
-        };
-        let units = items * chunks * per_item;
-        tasks = tasks.min(units);
-        let col_len = if direct || indirect {
-            0
-        } else {
-            CONV_TILES * CONV_KC.min(kk) * NR
-        };
+        let p = ConvPlan::new(s);
         // scratch: the im2col rows of a group of tiles, per task.
-        let mut col = crate::scratch::take(tasks * col_len, 0f32);
+        let mut col = crate::scratch::take(p.tasks * p.col_len, 0f32);
         let col = SharedMut::new(&mut col);
-        // The zero-padded input (indirect), plane by plane, and the offset of each term's
-        // row in an item's planes.
-        let [kh, kw] = s.kernel;
-        let (pw_, ph_) = (s.w + 2 * s.pad[1], s.h + 2 * s.pad[0]);
-        let plane = ph_ * pw_;
-        let planes = items * s.cin_g;
+        let planes = s.n * s.groups * s.cin_g;
         // scratch: the padded input planes and the row offsets (indirect convolutions).
-        let mut padded = crate::scratch::take(if indirect { planes * plane } else { 0 }, 0f32);
-        let mut offs = crate::scratch::take(if indirect { kk } else { 0 }, 0usize);
-        if indirect {
+        let mut padded = crate::scratch::take(if p.indirect { planes * p.plane } else { 0 }, 0f32);
+        let mut offs = crate::scratch::take(if p.indirect { p.kk } else { 0 }, 0usize);
+        if p.indirect {
+            let [kh, kw] = s.kernel;
             for (r, o) in offs.iter_mut().enumerate() {
                 let (ci, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
-                *o = ci * plane + i * s.dil[0] * pw_ + j * s.dil[1];
+                *o = ci * p.plane + i * s.dil[0] * p.pad_w + j * s.dil[1];
             }
-            let dst = SharedMut::new(&mut padded);
-            threads::run_parts(planes, tasks, &|range| {
-                for q in range {
-                    // SAFETY: plane `q` is written by this part only.
-                    let d = unsafe { dst.slice(q * plane, plane) };
-                    let (item, ci) = (q / s.cin_g, q % s.cin_g);
-                    let (b, g) = (item / s.groups, item % s.groups);
-                    let base = b * s.xs[0] + (g * s.cin_g + ci) * s.xs[1];
-                    for (yy, row) in d.chunks_exact_mut(pw_).enumerate() {
-                        let Some(y) = yy.checked_sub(s.pad[0]).filter(|&y| y < s.h) else {
-                            row.fill(0.0);
-                            continue;
-                        };
-                        row[..s.pad[1]].fill(0.0);
-                        row[s.pad[1] + s.w..].fill(0.0);
-                        let src = base + y * s.xs[2];
-                        let mid = &mut row[s.pad[1]..s.pad[1] + s.w];
-                        if s.xs[3] == 1 {
-                            mid.copy_from_slice(&x[src..src + s.w]);
-                        } else {
-                            for (xx, v) in mid.iter_mut().enumerate() {
-                                *v = x[src + xx * s.xs[3]];
-                            }
-                        }
-                    }
-                }
-            });
+            pad_planes(s, &p, x, &mut padded);
         }
-        let offs = offs.as_ptr();
-        let o = SharedMut::new(out);
-        let (xp, pp, pad_p) = (
-            x.as_ptr() as usize,
-            packed.as_ptr() as usize,
-            padded.as_ptr() as usize,
-        );
-        let offs_p = offs as usize;
-        let group_len = panels * MR * (kk + 1);
-        threads::run(tasks, &|t| {
+        let ops = ConvOps {
+            x,
+            packed,
+            padded: &padded,
+            offs: &offs,
+            out: SharedMut::new(out),
+            lo,
+            hi,
+        };
+        threads::run(p.tasks, &|t| {
             // SAFETY: task `t` owns im2col buffer `t`.
-            let colt = unsafe { col.slice(t * col_len, col_len) };
-            for u in threads::part(units, tasks, t) {
-                let (item, rest) = (u / (chunks * per_item), u % (chunks * per_item));
-                let (chunk, tg) = (rest / per_item, rest % per_item);
-                let (b, g) = (item / s.groups, item % s.groups);
-                let tile_range = tg * CONV_TILES..tiles.min((tg + 1) * CONV_TILES);
-                let group = (pp as *const f32).wrapping_add(g * group_len);
-                // Blocks of terms: their `col` rows are read by every panel.
-                for r0 in (0..kk).step_by(CONV_KC) {
-                    let r1 = kk.min(r0 + CONV_KC);
-                    if !direct && !indirect {
-                        for (i, tile) in tile_range.clone().enumerate() {
-                            let (p0, len, _, _) = tile_at(tile);
-                            let dst = &mut colt[i * (r1 - r0) * NR..(i + 1) * (r1 - r0) * NR];
-                            im2col(s, x, b, g, p0, len, r0..r1, dst);
-                        }
-                    }
-                    // Clamped after the last block only.
-                    let (lo, hi) = if r1 == kk {
-                        (lo, hi)
-                    } else {
-                        (f32::NEG_INFINITY, f32::INFINITY)
-                    };
-                    for panel in threads::part(panels, chunks, chunk) {
-                        let co = g * s.cout_g + panel * MR;
-                        let a = group.wrapping_add(conv_weight_at(panels, kk, panel * MR, r0));
-                        for (i, tile) in tile_range.clone().enumerate() {
-                            let (p0, len, y, x0) = tile_at(tile);
-                            let (bp, b_ks) = if direct {
-                                let off = b * s.xs[0] + (g * s.cin_g + r0) * s.xs[1] + p0;
-                                ((xp as *const f32).wrapping_add(off), s.xs[1])
-                            } else if indirect {
-                                let off = item * s.cin_g * plane + y * pw_ + x0;
-                                ((pad_p as *const f32).wrapping_add(off), 0)
-                            } else {
-                                (colt.as_ptr().wrapping_add(i * (r1 - r0) * NR), NR)
-                            };
-                            let tile = Tile {
-                                k: r1 - r0,
-                                a,
-                                a_rs: 1,
-                                b: bp,
-                                b_ks,
-                                bias: group.wrapping_add(panel * MR),
-                                c: o.as_ptr().wrapping_add(b * s.os[0] + co * s.os[1] + p0),
-                                c_rs: s.os[1],
-                                rows: MR.min(s.cout_g - panel * MR),
-                                mask: last_mask(len),
-                                acc_in: r0 > 0,
-                                offs: (offs_p as *const usize).wrapping_add(r0),
-                                lo,
-                                hi,
-                            };
-                            let kernel: TileFn = match (len > 16, indirect) {
-                                (true, false) => kernels::conv::<2, false>,
-                                (false, false) => kernels::conv::<1, false>,
-                                (true, true) => kernels::conv::<2, true>,
-                                (false, true) => kernels::conv::<1, true>,
-                            };
-                            // SAFETY: AVX-512F was detected; the panel's rows `r0..r1` lie
-                            // in `packed` (its length checked); `col` rows are the tile's
-                            // im2col rows, input pixels `p0..p0 + len` of channels `r0..r1`
-                            // (`fits` checked the input's extent), or rows of the padded
-                            // planes (a stride-1 output row's window lies inside them), read
-                            // in the mask's lanes only; the output elements (channels of the
-                            // panel, pixels of the tile) are inside `out` and this unit's
-                            // alone (its earlier blocks wrote them).
-                            unsafe { kernel(&tile) }
-                        }
-                    }
-                }
-            }
+            let colt = unsafe { col.slice(t * p.col_len, p.col_len) };
+            conv_task(s, &p, &ops, t, colt);
         });
     }
     Ok(())
@@ -1107,6 +1206,94 @@ mod tests {
                 (co * o * o * kk) as f64 / dt / 1e9
             );
         }
+        threads::set_num_threads(0);
+    }
+
+    /// resnet18's convolutions at 128² and 224², the weights of each cycled through
+    /// copies that do not fit the L3 cache together (as in the model, whose weights do not
+    /// either): `ETCH_BENCH_THREADS=1 cargo test --release -p etch-kernels
+    /// resnet18_conv_speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn resnet18_conv_speed() {
+        if !available() {
+            return;
+        }
+        let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+        let nt = std::env::var("ETCH_BENCH_THREADS").map_or(1, |v| v.parse().unwrap_or(1));
+        threads::set_num_threads(nt);
+        let mut rng = Rng(1);
+        let mut total = 0.0;
+        for (c, co, hw, kern, stride, calls) in [
+            (3, 64, 128, 7, 2, 1),
+            (64, 64, 32, 3, 1, 4),
+            (64, 128, 32, 3, 2, 1),
+            (64, 128, 32, 1, 2, 1),
+            (128, 128, 16, 3, 1, 3),
+            (128, 256, 16, 3, 2, 1),
+            (128, 256, 16, 1, 2, 1),
+            (256, 256, 8, 3, 1, 3),
+            (256, 512, 8, 3, 2, 1),
+            (256, 512, 8, 1, 2, 1),
+            (512, 512, 4, 3, 1, 3),
+            (3, 64, 224, 7, 2, 1),
+            (64, 64, 56, 3, 1, 4),
+            (64, 128, 56, 3, 2, 1),
+            (128, 128, 28, 3, 1, 3),
+            (128, 256, 28, 3, 2, 1),
+            (256, 256, 14, 3, 1, 3),
+            (256, 512, 14, 3, 2, 1),
+            (512, 512, 7, 3, 1, 3),
+        ] {
+            let pad = kern / 2;
+            let o = (hw + 2 * pad - kern) / stride + 1;
+            let s = ConvShape {
+                n: 1,
+                groups: 1,
+                cin_g: c,
+                cout_g: co,
+                h: hw,
+                w: hw,
+                xs: [c * hw * hw, hw * hw, hw, 1],
+                oh: o,
+                ow: o,
+                os: [co * o * o, o * o],
+                kernel: [kern, kern],
+                stride: [stride, stride],
+                pad: [pad, pad],
+                dil: [1, 1],
+            };
+            let kk = c * kern * kern;
+            let x = rng.vec(c * hw * hw);
+            let w = rng.vec(co * kk);
+            let warm = std::env::var("ETCH_BENCH_WARM").is_ok();
+            let copies = if warm {
+                1
+            } else {
+                (48 << 20) / (co * kk * 4) + 1
+            };
+            let packed: Vec<Vec<f32>> = (0..copies)
+                .map(|_| pack_conv(1, co, kk, |a, r| w[a * kk + r], None).unwrap())
+                .collect();
+            let mut out = vec![0f32; co * o * o];
+            let reps = 30;
+            let mut best = f64::MAX;
+            for _ in 0..3 {
+                let t0 = std::time::Instant::now();
+                for rep in 0..reps {
+                    let p = &packed[rep % copies];
+                    conv2d(&s, &x, p, &mut out, f32::MIN, f32::MAX).unwrap();
+                }
+                best = best.min(t0.elapsed().as_secs_f64() / reps as f64);
+            }
+            total += best * calls as f64;
+            println!(
+                "conv {c}->{co} {hw}x{hw} k{kern} s{stride} x{calls}: {:.3} ms, {:.1} GMAC/s",
+                best * 1e3,
+                (co * o * o * kk) as f64 / best / 1e9
+            );
+        }
+        println!("total (both sizes, calls counted) {:.2} ms", total * 1e3);
         threads::set_num_threads(0);
     }
 }
