@@ -36,6 +36,10 @@ const CONV_KC: usize = 256;
 /// read once for all of them (their `col` rows, 128 KiB, stay in L2).
 const CONV_TILES: usize = 4;
 
+/// How far ahead (in weights, 4 bytes each) a convolution tile that reads a panel's
+/// weights first prefetches them.
+const PF_AHEAD: usize = 1024;
+
 /// Whether the CPU has AVX-512F (and `ETCH_F32_GEMM512` is not `0`): the packed products
 /// run only then; callers keep their other path otherwise.
 pub fn available() -> bool {
@@ -156,7 +160,7 @@ struct Tile {
 
 #[cfg(target_arch = "x86_64")]
 mod kernels {
-    use super::{MR, NR, Tile};
+    use super::{MR, NR, PF_AHEAD, Tile};
     use std::arch::x86_64::*;
 
     /// Clamps and stores the accumulators: `max(lo, x)` then `min(hi, x)`, which keeps NaN
@@ -236,7 +240,7 @@ mod kernels {
     /// `t.k` rows (`t.offs` `t.k` offsets with `IND`) of `16 V` elements (the last vector's
     /// masked lanes only); the output as in [`store`].
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn conv<const V: usize, const IND: bool>(t: &Tile) {
+    pub unsafe fn conv<const V: usize, const IND: bool, const PF: bool>(t: &Tile) {
         let mut acc = [[_mm512_setzero_ps(); V]; MR];
         if t.acc_in {
             for (r, row) in acc.iter_mut().enumerate().take(t.rows) {
@@ -277,6 +281,11 @@ mod kernels {
                         _mm512_maskz_loadu_ps(t.mask, b.add(16 * v))
                     }
                 };
+            }
+            if PF {
+                // Weights are read once per tile group, mostly from memory: fetch them
+                // ahead (a hint; the address need not be inside the weights).
+                _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add(PF_AHEAD) as *const i8);
             }
             for (r, row) in acc.iter_mut().enumerate() {
                 // SAFETY: weight `r` of the panel row.
@@ -763,11 +772,15 @@ fn conv_unit(
                     lo,
                     hi,
                 };
-                let kernel: TileFn = match (len > 16, p.indirect) {
-                    (true, false) => kernels::conv::<2, false>,
-                    (false, false) => kernels::conv::<1, false>,
-                    (true, true) => kernels::conv::<2, true>,
-                    (false, true) => kernels::conv::<1, true>,
+                let kernel: TileFn = match (len > 16, p.indirect, i == 0) {
+                    (true, false, false) => kernels::conv::<2, false, false>,
+                    (false, false, false) => kernels::conv::<1, false, false>,
+                    (true, true, false) => kernels::conv::<2, true, false>,
+                    (false, true, false) => kernels::conv::<1, true, false>,
+                    (true, false, true) => kernels::conv::<2, false, true>,
+                    (false, false, true) => kernels::conv::<1, false, true>,
+                    (true, true, true) => kernels::conv::<2, true, true>,
+                    (false, true, true) => kernels::conv::<1, true, true>,
                 };
                 // SAFETY: AVX-512F was detected (`conv2d`); the panel's rows `r0..r1` lie
                 // in `packed` (its length checked); `col` rows are the tile's im2col rows,
