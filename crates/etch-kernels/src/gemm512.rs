@@ -168,16 +168,18 @@ mod kernels {
     ///
     /// # Safety
     /// AVX-512F; `t.rows` (at most `M`) rows of `V` vectors (the last one masked by
-    /// `t.mask`) are writable at `t.c`.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
+    /// `t.mask`) are writable at `t.c`. Always inlined (into the AVX-512F kernels): a call
+    /// would take the accumulators' address, and the kernel then kept them in memory.
+    #[inline(always)]
     unsafe fn store<const M: usize, const V: usize>(acc: &[[__m512; V]; M], t: &Tile) {
-        let (lo, hi) = (_mm512_set1_ps(t.lo), _mm512_set1_ps(t.hi));
+        // SAFETY: the CPU has AVX-512F (caller's contract).
+        let (lo, hi) = unsafe { (_mm512_set1_ps(t.lo), _mm512_set1_ps(t.hi)) };
         for (r, row) in acc.iter().enumerate().take(t.rows) {
             // SAFETY: row `r < t.rows` of the tile (caller's contract).
             let c = unsafe { t.c.add(r * t.c_rs) };
             for (v, &x) in row.iter().enumerate() {
-                let y = _mm512_min_ps(hi, _mm512_max_ps(lo, x));
+                // SAFETY: AVX-512F, as above.
+                let y = unsafe { _mm512_min_ps(hi, _mm512_max_ps(lo, x)) };
                 // SAFETY: vector `v` of the row; the last one only in its masked lanes.
                 unsafe {
                     if v + 1 < V {
@@ -233,7 +235,8 @@ mod kernels {
 
     /// A convolution tile: the [`MR`] channels of a packed panel × `16 V` pixels of `col`
     /// (the last vector loaded in `t.mask`'s lanes only); with `IND`, `col` row `r` is at
-    /// `t.b + t.offs[r]`, else at `t.b + r · t.b_ks`.
+    /// `t.b + t.offs[r]`, else at `t.b + r · t.b_ks`. With `PF`, the weights are
+    /// prefetched ahead.
     ///
     /// # Safety
     /// AVX-512F; `t.a` addresses a panel of `t.k` rows of `MR`, `t.bias` `MR` biases, `t.b`
@@ -326,6 +329,24 @@ fn fc_kernel(rows: usize, cols: usize) -> TileFn {
         };
     }
     if cols > 16 { by_rows!(2) } else { by_rows!(1) }
+}
+
+/// The convolution micro-kernel: two vectors of pixels (`wide`) or one, phase-plane
+/// windows (`ind`), prefetching (`pf`).
+#[cfg(target_arch = "x86_64")]
+fn conv_kernel(wide: bool, ind: bool, pf: bool) -> TileFn {
+    use kernels::conv;
+    macro_rules! by_flags {
+        ($v:literal) => {
+            match (ind, pf) {
+                (false, false) => conv::<$v, false, false>,
+                (false, true) => conv::<$v, false, true>,
+                (true, false) => conv::<$v, true, false>,
+                (true, true) => conv::<$v, true, true>,
+            }
+        };
+    }
+    if wide { by_flags!(2) } else { by_flags!(1) }
 }
 
 /// The lanes of the last vector of a tile of `cols` columns.
@@ -551,16 +572,23 @@ fn im2col(
 /// How a convolution is split: pixel tiles (of up to [`NR`] pixels), groups of up to
 /// [`CONV_TILES`] of them per (batch item, group), ranges ("chunks") of output-channel
 /// panels, and units of work (one tile group × one chunk) handed out to tasks.
+///
+/// Indirect convolutions (any but 1×1 ones) read a zero-padded copy of the input split
+/// into `sh · sw` stride phases (phase `(a, b)` of a plane holds padded rows `a, a + sh,
+/// …` and columns `b, b + sw, …`), so that term `(ci, i, j)` of output pixel `(y, x)` is
+/// element `(y + i·dh / sh, x + j·dw / sw)` of phase `(i·dh % sh, j·dw % sw)`: a `col` row
+/// of consecutive pixels of an output row is a window of a phase plane, at a table of
+/// offsets, with no im2col. Their tiles either stay within output rows
+/// ([`Mode::Rows`]), or run over a "wide" grid of `oh` rows of `phase_w` pixels
+/// ([`Mode::Wide`]: the columns past `ow` read the next row and are dropped), computed
+/// into scratch and copied out after the last block of terms. The mode that costs the
+/// fewest vector lanes ([`lanes`]) is taken, an im2col counted 15% dearer.
 #[derive(Clone, Copy, Debug)]
 struct ConvPlan {
     /// Terms per output (`cin_g · kh · kw`).
     kk: usize,
-    /// `col` is the input itself (1×1, stride 1, contiguous planes).
-    direct: bool,
-    /// Stride 1 with output rows of at least 24 pixels: `col` rows are windows of a
-    /// zero-padded copy of the input, at a table of offsets; tiles stay within a row.
-    indirect: bool,
-    /// Tiles per output row (indirect).
+    mode: Mode,
+    /// Tiles per output row ([`Mode::Rows`]).
     per_row: usize,
     /// Pixel tiles per (batch item, group).
     tiles: usize,
@@ -575,21 +603,63 @@ struct ConvPlan {
     tasks: usize,
     /// im2col scratch per task.
     col_len: usize,
-    /// Width and size of a padded plane (indirect).
-    pad_w: usize,
-    plane: usize,
+    /// Width and size of a phase plane (indirect modes).
+    phase_w: usize,
+    phase: usize,
+}
+
+/// Where a convolution's `col` rows come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// The input itself (1×1, stride 1, contiguous planes).
+    Direct,
+    /// An im2col of each tile group, per block of terms.
+    Im2col,
+    /// Phase planes, tiles within output rows.
+    Rows,
+    /// Phase planes, tiles over the wide grid (output through scratch).
+    Wide,
+}
+
+/// The cost of `n` pixels in tiles of [`NR`], in lanes of a two-vector tile: a last tile
+/// of up to 16 pixels takes one vector, at 18 (it is bound by its loads: 9 per 8
+/// multiply-adds, where two-vector tiles are bound by their 16 multiply-adds).
+fn lanes(n: usize) -> usize {
+    match n % NR {
+        0 => n,
+        r => n - r + if r <= 16 { 18 } else { NR },
+    }
 }
 
 impl ConvPlan {
-    fn new(s: &ConvShape) -> Self {
+    fn new(s: &ConvShape, force: Option<Mode>) -> Self {
         let (kk, npix) = (s.kk(), s.oh * s.ow);
-        let direct = s.direct();
-        let indirect = !direct && s.stride == [1, 1] && s.ow >= 24;
+        let [sh, sw] = s.stride;
+        let phase_w = (s.w + 2 * s.pad[1]).div_ceil(sw);
+        let phase = (s.h + 2 * s.pad[0]).div_ceil(sh) * phase_w;
         let per_row = s.ow.div_ceil(NR);
-        let tiles = if indirect {
-            s.oh * per_row
+        let mode = if s.direct() {
+            Mode::Direct
+        } else if force == Some(Mode::Im2col) || s.kernel == [1, 1] {
+            Mode::Im2col
+        } else if let Some(m) = force.filter(|&m| m != Mode::Direct) {
+            m
         } else {
-            npix.div_ceil(NR)
+            let rows = s.oh * lanes(s.ow);
+            let wide = lanes(s.oh * phase_w);
+            let im2col = lanes(npix) * 115 / 100;
+            if rows < wide && rows <= im2col {
+                Mode::Rows
+            } else if wide <= im2col {
+                Mode::Wide
+            } else {
+                Mode::Im2col
+            }
+        };
+        let tiles = match mode {
+            Mode::Rows => s.oh * per_row,
+            Mode::Wide => (s.oh * phase_w).div_ceil(NR),
+            _ => npix.div_ceil(NR),
         };
         let per_item = tiles.div_ceil(CONV_TILES);
         let panels = s.cout_g.div_ceil(MR);
@@ -607,16 +677,14 @@ impl ConvPlan {
             1
         };
         let units = items * per_item * chunks;
-        let col_len = if direct || indirect {
-            0
-        } else {
+        let col_len = if mode == Mode::Im2col {
             CONV_TILES * CONV_KC.min(kk) * NR
+        } else {
+            0
         };
-        let pad_w = s.w + 2 * s.pad[1];
         ConvPlan {
             kk,
-            direct,
-            indirect,
+            mode,
             per_row,
             tiles,
             per_item,
@@ -625,50 +693,84 @@ impl ConvPlan {
             units,
             tasks: tasks.min(units),
             col_len,
-            pad_w,
-            plane: (s.h + 2 * s.pad[0]) * pad_w,
+            phase_w,
+            phase,
         }
     }
 
-    /// Tile `t` of an item: its first pixel, its length and (indirect) its output row and
-    /// first column.
-    fn tile_at(&self, s: &ConvShape, t: usize) -> (usize, usize, usize, usize) {
-        if self.indirect {
-            let (y, x0) = (t / self.per_row, t % self.per_row * NR);
-            (y * s.ow + x0, NR.min(s.ow - x0), y, x0)
-        } else {
-            let npix = s.oh * s.ow;
-            (t * NR, NR.min(npix - t * NR), 0, 0)
+    /// Whether `col` rows are windows of phase planes.
+    fn indirect(&self) -> bool {
+        matches!(self.mode, Mode::Rows | Mode::Wide)
+    }
+
+    /// Tile `t` of an item: its first pixel in the output plane (in the wide grid for
+    /// [`Mode::Wide`]), its length, and its first pixel's offset in a phase plane.
+    fn tile_at(&self, s: &ConvShape, t: usize) -> (usize, usize, usize) {
+        match self.mode {
+            Mode::Rows => {
+                let (y, x0) = (t / self.per_row, t % self.per_row * NR);
+                (y * s.ow + x0, NR.min(s.ow - x0), y * self.phase_w + x0)
+            }
+            Mode::Wide => {
+                let n = s.oh * self.phase_w;
+                (t * NR, NR.min(n - t * NR), t * NR)
+            }
+            _ => {
+                let n = s.oh * s.ow;
+                (t * NR, NR.min(n - t * NR), 0)
+            }
         }
+    }
+
+    /// Elements of an item's phase planes (`cin_g` planes of `sh · sw` phases).
+    fn item_planes(&self, s: &ConvShape) -> usize {
+        s.cin_g * s.stride[0] * s.stride[1] * self.phase
+    }
+
+    /// Elements of an item's wide output (`cout_g` planes of `oh · phase_w`).
+    fn item_wide(&self, s: &ConvShape) -> usize {
+        s.cout_g * s.oh * self.phase_w
     }
 }
 
-/// The zero-padded input planes of an indirect convolution, split over `tasks`.
+/// The phase planes of an indirect convolution (see [`ConvPlan`]), split over its tasks.
 fn pad_planes(s: &ConvShape, p: &ConvPlan, x: &[f32], padded: &mut [f32]) {
-    let plane = p.plane;
+    let [sh, sw] = s.stride;
+    let per_plane = sh * sw * p.phase;
     let planes = s.n * s.groups * s.cin_g;
     let dst = SharedMut::new(padded);
     threads::run_parts(planes, p.tasks, &|range| {
         for q in range {
             // SAFETY: plane `q` is written by this part only.
-            let d = unsafe { dst.slice(q * plane, plane) };
+            let d = unsafe { dst.slice(q * per_plane, per_plane) };
             let (item, ci) = (q / s.cin_g, q % s.cin_g);
             let (b, g) = (item / s.groups, item % s.groups);
             let base = b * s.xs[0] + (g * s.cin_g + ci) * s.xs[1];
-            for (yy, row) in d.chunks_exact_mut(p.pad_w).enumerate() {
-                let Some(y) = yy.checked_sub(s.pad[0]).filter(|&y| y < s.h) else {
-                    row.fill(0.0);
-                    continue;
-                };
-                row[..s.pad[1]].fill(0.0);
-                row[s.pad[1] + s.w..].fill(0.0);
-                let src = base + y * s.xs[2];
-                let mid = &mut row[s.pad[1]..s.pad[1] + s.w];
-                if s.xs[3] == 1 {
-                    mid.copy_from_slice(&x[src..src + s.w]);
-                } else {
-                    for (xx, v) in mid.iter_mut().enumerate() {
-                        *v = x[src + xx * s.xs[3]];
+            for (ph, d) in d.chunks_exact_mut(p.phase).enumerate() {
+                let (a, c) = (ph / sw, ph % sw);
+                // Phase columns whose input column `c + X·sw - pad` is inside the image.
+                let lo = s.pad[1].saturating_sub(c).div_ceil(sw);
+                let hi = (s.pad[1] + s.w)
+                    .saturating_sub(c)
+                    .div_ceil(sw)
+                    .min(p.phase_w);
+                for (yy, row) in d.chunks_exact_mut(p.phase_w).enumerate() {
+                    let y = (a + yy * sh).checked_sub(s.pad[0]).filter(|&y| y < s.h);
+                    let Some(y) = y.filter(|_| lo < hi) else {
+                        row.fill(0.0);
+                        continue;
+                    };
+                    row[..lo].fill(0.0);
+                    row[hi..].fill(0.0);
+                    let (step, first) = (sw * s.xs[3], c + lo * sw - s.pad[1]);
+                    let src = base + y * s.xs[2] + first * s.xs[3];
+                    let mid = &mut row[lo..hi];
+                    if step == 1 {
+                        mid.copy_from_slice(&x[src..src + mid.len()]);
+                    } else {
+                        for (xx, v) in mid.iter_mut().enumerate() {
+                            *v = x[src + xx * step];
+                        }
                     }
                 }
             }
@@ -680,9 +782,11 @@ fn pad_planes(s: &ConvShape, p: &ConvPlan, x: &[f32], padded: &mut [f32]) {
 struct ConvOps<'a> {
     x: &'a [f32],
     packed: &'a [f32],
-    /// The padded planes and the term offsets (indirect convolutions; else empty).
+    /// The phase planes, the term offsets and the wide output (indirect convolutions;
+    /// else empty).
     padded: &'a [f32],
     offs: &'a [usize],
+    wide: SharedMut<'a, f32>,
     out: SharedMut<'a, f32>,
     lo: f32,
     hi: f32,
@@ -700,7 +804,46 @@ fn conv_task(s: &ConvShape, p: &ConvPlan, ops: &ConvOps<'_>, t: usize, colt: &mu
         u += c1 - c0;
         let panels = threads::part(p.panels, p.chunks, c0).start
             ..threads::part(p.panels, p.chunks, c1 - 1).end;
-        conv_unit(s, p, ops, item, tg, panels, colt);
+        conv_unit(s, p, ops, item, tg, panels.clone(), colt);
+        if p.mode == Mode::Wide {
+            copy_wide(s, p, ops, item, tg, panels);
+        }
+    }
+}
+
+/// Copies the outputs of tile group `tg` of `item`, channels of `panels`, from the wide
+/// grid to the output (dropping the columns past `ow`).
+fn copy_wide(
+    s: &ConvShape,
+    p: &ConvPlan,
+    ops: &ConvOps<'_>,
+    item: usize,
+    tg: usize,
+    panels: std::ops::Range<usize>,
+) {
+    let (b, g) = (item / s.groups, item % s.groups);
+    let (q0, _, _) = p.tile_at(s, tg * CONV_TILES);
+    let (q_last, len, _) = p.tile_at(s, p.tiles.min((tg + 1) * CONV_TILES) - 1);
+    let q1 = q_last + len;
+    let wide_plane = s.oh * p.phase_w;
+    for co in panels.start * MR..s.cout_g.min(panels.end * MR) {
+        let w0 = item * p.item_wide(s) + co * wide_plane;
+        let o0 = b * s.os[0] + (g * s.cout_g + co) * s.os[1];
+        let mut q = q0;
+        while q < q1 {
+            let (y, x) = (q / p.phase_w, q % p.phase_w);
+            let end = q1.min((y + 1) * p.phase_w);
+            if x < s.ow {
+                let n = s.ow.min(x + end - q) - x;
+                // SAFETY: the wide pixels of this unit's tiles and channels, and the output
+                // pixels they give, are this unit's alone.
+                unsafe {
+                    let src = ops.wide.slice(w0 + q, n);
+                    ops.out.slice(o0 + y * s.ow + x, n).copy_from_slice(src);
+                }
+            }
+            q = end;
+        }
     }
 }
 
@@ -724,11 +867,12 @@ fn conv_unit(
         .packed
         .as_ptr()
         .wrapping_add(g * p.panels * MR * (kk + 1));
+    let wide_plane = s.oh * p.phase_w;
     for r0 in (0..kk).step_by(CONV_KC) {
         let r1 = kk.min(r0 + CONV_KC);
-        if !p.direct && !p.indirect {
+        if p.mode == Mode::Im2col {
             for (i, tile) in tile_range.clone().enumerate() {
-                let (p0, len, _, _) = p.tile_at(s, tile);
+                let (p0, len, _) = p.tile_at(s, tile);
                 let dst = &mut colt[i * (r1 - r0) * NR..(i + 1) * (r1 - r0) * NR];
                 im2col(s, ops.x, b, g, p0, len, r0..r1, dst);
             }
@@ -740,18 +884,27 @@ fn conv_unit(
             (f32::NEG_INFINITY, f32::INFINITY)
         };
         for panel in panels.clone() {
-            let co = g * s.cout_g + panel * MR;
-            let a = group.wrapping_add(conv_weight_at(p.panels, kk, panel * MR, r0));
+            let co = panel * MR;
+            let a = group.wrapping_add(conv_weight_at(p.panels, kk, co, r0));
             for (i, tile) in tile_range.clone().enumerate() {
-                let (p0, len, y, x0) = p.tile_at(s, tile);
-                let (bp, b_ks) = if p.direct {
-                    let off = b * s.xs[0] + (g * s.cin_g + r0) * s.xs[1] + p0;
-                    (ops.x.as_ptr().wrapping_add(off), s.xs[1])
-                } else if p.indirect {
-                    let off = item * s.cin_g * p.plane + y * p.pad_w + x0;
-                    (ops.padded.as_ptr().wrapping_add(off), 0)
+                let (p0, len, q0) = p.tile_at(s, tile);
+                let (bp, b_ks) = match p.mode {
+                    Mode::Direct => {
+                        let off = b * s.xs[0] + (g * s.cin_g + r0) * s.xs[1] + p0;
+                        (ops.x.as_ptr().wrapping_add(off), s.xs[1])
+                    }
+                    Mode::Rows | Mode::Wide => {
+                        let off = item * p.item_planes(s) + q0;
+                        (ops.padded.as_ptr().wrapping_add(off), 0)
+                    }
+                    Mode::Im2col => (colt.as_ptr().wrapping_add(i * (r1 - r0) * NR), NR),
+                };
+                let (c, c_rs) = if p.mode == Mode::Wide {
+                    let off = item * p.item_wide(s) + co * wide_plane + p0;
+                    (ops.wide.as_ptr().wrapping_add(off), wide_plane)
                 } else {
-                    (colt.as_ptr().wrapping_add(i * (r1 - r0) * NR), NR)
+                    let off = b * s.os[0] + (g * s.cout_g + co) * s.os[1] + p0;
+                    (ops.out.as_ptr().wrapping_add(off), s.os[1])
                 };
                 let tile = Tile {
                     k: r1 - r0,
@@ -759,36 +912,25 @@ fn conv_unit(
                     a_rs: 1,
                     b: bp,
                     b_ks,
-                    bias: group.wrapping_add(panel * MR),
-                    c: ops
-                        .out
-                        .as_ptr()
-                        .wrapping_add(b * s.os[0] + co * s.os[1] + p0),
-                    c_rs: s.os[1],
-                    rows: MR.min(s.cout_g - panel * MR),
+                    bias: group.wrapping_add(co),
+                    c,
+                    c_rs,
+                    rows: MR.min(s.cout_g - co),
                     mask: last_mask(len),
                     acc_in: r0 > 0,
                     offs: ops.offs.as_ptr().wrapping_add(r0),
                     lo,
                     hi,
                 };
-                let kernel: TileFn = match (len > 16, p.indirect, i == 0) {
-                    (true, false, false) => kernels::conv::<2, false, false>,
-                    (false, false, false) => kernels::conv::<1, false, false>,
-                    (true, true, false) => kernels::conv::<2, true, false>,
-                    (false, true, false) => kernels::conv::<1, true, false>,
-                    (true, false, true) => kernels::conv::<2, false, true>,
-                    (false, false, true) => kernels::conv::<1, false, true>,
-                    (true, true, true) => kernels::conv::<2, true, true>,
-                    (false, true, true) => kernels::conv::<1, true, true>,
-                };
+                let kernel = conv_kernel(len > 16, p.indirect(), i == 0);
                 // SAFETY: AVX-512F was detected (`conv2d`); the panel's rows `r0..r1` lie
                 // in `packed` (its length checked); `col` rows are the tile's im2col rows,
                 // input pixels `p0..p0 + len` of channels `r0..r1` (`fits` checked the
-                // input's extent), or rows of the padded planes (a stride-1 output row's
-                // window lies inside them), read in the mask's lanes only; the output
-                // elements (channels of the panel, pixels of the tile) are inside `out`
-                // and this unit's alone (its earlier blocks wrote them).
+                // input's extent), or windows of the phase planes (inside them and their
+                // slack, see `conv2d`), read in the mask's lanes only; the output elements
+                // (channels of the panel, pixels of the tile, in `out` or the wide grid)
+                // are inside their buffer and this unit's alone (its earlier blocks wrote
+                // them).
                 unsafe { kernel(&tile) }
             }
         }
@@ -806,6 +948,21 @@ pub fn conv2d(
     lo: f32,
     hi: f32,
 ) -> Result<(), Refused> {
+    conv2d_with(s, x, packed, out, lo, hi, None)
+}
+
+/// [`conv2d`] in the mode the geometry calls for, or in `force` (for tests; a direct
+/// convolution stays direct, a 1×1 one is never indirect): the same sums in the same
+/// order in every mode.
+fn conv2d_with(
+    s: &ConvShape,
+    x: &[f32],
+    packed: &[f32],
+    out: &mut [f32],
+    lo: f32,
+    hi: f32,
+    force: Option<Mode>,
+) -> Result<(), Refused> {
     if !available() {
         return Err("the CPU has no AVX-512F");
     }
@@ -816,19 +973,35 @@ pub fn conv2d(
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let p = ConvPlan::new(s);
+        let p = ConvPlan::new(s, force);
         // scratch: the im2col rows of a group of tiles, per task.
         let mut col = crate::scratch::take(p.tasks * p.col_len, 0f32);
         let col = SharedMut::new(&mut col);
-        let planes = s.n * s.groups * s.cin_g;
-        // scratch: the padded input planes and the row offsets (indirect convolutions).
-        let mut padded = crate::scratch::take(if p.indirect { planes * p.plane } else { 0 }, 0f32);
-        let mut offs = crate::scratch::take(if p.indirect { p.kk } else { 0 }, 0usize);
-        if p.indirect {
-            let [kh, kw] = s.kernel;
+        let items = s.n * s.groups;
+        // The last tile's windows may run past the last phase plane's end by up to
+        // `NR + (kw - 1) · dw / sw` elements (into columns that are dropped).
+        let slack = NR + s.kernel[1] * s.dil[1];
+        let (planes_len, offs_len) = if p.indirect() {
+            (items * p.item_planes(s) + slack, p.kk)
+        } else {
+            (0, 0)
+        };
+        let wide_len = if p.mode == Mode::Wide {
+            items * p.item_wide(s)
+        } else {
+            0
+        };
+        // scratch: the phase planes and the term offsets (indirect), the wide output.
+        let mut padded = crate::scratch::take(planes_len, 0f32);
+        let mut offs = crate::scratch::take(offs_len, 0usize);
+        let mut wide = crate::scratch::take(wide_len, 0f32);
+        if p.indirect() {
+            let ([kh, kw], [sh, sw], [dh, dw]) = (s.kernel, s.stride, s.dil);
             for (r, o) in offs.iter_mut().enumerate() {
                 let (ci, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
-                *o = ci * p.plane + i * s.dil[0] * p.pad_w + j * s.dil[1];
+                let (ii, jj) = (i * dh, j * dw);
+                let phase = (ii % sh) * sw + jj % sw;
+                *o = (ci * sh * sw + phase) * p.phase + ii / sh * p.phase_w + jj / sw;
             }
             pad_planes(s, &p, x, &mut padded);
         }
@@ -837,6 +1010,7 @@ pub fn conv2d(
             packed,
             padded: &padded,
             offs: &offs,
+            wide: SharedMut::new(&mut wide),
             out: SharedMut::new(out),
             lo,
             hi,
@@ -1103,6 +1277,88 @@ mod tests {
                         let (v, scale) = want[o];
                         close(got[o], v.max(lo as f64).min(hi as f64), scale.max(1.0));
                     }
+                }
+            }
+        }
+    }
+
+    /// Phase planes (each indirect mode) against an im2col: the same bits, on
+    /// strides 1-3, dilation, padding, groups, channels-last and padded inputs, several
+    /// blocks of terms, a clamp, 1 and 2 threads.
+    #[test]
+    fn conv2d_phase_planes_match_im2col() {
+        if !available() {
+            return;
+        }
+        let mut rng = Rng(11);
+        for case in 0..150 {
+            let kernel = [[3, 3], [1, 3], [2, 2], [5, 5], [7, 7], [3, 1]][rng.below(6)];
+            let stride = [[1, 1], [2, 2], [1, 2], [3, 3], [2, 1]][rng.below(5)];
+            let dil = [[1, 1], [1, 1], [2, 1], [2, 3]][rng.below(4)];
+            let pad = [rng.below(kernel[0] / 2 + 1), rng.below(kernel[1] / 2 + 1)];
+            let groups = [1, 1, 2][rng.below(3)];
+            let cin_g = [1, 3, 8, 40][rng.below(4)];
+            let cout_g = [1, 8, 9, 24][rng.below(4)];
+            let n = 1 + rng.below(2);
+            let h = kernel[0] * dil[0] + rng.below(30);
+            let w = kernel[1] * dil[1] + rng.below(60);
+            let oh = (h + 2 * pad[0] - dil[0] * (kernel[0] - 1) - 1) / stride[0] + 1;
+            let ow = (w + 2 * pad[1] - dil[1] * (kernel[1] - 1) - 1) / stride[1] + 1;
+            let c = groups * cin_g;
+            let xs = match case % 3 {
+                0 => [c * h * w, h * w, w, 1],
+                1 => [h * w * c, 1, w * c, c],
+                _ => [c * (h * w + 3), h * w + 3, w, 1],
+            };
+            let x = rng.vec(n * xs[0]);
+            let co_all = groups * cout_g;
+            let os = [co_all * oh * ow, oh * ow];
+            let kk = cin_g * kernel[0] * kernel[1];
+            let wt = rng.vec(co_all * kk);
+            let bias = rng.vec(co_all);
+            let s = ConvShape {
+                n,
+                groups,
+                cin_g,
+                cout_g,
+                h,
+                w,
+                xs,
+                oh,
+                ow,
+                os,
+                kernel,
+                stride,
+                pad,
+                dil,
+            };
+            let packed = pack_conv(groups, cout_g, kk, |co, r| wt[co * kk + r], Some(&bias));
+            let packed = packed.unwrap();
+            let (lo, hi) = if case % 4 == 0 {
+                (0.0, 6.0)
+            } else {
+                (f32::MIN, f32::MAX)
+            };
+            let run = |mode: Option<Mode>| {
+                both_thread_counts(|| {
+                    let mut out = vec![f32::NAN; n * os[0]];
+                    conv2d_with(&s, &x, &packed, &mut out, lo, hi, mode).unwrap();
+                    out
+                })
+            };
+            let want = run(Some(Mode::Im2col));
+            assert!(
+                want.iter().all(|v| !v.is_nan()),
+                "{s:?}: outputs not written"
+            );
+            for mode in [None, Some(Mode::Rows), Some(Mode::Wide)] {
+                let got = run(mode);
+                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "{s:?} {mode:?}: element {i}: {a} vs {b}"
+                    );
                 }
             }
         }
