@@ -153,7 +153,7 @@ struct Tile {
     /// Start from the output's values (a later block of terms) rather than the biases.
     acc_in: bool,
     /// Indirect convolution tiles: `col` row `r` is at `b + offs[r]` (not `b + r · b_ks`).
-    offs: *const usize,
+    offs: *const u32,
     lo: f32,
     hi: f32,
 }
@@ -272,7 +272,7 @@ mod kernels {
         for kk in 0..t.k {
             if IND {
                 // SAFETY: offset `kk` of the table; the row it gives is inside the input.
-                b = unsafe { t.b.add(*t.offs.add(kk)) };
+                b = unsafe { t.b.add(*t.offs.add(kk) as usize) };
             }
             let mut bv = [_mm512_setzero_ps(); V];
             for (v, x) in bv.iter_mut().enumerate() {
@@ -640,7 +640,11 @@ impl ConvPlan {
         let per_row = s.ow.div_ceil(NR);
         let mode = if s.direct() {
             Mode::Direct
-        } else if force == Some(Mode::Im2col) || s.kernel == [1, 1] {
+        } else if force == Some(Mode::Im2col)
+            || s.kernel == [1, 1]
+            // Offsets into an item's phase planes are `u32`.
+            || s.cin_g.saturating_mul(sh * sw).saturating_mul(phase) >= u32::MAX as usize
+        {
             Mode::Im2col
         } else if let Some(m) = force.filter(|&m| m != Mode::Direct) {
             m
@@ -785,7 +789,7 @@ struct ConvOps<'a> {
     /// The phase planes, the term offsets and the wide output (indirect convolutions;
     /// else empty).
     padded: &'a [f32],
-    offs: &'a [usize],
+    offs: &'a [u32],
     wide: SharedMut<'a, f32>,
     out: SharedMut<'a, f32>,
     lo: f32,
@@ -974,9 +978,6 @@ fn conv2d_with(
     #[cfg(target_arch = "x86_64")]
     {
         let p = ConvPlan::new(s, force);
-        // scratch: the im2col rows of a group of tiles, per task.
-        let mut col = crate::scratch::take(p.tasks * p.col_len, 0f32);
-        let col = SharedMut::new(&mut col);
         let items = s.n * s.groups;
         // The last tile's windows may run past the last phase plane's end by up to
         // `NR + (kw - 1) · dw / sw` elements (into columns that are dropped).
@@ -991,26 +992,34 @@ fn conv2d_with(
         } else {
             0
         };
-        // scratch: the phase planes and the term offsets (indirect), the wide output.
-        let mut padded = crate::scratch::take(planes_len, 0f32);
-        let mut offs = crate::scratch::take(offs_len, 0usize);
-        let mut wide = crate::scratch::take(wide_len, 0f32);
+        let col_len = p.tasks * p.col_len;
+        // scratch: the im2col rows of a group of tiles per task, the phase planes
+        // (indirect) and the wide output, in one buffer (one loan from the pool, so that
+        // convolutions of other modes in turn do not trade its buffers around); the term
+        // offsets (indirect).
+        let mut buf = crate::scratch::take(col_len + planes_len + wide_len, 0f32);
+        let (col, rest) = buf.split_at_mut(col_len);
+        let (padded, wide) = rest.split_at_mut(planes_len);
+        let col = SharedMut::new(col);
+        let mut offs = crate::scratch::take(offs_len, 0u32);
         if p.indirect() {
             let ([kh, kw], [sh, sw], [dh, dw]) = (s.kernel, s.stride, s.dil);
             for (r, o) in offs.iter_mut().enumerate() {
                 let (ci, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
                 let (ii, jj) = (i * dh, j * dw);
                 let phase = (ii % sh) * sw + jj % sw;
-                *o = (ci * sh * sw + phase) * p.phase + ii / sh * p.phase_w + jj / sw;
+                let off = (ci * sh * sw + phase) * p.phase + ii / sh * p.phase_w + jj / sw;
+                // In range: `ConvPlan::new` takes no indirect mode for larger planes.
+                *o = off as u32;
             }
-            pad_planes(s, &p, x, &mut padded);
+            pad_planes(s, &p, x, padded);
         }
         let ops = ConvOps {
             x,
             packed,
-            padded: &padded,
+            padded,
             offs: &offs,
-            wide: SharedMut::new(&mut wide),
+            wide: SharedMut::new(wide),
             out: SharedMut::new(out),
             lo,
             hi,
