@@ -3,6 +3,7 @@
 
 use crate::dispatch_float;
 use crate::gemm::{Axis, Plan, Strides};
+use crate::gemm512;
 use crate::linalg::{GemmDims, MatRef, gemm_batched};
 use crate::maxpool::{self, PoolGeom, window_max};
 use crate::threads::{self, SharedMut};
@@ -186,6 +187,13 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         oh,
         ow,
     };
+    if x.dtype() == etch_core::ScalarType::Float
+        && g == 1
+        && gemm512::available()
+        && packed_conv_f32(&geom, &x, &w, bias.as_ref(), &mut out)?
+    {
+        return Ok(());
+    }
     dispatch_float!(x.dtype(), OP, "input", |T| {
         let bs = match &bias {
             Some(b) => Some(b.data::<T>()?),
@@ -200,6 +208,56 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         );
         Ok(())
     })
+}
+
+/// A float32 convolution of one group on the AVX-512F kernels of [`gemm512`], its weights
+/// packed a chunk at a time while it runs ([`gemm512::conv2d_unpacked`]): false (nothing
+/// written) when they do not take it (weights whose rows of terms are not contiguous, an
+/// output whose pixels are not contiguous within a channel).
+fn packed_conv_f32(
+    c: &Conv,
+    x: &TensorRef<'_>,
+    w: &TensorRef<'_>,
+    bias: Option<&TensorRef<'_>>,
+    out: &mut TensorRef<'_>,
+) -> Result<bool> {
+    let (xv, wv, ov) = (c.xv, c.wv, c.ov);
+    if ov.s[3] != 1 || (c.oh > 1 && ov.s[2] != c.ow) {
+        return Ok(false);
+    }
+    let s = gemm512::ConvShape {
+        n: xv.n,
+        groups: 1,
+        cin_g: c.cin_g,
+        cout_g: c.cout_g,
+        h: xv.h,
+        w: xv.w,
+        xs: xv.s,
+        oh: c.oh,
+        ow: c.ow,
+        os: [ov.s[0], ov.s[1]],
+        kernel: [c.kh, c.kw],
+        stride: [c.stride.0, c.stride.1],
+        pad: [c.pad.0, c.pad.1],
+        dil: [c.dil.0, c.dil.1],
+    };
+    // Weight rows of `cin · kh · kw` contiguous terms (any row stride).
+    let kk = c.cin_g * c.kh * c.kw;
+    let rows = (c.kw == 1 || wv.s[3] == 1)
+        && (c.kh == 1 || wv.s[2] == c.kw)
+        && (c.cin_g == 1 || wv.s[1] == c.kh * c.kw);
+    if !rows || (c.cout_g > 1 && wv.s[0] < kk) {
+        return Ok(false);
+    }
+    let ws = w.data::<f32>()?;
+    let bs = match bias {
+        Some(b) => Some(b.data::<f32>()?),
+        None => None,
+    };
+    let (lo, hi) = (f32::NEG_INFINITY, f32::INFINITY);
+    let o = out.data_mut::<f32>()?;
+    let xs = x.data::<f32>()?;
+    Ok(gemm512::conv2d_unpacked(&s, xs, ws, wv.s[0].max(kk), bs, o, lo, hi).is_ok())
 }
 
 /// Multiply-adds of a convolution below which it stays on the calling thread, and the

@@ -792,8 +792,51 @@ struct ConvOps<'a> {
     offs: &'a [u32],
     wide: SharedMut<'a, f32>,
     out: SharedMut<'a, f32>,
+    /// Unpacked weights (rows `ld` apart) and bias, each panel's block packed by the unit
+    /// that uses it, into its task's buffer (small planes: few units read each weight).
+    lazy: Option<RowWeights<'a>>,
     lo: f32,
     hi: f32,
+}
+
+/// Unpacked weights: rows of terms, the row stride, the bias.
+type RowWeights<'a> = (&'a [f32], usize, Option<&'a [f32]>);
+
+/// Elements of a task's buffer for one panel's block of packed weights (its biases, then
+/// up to [`CONV_KC`] rows of [`MR`]).
+const LAZY_LEN: usize = MR * (CONV_KC + 1);
+
+/// Packs the biases of channels `co..co + MR` and their weights of terms `r0..r1` (rows
+/// `ld` apart in `w`; channels past `n` zero) into `dst` as one panel's block.
+#[allow(clippy::too_many_arguments)]
+fn pack_block(
+    dst: &mut [f32],
+    w: &[f32],
+    ld: usize,
+    bias: Option<&[f32]>,
+    co: usize,
+    n: usize,
+    r0: usize,
+    r1: usize,
+) {
+    let (b, rows) = dst.split_at_mut(MR);
+    let rows = &mut rows[..(r1 - r0) * MR];
+    for rr in 0..MR {
+        let c = co + rr;
+        b[rr] = match bias {
+            Some(bias) if c < n => bias[c],
+            _ => 0.0,
+        };
+        if c < n {
+            for (k, &v) in w[c * ld + r0..c * ld + r1].iter().enumerate() {
+                rows[k * MR + rr] = v;
+            }
+        } else {
+            for k in 0..r1 - r0 {
+                rows[k * MR + rr] = 0.0;
+            }
+        }
+    }
 }
 
 /// Task `t`'s units: runs of consecutive units of one tile group become one range of
@@ -866,6 +909,7 @@ fn conv_unit(
 ) {
     let kk = p.kk;
     let (b, g) = (item / s.groups, item % s.groups);
+    let (colt, wbuf) = colt.split_at_mut(p.col_len);
     let tile_range = tg * CONV_TILES..p.tiles.min((tg + 1) * CONV_TILES);
     let group = ops
         .packed
@@ -889,7 +933,16 @@ fn conv_unit(
         };
         for panel in panels.clone() {
             let co = panel * MR;
-            let a = group.wrapping_add(conv_weight_at(p.panels, kk, co, r0));
+            let (a, bias) = match ops.lazy {
+                Some((w, ld, bias)) => {
+                    pack_block(wbuf, w, ld, bias, co, s.cout_g, r0, r1);
+                    (wbuf[MR..].as_ptr(), wbuf.as_ptr())
+                }
+                None => (
+                    group.wrapping_add(conv_weight_at(p.panels, kk, co, r0)),
+                    group.wrapping_add(co),
+                ),
+            };
             for (i, tile) in tile_range.clone().enumerate() {
                 let (p0, len, q0) = p.tile_at(s, tile);
                 let (bp, b_ks) = match p.mode {
@@ -916,7 +969,7 @@ fn conv_unit(
                     a_rs: 1,
                     b: bp,
                     b_ks,
-                    bias: group.wrapping_add(co),
+                    bias,
                     c,
                     c_rs,
                     rows: MR.min(s.cout_g - co),
@@ -928,7 +981,7 @@ fn conv_unit(
                 };
                 let kernel = conv_kernel(len > 16, p.indirect(), i == 0);
                 // SAFETY: AVX-512F was detected (`conv2d`); the panel's rows `r0..r1` lie
-                // in `packed` (its length checked); `col` rows are the tile's im2col rows,
+                // in `packed` (its length checked) or, lazily packed, in `wbuf`; `col` rows are the tile's im2col rows,
                 // input pixels `p0..p0 + len` of channels `r0..r1` (`fits` checked the
                 // input's extent), or windows of the phase planes (inside them and their
                 // slack, see `conv2d`), read in the mask's lanes only; the output elements
@@ -952,7 +1005,53 @@ pub fn conv2d(
     lo: f32,
     hi: f32,
 ) -> Result<(), Refused> {
-    conv2d_with(s, x, packed, out, lo, hi, None)
+    conv2d_with(s, x, Weights::Packed(packed), out, lo, hi, None)
+}
+
+/// Weights of a convolution: packed by [`pack_conv`], or rows of `kk` terms `ld` apart
+/// (output channel `co`'s term `r` at `w[co · ld + r]`) with a bias, packed chunk by chunk
+/// while the convolution runs.
+#[derive(Clone, Copy)]
+enum Weights<'a> {
+    Packed(&'a [f32]),
+    Unpacked {
+        w: &'a [f32],
+        ld: usize,
+        bias: Option<&'a [f32]>,
+    },
+}
+
+/// Bytes of packed weights an unpacked convolution packs at a time (they stay in L2 while
+/// every tile passes over them).
+const UNPACKED_CHUNK_BYTES: usize = 512 << 10;
+
+/// The convolution of [`conv2d`] (one group), with weights as a portable kernel gets
+/// them: output channel `co`'s term `r = (ci · kh + i) · kw + j` at `w[co · ld + r]`, and
+/// an optional bias. They are packed into scratch a chunk of output channels at a time
+/// (about 512 KiB, split over the threads), each chunk's outputs computed before the next
+/// is packed. Same sums in the same order as [`conv2d`] on [`pack_conv`]'s weights.
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_unpacked(
+    s: &ConvShape,
+    x: &[f32],
+    w: &[f32],
+    ld: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+    lo: f32,
+    hi: f32,
+) -> Result<(), Refused> {
+    let kk = s.kk();
+    let rows_fit = s.cout_g == 0
+        || ld >= kk
+            && (s.cout_g - 1)
+                .checked_mul(ld)
+                .and_then(|l| l.checked_add(kk))
+                <= Some(w.len());
+    if s.groups != 1 || bias.is_some_and(|b| b.len() < s.cout_g) || !rows_fit {
+        return Err("groups, weight or bias size");
+    }
+    conv2d_with(s, x, Weights::Unpacked { w, ld, bias }, out, lo, hi, None)
 }
 
 /// [`conv2d`] in the mode the geometry calls for, or in `force` (for tests; a direct
@@ -961,7 +1060,7 @@ pub fn conv2d(
 fn conv2d_with(
     s: &ConvShape,
     x: &[f32],
-    packed: &[f32],
+    weights: Weights<'_>,
     out: &mut [f32],
     lo: f32,
     hi: f32,
@@ -970,9 +1069,11 @@ fn conv2d_with(
     if !available() {
         return Err("the CPU has no AVX-512F");
     }
-    if conv_packed_len(s.groups, s.cout_g, s.kk()) != Some(packed.len())
-        || !s.fits(x.len(), out.len())
-    {
+    let packed_ok = match weights {
+        Weights::Packed(p) => conv_packed_len(s.groups, s.cout_g, s.kk()) == Some(p.len()),
+        Weights::Unpacked { .. } => s.groups == 1,
+    };
+    if !packed_ok || !s.fits(x.len(), out.len()) {
         return Err("operand sizes");
     }
     #[cfg(target_arch = "x86_64")]
@@ -992,14 +1093,37 @@ fn conv2d_with(
         } else {
             0
         };
-        let col_len = p.tasks * p.col_len;
+        // Unpacked weights on few tile groups: each unit packs the panels it uses, as it
+        // uses them (each weight is packed at most twice); else chunks of output channels
+        // are packed ahead, each read by every tile group.
+        let lazy = match weights {
+            Weights::Unpacked { w, ld, bias } if items * p.per_item <= 2 => Some((w, ld, bias)),
+            _ => None,
+        };
+        let task_len = p.col_len + if lazy.is_some() { LAZY_LEN } else { 0 };
+        let col_len = p.tasks * task_len;
+        // Output channels per chunk of packed weights (all of them when packed already).
+        let chunk = match weights {
+            Weights::Unpacked { .. } if lazy.is_none() => {
+                let per_panel = MR * (p.kk + 1) * 4;
+                (UNPACKED_CHUNK_BYTES / per_panel).max(1) * MR
+            }
+            _ => s.cout_g,
+        };
+        let pack_len = match weights {
+            Weights::Unpacked { .. } if lazy.is_none() => {
+                conv_packed_len(1, chunk.min(s.cout_g), p.kk).unwrap_or(0)
+            }
+            _ => 0,
+        };
         // scratch: the im2col rows of a group of tiles per task, the phase planes
-        // (indirect) and the wide output, in one buffer (one loan from the pool, so that
-        // convolutions of other modes in turn do not trade its buffers around); the term
-        // offsets (indirect).
-        let mut buf = crate::scratch::take(col_len + planes_len + wide_len, 0f32);
+        // (indirect), the wide output and a chunk of packed weights (unpacked weights), in
+        // one buffer (one loan from the pool, so that convolutions of other modes in turn
+        // do not trade its buffers around); the term offsets (indirect).
+        let mut buf = crate::scratch::take(col_len + planes_len + wide_len + pack_len, 0f32);
         let (col, rest) = buf.split_at_mut(col_len);
-        let (padded, wide) = rest.split_at_mut(planes_len);
+        let (padded, rest) = rest.split_at_mut(planes_len);
+        let (wide, pack) = rest.split_at_mut(wide_len);
         let col = SharedMut::new(col);
         let mut offs = crate::scratch::take(offs_len, 0u32);
         if p.indirect() {
@@ -1014,23 +1138,96 @@ fn conv2d_with(
             }
             pad_planes(s, &p, x, padded);
         }
-        let ops = ConvOps {
-            x,
-            packed,
-            padded,
-            offs: &offs,
-            wide: SharedMut::new(wide),
-            out: SharedMut::new(out),
-            lo,
-            hi,
-        };
-        threads::run(p.tasks, &|t| {
-            // SAFETY: task `t` owns im2col buffer `t`.
-            let colt = unsafe { col.slice(t * p.col_len, p.col_len) };
-            conv_task(s, &p, &ops, t, colt);
-        });
+        let out = SharedMut::new(out);
+        for c0 in (0..s.cout_g).step_by(chunk) {
+            let sub = ConvShape {
+                cout_g: chunk.min(s.cout_g - c0),
+                ..*s
+            };
+            let sp = ConvPlan::new(&sub, force);
+            let packed: &[f32] = match weights {
+                Weights::Packed(w) => w,
+                Weights::Unpacked { .. } if lazy.is_some() => &[],
+                Weights::Unpacked { w, ld, bias } => {
+                    let len = conv_packed_len(1, sub.cout_g, p.kk).unwrap_or(0);
+                    let rows = &w[c0 * ld..];
+                    let bias = bias.map(|b| &b[c0..]);
+                    pack_chunk(&mut pack[..len], sub.cout_g, p.kk, rows, ld, bias, sp.tasks);
+                    &pack[..len]
+                }
+            };
+            // SAFETY: the chunk's output channels: the tasks below are the only users.
+            let out_c = unsafe { out.slice(c0 * s.os[1], out.len() - c0 * s.os[1]) };
+            let ops = ConvOps {
+                x,
+                packed,
+                padded,
+                offs: &offs,
+                wide: SharedMut::new(&mut *wide),
+                out: SharedMut::new(out_c),
+                lazy,
+                lo,
+                hi,
+            };
+            threads::run(sp.tasks, &|t| {
+                // SAFETY: task `t` owns buffer `t` (`sp.tasks <= p.tasks`: fewer channels,
+                // no more work; the same im2col length).
+                let colt = unsafe { col.slice(t * task_len, task_len) };
+                conv_task(&sub, &sp, &ops, t, colt);
+            });
+        }
     }
     Ok(())
+}
+
+/// Packs the `n` output channels of `w` (rows of `kk` terms `ld` apart) and their biases
+/// into `dst` as [`pack_conv`] packs an `n`-channel group, split over `tasks` by panels:
+/// per block of terms, the panel's rows interleaved from its channels' rows.
+#[allow(clippy::too_many_arguments)]
+fn pack_chunk(
+    dst: &mut [f32],
+    n: usize,
+    kk: usize,
+    w: &[f32],
+    ld: usize,
+    bias: Option<&[f32]>,
+    tasks: usize,
+) {
+    let panels = n.div_ceil(MR);
+    let d = SharedMut::new(dst);
+    threads::run_parts(panels, tasks, &|range| {
+        for panel in range {
+            let live = MR.min(n - panel * MR);
+            // SAFETY: the panel's biases and rows are this part's alone; the packed
+            // length holds them (`conv_packed_len`).
+            let b = unsafe { d.slice(panel * MR, MR) };
+            for (rr, b) in b.iter_mut().enumerate() {
+                *b = match bias {
+                    Some(bias) if rr < live => bias[panel * MR + rr],
+                    _ => 0.0,
+                };
+            }
+            for r0 in (0..kk).step_by(CONV_KC) {
+                let rows = CONV_KC.min(kk - r0);
+                let at = conv_weight_at(panels, kk, panel * MR, r0);
+                // SAFETY: as above (the block's rows of this panel).
+                let blk = unsafe { d.slice(at, rows * MR) };
+                for rr in 0..MR {
+                    if rr < live {
+                        let co = panel * MR + rr;
+                        let src = &w[co * ld + r0..co * ld + r0 + rows];
+                        for (k, &v) in src.iter().enumerate() {
+                            blk[k * MR + rr] = v;
+                        }
+                    } else {
+                        for k in 0..rows {
+                            blk[k * MR + rr] = 0.0;
+                        }
+                    }
+                }
+            }
+        }
+    });
 }
 
 #[cfg(test)]
@@ -1351,7 +1548,7 @@ mod tests {
             let run = |mode: Option<Mode>| {
                 both_thread_counts(|| {
                     let mut out = vec![f32::NAN; n * os[0]];
-                    conv2d_with(&s, &x, &packed, &mut out, lo, hi, mode).unwrap();
+                    conv2d_with(&s, &x, Weights::Packed(&packed), &mut out, lo, hi, mode).unwrap();
                     out
                 })
             };
@@ -1369,6 +1566,72 @@ mod tests {
                         "{s:?} {mode:?}: element {i}: {a} vs {b}"
                     );
                 }
+            }
+        }
+    }
+
+    /// Weights packed chunk by chunk while the convolution runs (the portable kernel's
+    /// path) against weights packed at load: the same bits (packed ahead in several chunks,
+    /// or per unit on small planes; each mode, padded weight rows, bias or none, 1 and 2
+    /// threads).
+    #[test]
+    fn conv2d_unpacked_matches_packed() {
+        if !available() {
+            return;
+        }
+        let mut rng = Rng(13);
+        for (case, &(cin, cout, hw, kern, stride)) in [
+            (3, 16, 40, 7, 2),
+            (300, 70, 9, 3, 1),
+            (300, 70, 24, 3, 1),
+            (64, 24, 30, 3, 1),
+            (40, 9, 17, 3, 2),
+            (600, 20, 4, 3, 1),
+            (16, 33, 12, 1, 2),
+            (16, 33, 12, 1, 1),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let pad = kern / 2;
+            let o = (hw + 2 * pad - kern) / stride + 1;
+            let s = ConvShape {
+                n: 1 + case % 2,
+                groups: 1,
+                cin_g: cin,
+                cout_g: cout,
+                h: hw,
+                w: hw,
+                xs: [cin * hw * hw, hw * hw, hw, 1],
+                oh: o,
+                ow: o,
+                os: [cout * o * o, o * o],
+                kernel: [kern, kern],
+                stride: [stride, stride],
+                pad: [pad, pad],
+                dil: [1, 1],
+            };
+            let kk = s.kk();
+            let x = rng.vec(s.n * s.xs[0]);
+            // Weight rows `ld >= kk` apart.
+            let ld = kk + case % 2 * 3;
+            let wt = rng.vec(cout * ld);
+            let wf = |co: usize, r: usize| wt[co * ld + r];
+            let bias = (case % 3 != 0).then(|| rng.vec(cout));
+            let packed = pack_conv(1, cout, kk, wf, bias.as_deref()).unwrap();
+            let want = both_thread_counts(|| {
+                let mut out = vec![0f32; s.n * s.os[0]];
+                conv2d(&s, &x, &packed, &mut out, f32::MIN, 6.0).unwrap();
+                out
+            });
+            let got = both_thread_counts(|| {
+                let mut out = vec![0f32; s.n * s.os[0]];
+                let b = bias.as_deref();
+                conv2d_unpacked(&s, &x, &wt, ld, b, &mut out, f32::MIN, 6.0).unwrap();
+                out
+            });
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "{s:?}: element {i}: {a} vs {b}");
             }
         }
     }
