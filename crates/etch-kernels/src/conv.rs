@@ -3,7 +3,9 @@
 
 use crate::dispatch_float;
 use crate::gemm::{Axis, Plan, Strides};
+use crate::gemm512;
 use crate::linalg::{GemmDims, MatRef, gemm_batched};
+use crate::maxpool::{self, PoolGeom, window_max};
 use crate::threads::{self, SharedMut};
 use crate::util::*;
 use etch_core::{Error, KernelContext, KernelRegistry, Result, TensorRef};
@@ -185,6 +187,13 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         oh,
         ow,
     };
+    if x.dtype() == etch_core::ScalarType::Float
+        && g == 1
+        && gemm512::available()
+        && packed_conv_f32(&geom, &x, &w, bias.as_ref(), &mut out)?
+    {
+        return Ok(());
+    }
     dispatch_float!(x.dtype(), OP, "input", |T| {
         let bs = match &bias {
             Some(b) => Some(b.data::<T>()?),
@@ -199,6 +208,56 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         );
         Ok(())
     })
+}
+
+/// A float32 convolution of one group on the AVX-512F kernels of [`gemm512`], its weights
+/// packed a chunk at a time while it runs ([`gemm512::conv2d_unpacked`]): false (nothing
+/// written) when they do not take it (weights whose rows of terms are not contiguous, an
+/// output whose pixels are not contiguous within a channel).
+fn packed_conv_f32(
+    c: &Conv,
+    x: &TensorRef<'_>,
+    w: &TensorRef<'_>,
+    bias: Option<&TensorRef<'_>>,
+    out: &mut TensorRef<'_>,
+) -> Result<bool> {
+    let (xv, wv, ov) = (c.xv, c.wv, c.ov);
+    if ov.s[3] != 1 || (c.oh > 1 && ov.s[2] != c.ow) {
+        return Ok(false);
+    }
+    let s = gemm512::ConvShape {
+        n: xv.n,
+        groups: 1,
+        cin_g: c.cin_g,
+        cout_g: c.cout_g,
+        h: xv.h,
+        w: xv.w,
+        xs: xv.s,
+        oh: c.oh,
+        ow: c.ow,
+        os: [ov.s[0], ov.s[1]],
+        kernel: [c.kh, c.kw],
+        stride: [c.stride.0, c.stride.1],
+        pad: [c.pad.0, c.pad.1],
+        dil: [c.dil.0, c.dil.1],
+    };
+    // Weight rows of `cin · kh · kw` contiguous terms (any row stride).
+    let kk = c.cin_g * c.kh * c.kw;
+    let rows = (c.kw == 1 || wv.s[3] == 1)
+        && (c.kh == 1 || wv.s[2] == c.kw)
+        && (c.cin_g == 1 || wv.s[1] == c.kh * c.kw);
+    if !rows || (c.cout_g > 1 && wv.s[0] < kk) {
+        return Ok(false);
+    }
+    let ws = w.data::<f32>()?;
+    let bs = match bias {
+        Some(b) => Some(b.data::<f32>()?),
+        None => None,
+    };
+    let (lo, hi) = (f32::NEG_INFINITY, f32::INFINITY);
+    let o = out.data_mut::<f32>()?;
+    let xs = x.data::<f32>()?;
+    Ok(gemm512::conv2d_unpacked(&s, xs, ws, wv.s[0].max(kk), bs, o, lo, hi).is_ok())
 }
 
 /// Multiply-adds of a convolution below which it stays on the calling thread, and the
@@ -891,8 +950,44 @@ fn max_pool2d_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         )));
     }
     let (ov, iv) = (view4(OP, &out, false)?, view4(OP, &idx, false)?);
-    let io = SharedMut::new(idx.data_mut::<i64>()?);
+    let g = PoolGeom {
+        h: xv.h,
+        w: xv.w,
+        oh,
+        ow,
+        kernel: [kh, kw],
+        stride: [sh, sw],
+        pad: [ph, pw],
+        dil: [dh, dw],
+    };
     let tasks = threads::tasks_for(xv.n * xv.c * oh * ow * kh * kw, POOL_TASK);
+    let io = SharedMut::new(idx.data_mut::<i64>()?);
+    // Contiguous float32 planes: 16 output columns at a time (same values and indices).
+    let dense = |v: &View4, h: usize, w: usize| v.s[3] == 1 && (h == 1 || v.s[2] == w);
+    if x.dtype() == etch_core::ScalarType::Float
+        && dense(&xv, xv.h, xv.w)
+        && dense(&ov, oh, ow)
+        && dense(&iv, oh, ow)
+        && maxpool::fast_available(&g)
+    {
+        let xs = x.data::<f32>()?;
+        let o = SharedMut::new(out.data_mut::<f32>()?);
+        threads::run_parts(xv.n * xv.c, tasks, &|planes| {
+            for plane in planes {
+                let (n, c) = (plane / xv.c, plane % xv.c);
+                let xb = n * xv.s[0] + c * xv.s[1];
+                // SAFETY: plane (n, c) of the output and the indices is this task's.
+                let (op, ip) = unsafe {
+                    (
+                        o.slice(n * ov.s[0] + c * ov.s[1], oh * ow),
+                        io.slice(n * iv.s[0] + c * iv.s[1], oh * ow),
+                    )
+                };
+                maxpool::plane_f32(&g, &xs[xb..xb + xv.h * xv.w], op, Some(ip));
+            }
+        });
+        return Ok(());
+    }
     dispatch_float!(x.dtype(), OP, "input", |T| {
         let xs = x.data::<T>()?;
         let o = SharedMut::new(out.data_mut::<T>()?);
@@ -902,26 +997,9 @@ fn max_pool2d_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
                 let base = n * xv.s[0] + c * xv.s[1];
                 for y in 0..oh {
                     for xo in 0..ow {
-                        let mut best = <T as FElem>::F::NEG_INFINITY;
-                        let mut bi: i64 = -1;
-                        for i in 0..kh {
-                            let ih = (y * sh + i * dh) as isize - ph as isize;
-                            if ih < 0 || ih as usize >= xv.h {
-                                continue;
-                            }
-                            for j in 0..kw {
-                                let iw = (xo * sw + j * dw) as isize - pw as isize;
-                                if iw < 0 || iw as usize >= xv.w {
-                                    continue;
-                                }
-                                let v =
-                                    xs[base + ih as usize * xv.s[2] + iw as usize * xv.s[3]].to_f();
-                                if bi < 0 || v > best || v.is_nan() && !best.is_nan() {
-                                    best = v;
-                                    bi = (ih as usize * xv.w + iw as usize) as i64;
-                                }
-                            }
-                        }
+                        let (best, bi) = window_max(&g, y, xo, |ih, iw| {
+                            xs[base + ih * xv.s[2] + iw * xv.s[3]].to_f()
+                        });
                         let (oi, ii) = (
                             n * ov.s[0] + c * ov.s[1] + y * ov.s[2] + xo * ov.s[3],
                             n * iv.s[0] + c * iv.s[1] + y * iv.s[2] + xo * iv.s[3],
@@ -929,7 +1007,7 @@ fn max_pool2d_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
                         // SAFETY: plane (n, c) is this task's.
                         unsafe {
                             o.write(oi, T::from_f(best));
-                            io.write(ii, bi.max(0));
+                            io.write(ii, bi);
                         }
                     }
                 }

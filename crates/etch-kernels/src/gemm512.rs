@@ -36,6 +36,10 @@ const CONV_KC: usize = 256;
 /// read once for all of them (their `col` rows, 128 KiB, stay in L2).
 const CONV_TILES: usize = 4;
 
+/// How far ahead (in weights, 4 bytes each) a convolution tile that reads a panel's
+/// weights first prefetches them.
+const PF_AHEAD: usize = 1024;
+
 /// Whether the CPU has AVX-512F (and `ETCH_F32_GEMM512` is not `0`): the packed products
 /// run only then; callers keep their other path otherwise.
 pub fn available() -> bool {
@@ -149,14 +153,14 @@ struct Tile {
     /// Start from the output's values (a later block of terms) rather than the biases.
     acc_in: bool,
     /// Indirect convolution tiles: `col` row `r` is at `b + offs[r]` (not `b + r · b_ks`).
-    offs: *const usize,
+    offs: *const u32,
     lo: f32,
     hi: f32,
 }
 
 #[cfg(target_arch = "x86_64")]
 mod kernels {
-    use super::{MR, NR, Tile};
+    use super::{MR, NR, PF_AHEAD, Tile};
     use std::arch::x86_64::*;
 
     /// Clamps and stores the accumulators: `max(lo, x)` then `min(hi, x)`, which keeps NaN
@@ -164,16 +168,18 @@ mod kernels {
     ///
     /// # Safety
     /// AVX-512F; `t.rows` (at most `M`) rows of `V` vectors (the last one masked by
-    /// `t.mask`) are writable at `t.c`.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
+    /// `t.mask`) are writable at `t.c`. Always inlined (into the AVX-512F kernels): a call
+    /// would take the accumulators' address, and the kernel then kept them in memory.
+    #[inline(always)]
     unsafe fn store<const M: usize, const V: usize>(acc: &[[__m512; V]; M], t: &Tile) {
-        let (lo, hi) = (_mm512_set1_ps(t.lo), _mm512_set1_ps(t.hi));
+        // SAFETY: the CPU has AVX-512F (caller's contract).
+        let (lo, hi) = unsafe { (_mm512_set1_ps(t.lo), _mm512_set1_ps(t.hi)) };
         for (r, row) in acc.iter().enumerate().take(t.rows) {
             // SAFETY: row `r < t.rows` of the tile (caller's contract).
             let c = unsafe { t.c.add(r * t.c_rs) };
             for (v, &x) in row.iter().enumerate() {
-                let y = _mm512_min_ps(hi, _mm512_max_ps(lo, x));
+                // SAFETY: AVX-512F, as above.
+                let y = unsafe { _mm512_min_ps(hi, _mm512_max_ps(lo, x)) };
                 // SAFETY: vector `v` of the row; the last one only in its masked lanes.
                 unsafe {
                     if v + 1 < V {
@@ -229,14 +235,15 @@ mod kernels {
 
     /// A convolution tile: the [`MR`] channels of a packed panel × `16 V` pixels of `col`
     /// (the last vector loaded in `t.mask`'s lanes only); with `IND`, `col` row `r` is at
-    /// `t.b + t.offs[r]`, else at `t.b + r · t.b_ks`.
+    /// `t.b + t.offs[r]`, else at `t.b + r · t.b_ks`. With `PF`, the weights are
+    /// prefetched ahead.
     ///
     /// # Safety
     /// AVX-512F; `t.a` addresses a panel of `t.k` rows of `MR`, `t.bias` `MR` biases, `t.b`
     /// `t.k` rows (`t.offs` `t.k` offsets with `IND`) of `16 V` elements (the last vector's
     /// masked lanes only); the output as in [`store`].
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn conv<const V: usize, const IND: bool>(t: &Tile) {
+    pub unsafe fn conv<const V: usize, const IND: bool, const PF: bool>(t: &Tile) {
         let mut acc = [[_mm512_setzero_ps(); V]; MR];
         if t.acc_in {
             for (r, row) in acc.iter_mut().enumerate().take(t.rows) {
@@ -265,7 +272,7 @@ mod kernels {
         for kk in 0..t.k {
             if IND {
                 // SAFETY: offset `kk` of the table; the row it gives is inside the input.
-                b = unsafe { t.b.add(*t.offs.add(kk)) };
+                b = unsafe { t.b.add(*t.offs.add(kk) as usize) };
             }
             let mut bv = [_mm512_setzero_ps(); V];
             for (v, x) in bv.iter_mut().enumerate() {
@@ -277,6 +284,11 @@ mod kernels {
                         _mm512_maskz_loadu_ps(t.mask, b.add(16 * v))
                     }
                 };
+            }
+            if PF {
+                // Weights are read once per tile group, mostly from memory: fetch them
+                // ahead (a hint; the address need not be inside the weights).
+                _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add(PF_AHEAD) as *const i8);
             }
             for (r, row) in acc.iter_mut().enumerate() {
                 // SAFETY: weight `r` of the panel row.
@@ -317,6 +329,24 @@ fn fc_kernel(rows: usize, cols: usize) -> TileFn {
         };
     }
     if cols > 16 { by_rows!(2) } else { by_rows!(1) }
+}
+
+/// The convolution micro-kernel: two vectors of pixels (`wide`) or one, phase-plane
+/// windows (`ind`), prefetching (`pf`).
+#[cfg(target_arch = "x86_64")]
+fn conv_kernel(wide: bool, ind: bool, pf: bool) -> TileFn {
+    use kernels::conv;
+    macro_rules! by_flags {
+        ($v:literal) => {
+            match (ind, pf) {
+                (false, false) => conv::<$v, false, false>,
+                (false, true) => conv::<$v, false, true>,
+                (true, false) => conv::<$v, true, false>,
+                (true, true) => conv::<$v, true, true>,
+            }
+        };
+    }
+    if wide { by_flags!(2) } else { by_flags!(1) }
 }
 
 /// The lanes of the last vector of a tile of `cols` columns.
@@ -539,6 +569,431 @@ fn im2col(
     }
 }
 
+/// How a convolution is split: pixel tiles (of up to [`NR`] pixels), groups of up to
+/// [`CONV_TILES`] of them per (batch item, group), ranges ("chunks") of output-channel
+/// panels, and units of work (one tile group × one chunk) handed out to tasks.
+///
+/// Indirect convolutions (any but 1×1 ones) read a zero-padded copy of the input split
+/// into `sh · sw` stride phases (phase `(a, b)` of a plane holds padded rows `a, a + sh,
+/// …` and columns `b, b + sw, …`), so that term `(ci, i, j)` of output pixel `(y, x)` is
+/// element `(y + i·dh / sh, x + j·dw / sw)` of phase `(i·dh % sh, j·dw % sw)`: a `col` row
+/// of consecutive pixels of an output row is a window of a phase plane, at a table of
+/// offsets, with no im2col. Their tiles either stay within output rows
+/// ([`Mode::Rows`]), or run over a "wide" grid of `oh` rows of `phase_w` pixels
+/// ([`Mode::Wide`]: the columns past `ow` read the next row and are dropped), computed
+/// into scratch and copied out after the last block of terms. The mode that costs the
+/// fewest vector lanes ([`lanes`]) is taken, an im2col counted 15% dearer.
+#[derive(Clone, Copy, Debug)]
+struct ConvPlan {
+    /// Terms per output (`cin_g · kh · kw`).
+    kk: usize,
+    mode: Mode,
+    /// Tiles per output row ([`Mode::Rows`]).
+    per_row: usize,
+    /// Pixel tiles per (batch item, group).
+    tiles: usize,
+    /// Tile groups per (batch item, group).
+    per_item: usize,
+    /// Panels of [`MR`] output channels per group.
+    panels: usize,
+    /// Panel ranges per tile group.
+    chunks: usize,
+    /// Units of work: (item, tile group, chunk), the chunk varying fastest.
+    units: usize,
+    tasks: usize,
+    /// im2col scratch per task.
+    col_len: usize,
+    /// Width and size of a phase plane (indirect modes).
+    phase_w: usize,
+    phase: usize,
+}
+
+/// Where a convolution's `col` rows come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// The input itself (1×1, stride 1, contiguous planes).
+    Direct,
+    /// An im2col of each tile group, per block of terms.
+    Im2col,
+    /// Phase planes, tiles within output rows.
+    Rows,
+    /// Phase planes, tiles over the wide grid (output through scratch).
+    Wide,
+}
+
+/// The cost of `n` pixels in tiles of [`NR`], in lanes of a two-vector tile: a last tile
+/// of up to 16 pixels takes one vector, at 18 (it is bound by its loads: 9 per 8
+/// multiply-adds, where two-vector tiles are bound by their 16 multiply-adds).
+fn lanes(n: usize) -> usize {
+    match n % NR {
+        0 => n,
+        r => n - r + if r <= 16 { 18 } else { NR },
+    }
+}
+
+impl ConvPlan {
+    fn new(s: &ConvShape, force: Option<Mode>) -> Self {
+        let (kk, npix) = (s.kk(), s.oh * s.ow);
+        let [sh, sw] = s.stride;
+        let phase_w = (s.w + 2 * s.pad[1]).div_ceil(sw);
+        let phase = (s.h + 2 * s.pad[0]).div_ceil(sh) * phase_w;
+        let per_row = s.ow.div_ceil(NR);
+        let mode = if s.direct() {
+            Mode::Direct
+        } else if force == Some(Mode::Im2col)
+            || s.kernel == [1, 1]
+            // Offsets into an item's phase planes are `u32`.
+            || s.cin_g.saturating_mul(sh * sw).saturating_mul(phase) >= u32::MAX as usize
+        {
+            Mode::Im2col
+        } else if let Some(m) = force.filter(|&m| m != Mode::Direct) {
+            m
+        } else {
+            let rows = s.oh * lanes(s.ow);
+            let wide = lanes(s.oh * phase_w);
+            let im2col = lanes(npix) * 115 / 100;
+            if rows < wide && rows <= im2col {
+                Mode::Rows
+            } else if wide <= im2col {
+                Mode::Wide
+            } else {
+                Mode::Im2col
+            }
+        };
+        let tiles = match mode {
+            Mode::Rows => s.oh * per_row,
+            Mode::Wide => (s.oh * phase_w).div_ceil(NR),
+            _ => npix.div_ceil(NR),
+        };
+        let per_item = tiles.div_ceil(CONV_TILES);
+        let panels = s.cout_g.div_ceil(MR);
+        let items = s.n * s.groups;
+        let work = items
+            .saturating_mul(s.cout_g)
+            .saturating_mul(kk)
+            .saturating_mul(npix);
+        let tasks = threads::tasks_for(work, crate::conv::CONV_TASK_WORK);
+        // Few tile groups: each also takes a range of the panels. A task's consecutive
+        // units of one tile group run as one (one im2col for all their panels).
+        let chunks = if tasks > 1 && items * per_item < 4 * tasks {
+            (4 * tasks).div_ceil(items * per_item).min(panels)
+        } else {
+            1
+        };
+        let units = items * per_item * chunks;
+        let col_len = if mode == Mode::Im2col {
+            CONV_TILES * CONV_KC.min(kk) * NR
+        } else {
+            0
+        };
+        ConvPlan {
+            kk,
+            mode,
+            per_row,
+            tiles,
+            per_item,
+            panels,
+            chunks,
+            units,
+            tasks: tasks.min(units),
+            col_len,
+            phase_w,
+            phase,
+        }
+    }
+
+    /// Whether `col` rows are windows of phase planes.
+    fn indirect(&self) -> bool {
+        matches!(self.mode, Mode::Rows | Mode::Wide)
+    }
+
+    /// Tile `t` of an item: its first pixel in the output plane (in the wide grid for
+    /// [`Mode::Wide`]), its length, and its first pixel's offset in a phase plane.
+    fn tile_at(&self, s: &ConvShape, t: usize) -> (usize, usize, usize) {
+        match self.mode {
+            Mode::Rows => {
+                let (y, x0) = (t / self.per_row, t % self.per_row * NR);
+                (y * s.ow + x0, NR.min(s.ow - x0), y * self.phase_w + x0)
+            }
+            Mode::Wide => {
+                let n = s.oh * self.phase_w;
+                (t * NR, NR.min(n - t * NR), t * NR)
+            }
+            _ => {
+                let n = s.oh * s.ow;
+                (t * NR, NR.min(n - t * NR), 0)
+            }
+        }
+    }
+
+    /// Elements of an item's phase planes (`cin_g` planes of `sh · sw` phases).
+    fn item_planes(&self, s: &ConvShape) -> usize {
+        s.cin_g * s.stride[0] * s.stride[1] * self.phase
+    }
+
+    /// Elements of an item's wide output (`cout_g` planes of `oh · phase_w`).
+    fn item_wide(&self, s: &ConvShape) -> usize {
+        s.cout_g * s.oh * self.phase_w
+    }
+}
+
+/// The phase planes of an indirect convolution (see [`ConvPlan`]), split over its tasks.
+fn pad_planes(s: &ConvShape, p: &ConvPlan, x: &[f32], padded: &mut [f32]) {
+    let [sh, sw] = s.stride;
+    let per_plane = sh * sw * p.phase;
+    let planes = s.n * s.groups * s.cin_g;
+    let dst = SharedMut::new(padded);
+    threads::run_parts(planes, p.tasks, &|range| {
+        for q in range {
+            // SAFETY: plane `q` is written by this part only.
+            let d = unsafe { dst.slice(q * per_plane, per_plane) };
+            let (item, ci) = (q / s.cin_g, q % s.cin_g);
+            let (b, g) = (item / s.groups, item % s.groups);
+            let base = b * s.xs[0] + (g * s.cin_g + ci) * s.xs[1];
+            for (ph, d) in d.chunks_exact_mut(p.phase).enumerate() {
+                let (a, c) = (ph / sw, ph % sw);
+                // Phase columns whose input column `c + X·sw - pad` is inside the image.
+                let lo = s.pad[1].saturating_sub(c).div_ceil(sw);
+                let hi = (s.pad[1] + s.w)
+                    .saturating_sub(c)
+                    .div_ceil(sw)
+                    .min(p.phase_w);
+                for (yy, row) in d.chunks_exact_mut(p.phase_w).enumerate() {
+                    let y = (a + yy * sh).checked_sub(s.pad[0]).filter(|&y| y < s.h);
+                    let Some(y) = y.filter(|_| lo < hi) else {
+                        row.fill(0.0);
+                        continue;
+                    };
+                    row[..lo].fill(0.0);
+                    row[hi..].fill(0.0);
+                    let (step, first) = (sw * s.xs[3], c + lo * sw - s.pad[1]);
+                    let src = base + y * s.xs[2] + first * s.xs[3];
+                    let mid = &mut row[lo..hi];
+                    if step == 1 {
+                        mid.copy_from_slice(&x[src..src + mid.len()]);
+                    } else {
+                        for (xx, v) in mid.iter_mut().enumerate() {
+                            *v = x[src + xx * step];
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// What the tasks of a convolution read and write.
+struct ConvOps<'a> {
+    x: &'a [f32],
+    packed: &'a [f32],
+    /// The phase planes, the term offsets and the wide output (indirect convolutions;
+    /// else empty).
+    padded: &'a [f32],
+    offs: &'a [u32],
+    wide: SharedMut<'a, f32>,
+    out: SharedMut<'a, f32>,
+    /// Unpacked weights (rows `ld` apart) and bias, each panel's block packed by the unit
+    /// that uses it, into its task's buffer (small planes: few units read each weight).
+    lazy: Option<RowWeights<'a>>,
+    lo: f32,
+    hi: f32,
+}
+
+/// Unpacked weights: rows of terms, the row stride, the bias.
+type RowWeights<'a> = (&'a [f32], usize, Option<&'a [f32]>);
+
+/// Elements of a task's buffer for one panel's block of packed weights (its biases, then
+/// up to [`CONV_KC`] rows of [`MR`]).
+const LAZY_LEN: usize = MR * (CONV_KC + 1);
+
+/// Packs the biases of channels `co..co + MR` and their weights of terms `r0..r1` (rows
+/// `ld` apart in `w`; channels past `n` zero) into `dst` as one panel's block.
+#[allow(clippy::too_many_arguments)]
+fn pack_block(
+    dst: &mut [f32],
+    w: &[f32],
+    ld: usize,
+    bias: Option<&[f32]>,
+    co: usize,
+    n: usize,
+    r0: usize,
+    r1: usize,
+) {
+    let (b, rows) = dst.split_at_mut(MR);
+    let rows = &mut rows[..(r1 - r0) * MR];
+    for rr in 0..MR {
+        let c = co + rr;
+        b[rr] = match bias {
+            Some(bias) if c < n => bias[c],
+            _ => 0.0,
+        };
+        if c < n {
+            for (k, &v) in w[c * ld + r0..c * ld + r1].iter().enumerate() {
+                rows[k * MR + rr] = v;
+            }
+        } else {
+            for k in 0..r1 - r0 {
+                rows[k * MR + rr] = 0.0;
+            }
+        }
+    }
+}
+
+/// Task `t`'s units: runs of consecutive units of one tile group become one range of
+/// panels.
+fn conv_task(s: &ConvShape, p: &ConvPlan, ops: &ConvOps<'_>, t: usize, colt: &mut [f32]) {
+    let range = threads::part(p.units, p.tasks, t);
+    let mut u = range.start;
+    while u < range.end {
+        let (item, rest) = (u / (p.per_item * p.chunks), u % (p.per_item * p.chunks));
+        let (tg, c0) = (rest / p.chunks, rest % p.chunks);
+        let c1 = p.chunks.min(c0 + range.end - u);
+        u += c1 - c0;
+        let panels = threads::part(p.panels, p.chunks, c0).start
+            ..threads::part(p.panels, p.chunks, c1 - 1).end;
+        conv_unit(s, p, ops, item, tg, panels.clone(), colt);
+        if p.mode == Mode::Wide {
+            copy_wide(s, p, ops, item, tg, panels);
+        }
+    }
+}
+
+/// Copies the outputs of tile group `tg` of `item`, channels of `panels`, from the wide
+/// grid to the output (dropping the columns past `ow`).
+fn copy_wide(
+    s: &ConvShape,
+    p: &ConvPlan,
+    ops: &ConvOps<'_>,
+    item: usize,
+    tg: usize,
+    panels: std::ops::Range<usize>,
+) {
+    let (b, g) = (item / s.groups, item % s.groups);
+    let (q0, _, _) = p.tile_at(s, tg * CONV_TILES);
+    let (q_last, len, _) = p.tile_at(s, p.tiles.min((tg + 1) * CONV_TILES) - 1);
+    let q1 = q_last + len;
+    let wide_plane = s.oh * p.phase_w;
+    for co in panels.start * MR..s.cout_g.min(panels.end * MR) {
+        let w0 = item * p.item_wide(s) + co * wide_plane;
+        let o0 = b * s.os[0] + (g * s.cout_g + co) * s.os[1];
+        let mut q = q0;
+        while q < q1 {
+            let (y, x) = (q / p.phase_w, q % p.phase_w);
+            let end = q1.min((y + 1) * p.phase_w);
+            if x < s.ow {
+                let n = s.ow.min(x + end - q) - x;
+                // SAFETY: the wide pixels of this unit's tiles and channels, and the output
+                // pixels they give, are this unit's alone.
+                unsafe {
+                    let src = ops.wide.slice(w0 + q, n);
+                    ops.out.slice(o0 + y * s.ow + x, n).copy_from_slice(src);
+                }
+            }
+            q = end;
+        }
+    }
+}
+
+/// Tile group `tg` of (batch item, group) `item`, output channels of `panels`: per block
+/// of [`CONV_KC`] terms, the tiles' im2col (unless direct or indirect), then each panel
+/// over every tile.
+#[allow(clippy::too_many_arguments)]
+fn conv_unit(
+    s: &ConvShape,
+    p: &ConvPlan,
+    ops: &ConvOps<'_>,
+    item: usize,
+    tg: usize,
+    panels: std::ops::Range<usize>,
+    colt: &mut [f32],
+) {
+    let kk = p.kk;
+    let (b, g) = (item / s.groups, item % s.groups);
+    let (colt, wbuf) = colt.split_at_mut(p.col_len);
+    let tile_range = tg * CONV_TILES..p.tiles.min((tg + 1) * CONV_TILES);
+    let group = ops
+        .packed
+        .as_ptr()
+        .wrapping_add(g * p.panels * MR * (kk + 1));
+    let wide_plane = s.oh * p.phase_w;
+    for r0 in (0..kk).step_by(CONV_KC) {
+        let r1 = kk.min(r0 + CONV_KC);
+        if p.mode == Mode::Im2col {
+            for (i, tile) in tile_range.clone().enumerate() {
+                let (p0, len, _) = p.tile_at(s, tile);
+                let dst = &mut colt[i * (r1 - r0) * NR..(i + 1) * (r1 - r0) * NR];
+                im2col(s, ops.x, b, g, p0, len, r0..r1, dst);
+            }
+        }
+        // Clamped after the last block only.
+        let (lo, hi) = if r1 == kk {
+            (ops.lo, ops.hi)
+        } else {
+            (f32::NEG_INFINITY, f32::INFINITY)
+        };
+        for panel in panels.clone() {
+            let co = panel * MR;
+            let (a, bias) = match ops.lazy {
+                Some((w, ld, bias)) => {
+                    pack_block(wbuf, w, ld, bias, co, s.cout_g, r0, r1);
+                    (wbuf[MR..].as_ptr(), wbuf.as_ptr())
+                }
+                None => (
+                    group.wrapping_add(conv_weight_at(p.panels, kk, co, r0)),
+                    group.wrapping_add(co),
+                ),
+            };
+            for (i, tile) in tile_range.clone().enumerate() {
+                let (p0, len, q0) = p.tile_at(s, tile);
+                let (bp, b_ks) = match p.mode {
+                    Mode::Direct => {
+                        let off = b * s.xs[0] + (g * s.cin_g + r0) * s.xs[1] + p0;
+                        (ops.x.as_ptr().wrapping_add(off), s.xs[1])
+                    }
+                    Mode::Rows | Mode::Wide => {
+                        let off = item * p.item_planes(s) + q0;
+                        (ops.padded.as_ptr().wrapping_add(off), 0)
+                    }
+                    Mode::Im2col => (colt.as_ptr().wrapping_add(i * (r1 - r0) * NR), NR),
+                };
+                let (c, c_rs) = if p.mode == Mode::Wide {
+                    let off = item * p.item_wide(s) + co * wide_plane + p0;
+                    (ops.wide.as_ptr().wrapping_add(off), wide_plane)
+                } else {
+                    let off = b * s.os[0] + (g * s.cout_g + co) * s.os[1] + p0;
+                    (ops.out.as_ptr().wrapping_add(off), s.os[1])
+                };
+                let tile = Tile {
+                    k: r1 - r0,
+                    a,
+                    a_rs: 1,
+                    b: bp,
+                    b_ks,
+                    bias,
+                    c,
+                    c_rs,
+                    rows: MR.min(s.cout_g - co),
+                    mask: last_mask(len),
+                    acc_in: r0 > 0,
+                    offs: ops.offs.as_ptr().wrapping_add(r0),
+                    lo,
+                    hi,
+                };
+                let kernel = conv_kernel(len > 16, p.indirect(), i == 0);
+                // SAFETY: AVX-512F was detected (`conv2d`); the panel's rows `r0..r1` lie
+                // in `packed` (its length checked) or, lazily packed, in `wbuf`; `col` rows are the tile's im2col rows,
+                // input pixels `p0..p0 + len` of channels `r0..r1` (`fits` checked the
+                // input's extent), or windows of the phase planes (inside them and their
+                // slack, see `conv2d`), read in the mask's lanes only; the output elements
+                // (channels of the panel, pixels of the tile, in `out` or the wide grid)
+                // are inside their buffer and this unit's alone (its earlier blocks wrote
+                // them).
+                unsafe { kernel(&tile) }
+            }
+        }
+    }
+}
+
 /// The convolution `out[b, g·cout_g + co, p] = clamp(bias + sum_r w[co, r] · col[r, p])`
 /// with weights `packed` by [`pack_conv`], split over the thread pool by tiles of pixels
 /// (and, when there are few of them, by ranges of output-channel panels).
@@ -550,192 +1005,229 @@ pub fn conv2d(
     lo: f32,
     hi: f32,
 ) -> Result<(), Refused> {
+    conv2d_with(s, x, Weights::Packed(packed), out, lo, hi, None)
+}
+
+/// Weights of a convolution: packed by [`pack_conv`], or rows of `kk` terms `ld` apart
+/// (output channel `co`'s term `r` at `w[co · ld + r]`) with a bias, packed chunk by chunk
+/// while the convolution runs.
+#[derive(Clone, Copy)]
+enum Weights<'a> {
+    Packed(&'a [f32]),
+    Unpacked {
+        w: &'a [f32],
+        ld: usize,
+        bias: Option<&'a [f32]>,
+    },
+}
+
+/// Bytes of packed weights an unpacked convolution packs at a time (they stay in L2 while
+/// every tile passes over them).
+const UNPACKED_CHUNK_BYTES: usize = 512 << 10;
+
+/// The convolution of [`conv2d`] (one group), with weights as a portable kernel gets
+/// them: output channel `co`'s term `r = (ci · kh + i) · kw + j` at `w[co · ld + r]`, and
+/// an optional bias. They are packed into scratch a chunk of output channels at a time
+/// (about 512 KiB, split over the threads), each chunk's outputs computed before the next
+/// is packed. Same sums in the same order as [`conv2d`] on [`pack_conv`]'s weights.
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_unpacked(
+    s: &ConvShape,
+    x: &[f32],
+    w: &[f32],
+    ld: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+    lo: f32,
+    hi: f32,
+) -> Result<(), Refused> {
+    let kk = s.kk();
+    let rows_fit = s.cout_g == 0
+        || ld >= kk
+            && (s.cout_g - 1)
+                .checked_mul(ld)
+                .and_then(|l| l.checked_add(kk))
+                <= Some(w.len());
+    if s.groups != 1 || bias.is_some_and(|b| b.len() < s.cout_g) || !rows_fit {
+        return Err("groups, weight or bias size");
+    }
+    conv2d_with(s, x, Weights::Unpacked { w, ld, bias }, out, lo, hi, None)
+}
+
+/// [`conv2d`] in the mode the geometry calls for, or in `force` (for tests; a direct
+/// convolution stays direct, a 1×1 one is never indirect): the same sums in the same
+/// order in every mode.
+fn conv2d_with(
+    s: &ConvShape,
+    x: &[f32],
+    weights: Weights<'_>,
+    out: &mut [f32],
+    lo: f32,
+    hi: f32,
+    force: Option<Mode>,
+) -> Result<(), Refused> {
     if !available() {
         return Err("the CPU has no AVX-512F");
     }
-    let kk = s.kk();
-    if conv_packed_len(s.groups, s.cout_g, kk) != Some(packed.len()) || !s.fits(x.len(), out.len())
-    {
+    let packed_ok = match weights {
+        Weights::Packed(p) => conv_packed_len(s.groups, s.cout_g, s.kk()) == Some(p.len()),
+        Weights::Unpacked { .. } => s.groups == 1,
+    };
+    if !packed_ok || !s.fits(x.len(), out.len()) {
         return Err("operand sizes");
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let npix = s.oh * s.ow;
-        let direct = s.direct();
-        // Stride-1 convolutions on rows of at least 24 outputs read a zero-padded copy of
-        // the input through a table of row offsets (no im2col); their tiles stay within
-        // an output row.
-        let indirect = !direct && s.stride == [1, 1] && s.ow >= 24;
-        let per_row = s.ow.div_ceil(NR);
-        let tiles = if indirect {
-            s.oh * per_row
-        } else {
-            npix.div_ceil(NR)
-        };
-        // Tile `t`: its first pixel, its length and (indirect) its output row and column.
-        let tile_at = |t: usize| {
-            if indirect {
-                let (y, x0) = (t / per_row, t % per_row * NR);
-                (y * s.ow + x0, NR.min(s.ow - x0), y, x0)
-            } else {
-                (t * NR, NR.min(npix - t * NR), 0, 0)
-            }
-        };
-        // Units of work: groups of up to `CONV_TILES` pixel tiles, whose `col` rows of a
-        // block of terms stay in L2 while each panel's weights pass over all of them.
-        let groups_of_tiles = tiles.div_ceil(CONV_TILES);
-        let panels = s.cout_g.div_ceil(MR);
+        let p = ConvPlan::new(s, force);
         let items = s.n * s.groups;
-        let work = items
-            .saturating_mul(s.cout_g)
-            .saturating_mul(kk)
-            .saturating_mul(npix);
-        let mut tasks = threads::tasks_for(work, crate::conv::CONV_TASK_WORK);
-        let per_item = groups_of_tiles;
-        // Few units: each also takes a range of the panels.
-        let chunks = if tasks > 1 && items * per_item < 4 * tasks {
-            (4 * tasks).div_ceil(items * per_item).min(panels)
+        // The last tile's windows may run past the last phase plane's end by up to
+        // `NR + (kw - 1) · dw / sw` elements (into columns that are dropped).
+        let slack = NR + s.kernel[1] * s.dil[1];
+        let (planes_len, offs_len) = if p.indirect() {
+            (items * p.item_planes(s) + slack, p.kk)
         } else {
-            1
+            (0, 0)
         };
-        let units = items * chunks * per_item;
-        tasks = tasks.min(units);
-        let col_len = if direct || indirect {
+        let wide_len = if p.mode == Mode::Wide {
+            items * p.item_wide(s)
+        } else {
             0
-        } else {
-            CONV_TILES * CONV_KC.min(kk) * NR
         };
-        // scratch: the im2col rows of a group of tiles, per task.
-        let mut col = crate::scratch::take(tasks * col_len, 0f32);
-        let col = SharedMut::new(&mut col);
-        // The zero-padded input (indirect), plane by plane, and the offset of each term's
-        // row in an item's planes.
-        let [kh, kw] = s.kernel;
-        let (pw_, ph_) = (s.w + 2 * s.pad[1], s.h + 2 * s.pad[0]);
-        let plane = ph_ * pw_;
-        let planes = items * s.cin_g;
-        // scratch: the padded input planes and the row offsets (indirect convolutions).
-        let mut padded = crate::scratch::take(if indirect { planes * plane } else { 0 }, 0f32);
-        let mut offs = crate::scratch::take(if indirect { kk } else { 0 }, 0usize);
-        if indirect {
+        // Unpacked weights on few tile groups: each unit packs the panels it uses, as it
+        // uses them (each weight is packed at most twice); else chunks of output channels
+        // are packed ahead, each read by every tile group.
+        let lazy = match weights {
+            Weights::Unpacked { w, ld, bias } if items * p.per_item <= 2 => Some((w, ld, bias)),
+            _ => None,
+        };
+        let task_len = p.col_len + if lazy.is_some() { LAZY_LEN } else { 0 };
+        let col_len = p.tasks * task_len;
+        // Output channels per chunk of packed weights (all of them when packed already).
+        let chunk = match weights {
+            Weights::Unpacked { .. } if lazy.is_none() => {
+                let per_panel = MR * (p.kk + 1) * 4;
+                (UNPACKED_CHUNK_BYTES / per_panel).max(1) * MR
+            }
+            _ => s.cout_g,
+        };
+        let pack_len = match weights {
+            Weights::Unpacked { .. } if lazy.is_none() => {
+                conv_packed_len(1, chunk.min(s.cout_g), p.kk).unwrap_or(0)
+            }
+            _ => 0,
+        };
+        // scratch: the im2col rows of a group of tiles per task, the phase planes
+        // (indirect), the wide output and a chunk of packed weights (unpacked weights), in
+        // one buffer (one loan from the pool, so that convolutions of other modes in turn
+        // do not trade its buffers around); the term offsets (indirect).
+        let mut buf = crate::scratch::take(col_len + planes_len + wide_len + pack_len, 0f32);
+        let (col, rest) = buf.split_at_mut(col_len);
+        let (padded, rest) = rest.split_at_mut(planes_len);
+        let (wide, pack) = rest.split_at_mut(wide_len);
+        let col = SharedMut::new(col);
+        let mut offs = crate::scratch::take(offs_len, 0u32);
+        if p.indirect() {
+            let ([kh, kw], [sh, sw], [dh, dw]) = (s.kernel, s.stride, s.dil);
             for (r, o) in offs.iter_mut().enumerate() {
                 let (ci, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
-                *o = ci * plane + i * s.dil[0] * pw_ + j * s.dil[1];
+                let (ii, jj) = (i * dh, j * dw);
+                let phase = (ii % sh) * sw + jj % sw;
+                let off = (ci * sh * sw + phase) * p.phase + ii / sh * p.phase_w + jj / sw;
+                // In range: `ConvPlan::new` takes no indirect mode for larger planes.
+                *o = off as u32;
             }
-            let dst = SharedMut::new(&mut padded);
-            threads::run_parts(planes, tasks, &|range| {
-                for q in range {
-                    // SAFETY: plane `q` is written by this part only.
-                    let d = unsafe { dst.slice(q * plane, plane) };
-                    let (item, ci) = (q / s.cin_g, q % s.cin_g);
-                    let (b, g) = (item / s.groups, item % s.groups);
-                    let base = b * s.xs[0] + (g * s.cin_g + ci) * s.xs[1];
-                    for (yy, row) in d.chunks_exact_mut(pw_).enumerate() {
-                        let Some(y) = yy.checked_sub(s.pad[0]).filter(|&y| y < s.h) else {
-                            row.fill(0.0);
-                            continue;
-                        };
-                        row[..s.pad[1]].fill(0.0);
-                        row[s.pad[1] + s.w..].fill(0.0);
-                        let src = base + y * s.xs[2];
-                        let mid = &mut row[s.pad[1]..s.pad[1] + s.w];
-                        if s.xs[3] == 1 {
-                            mid.copy_from_slice(&x[src..src + s.w]);
-                        } else {
-                            for (xx, v) in mid.iter_mut().enumerate() {
-                                *v = x[src + xx * s.xs[3]];
-                            }
-                        }
-                    }
+            pad_planes(s, &p, x, padded);
+        }
+        let out = SharedMut::new(out);
+        for c0 in (0..s.cout_g).step_by(chunk) {
+            let sub = ConvShape {
+                cout_g: chunk.min(s.cout_g - c0),
+                ..*s
+            };
+            let sp = ConvPlan::new(&sub, force);
+            let packed: &[f32] = match weights {
+                Weights::Packed(w) => w,
+                Weights::Unpacked { .. } if lazy.is_some() => &[],
+                Weights::Unpacked { w, ld, bias } => {
+                    let len = conv_packed_len(1, sub.cout_g, p.kk).unwrap_or(0);
+                    let rows = &w[c0 * ld..];
+                    let bias = bias.map(|b| &b[c0..]);
+                    pack_chunk(&mut pack[..len], sub.cout_g, p.kk, rows, ld, bias, sp.tasks);
+                    &pack[..len]
                 }
+            };
+            // SAFETY: the chunk's output channels: the tasks below are the only users.
+            let out_c = unsafe { out.slice(c0 * s.os[1], out.len() - c0 * s.os[1]) };
+            let ops = ConvOps {
+                x,
+                packed,
+                padded,
+                offs: &offs,
+                wide: SharedMut::new(&mut *wide),
+                out: SharedMut::new(out_c),
+                lazy,
+                lo,
+                hi,
+            };
+            threads::run(sp.tasks, &|t| {
+                // SAFETY: task `t` owns buffer `t` (`sp.tasks <= p.tasks`: fewer channels,
+                // no more work; the same im2col length).
+                let colt = unsafe { col.slice(t * task_len, task_len) };
+                conv_task(&sub, &sp, &ops, t, colt);
             });
         }
-        let offs = offs.as_ptr();
-        let o = SharedMut::new(out);
-        let (xp, pp, pad_p) = (
-            x.as_ptr() as usize,
-            packed.as_ptr() as usize,
-            padded.as_ptr() as usize,
-        );
-        let offs_p = offs as usize;
-        let group_len = panels * MR * (kk + 1);
-        threads::run(tasks, &|t| {
-            // SAFETY: task `t` owns im2col buffer `t`.
-            let colt = unsafe { col.slice(t * col_len, col_len) };
-            for u in threads::part(units, tasks, t) {
-                let (item, rest) = (u / (chunks * per_item), u % (chunks * per_item));
-                let (chunk, tg) = (rest / per_item, rest % per_item);
-                let (b, g) = (item / s.groups, item % s.groups);
-                let tile_range = tg * CONV_TILES..tiles.min((tg + 1) * CONV_TILES);
-                let group = (pp as *const f32).wrapping_add(g * group_len);
-                // Blocks of terms: their `col` rows are read by every panel.
-                for r0 in (0..kk).step_by(CONV_KC) {
-                    let r1 = kk.min(r0 + CONV_KC);
-                    if !direct && !indirect {
-                        for (i, tile) in tile_range.clone().enumerate() {
-                            let (p0, len, _, _) = tile_at(tile);
-                            let dst = &mut colt[i * (r1 - r0) * NR..(i + 1) * (r1 - r0) * NR];
-                            im2col(s, x, b, g, p0, len, r0..r1, dst);
+    }
+    Ok(())
+}
+
+/// Packs the `n` output channels of `w` (rows of `kk` terms `ld` apart) and their biases
+/// into `dst` as [`pack_conv`] packs an `n`-channel group, split over `tasks` by panels:
+/// per block of terms, the panel's rows interleaved from its channels' rows.
+#[allow(clippy::too_many_arguments)]
+fn pack_chunk(
+    dst: &mut [f32],
+    n: usize,
+    kk: usize,
+    w: &[f32],
+    ld: usize,
+    bias: Option<&[f32]>,
+    tasks: usize,
+) {
+    let panels = n.div_ceil(MR);
+    let d = SharedMut::new(dst);
+    threads::run_parts(panels, tasks, &|range| {
+        for panel in range {
+            let live = MR.min(n - panel * MR);
+            // SAFETY: the panel's biases and rows are this part's alone; the packed
+            // length holds them (`conv_packed_len`).
+            let b = unsafe { d.slice(panel * MR, MR) };
+            for (rr, b) in b.iter_mut().enumerate() {
+                *b = match bias {
+                    Some(bias) if rr < live => bias[panel * MR + rr],
+                    _ => 0.0,
+                };
+            }
+            for r0 in (0..kk).step_by(CONV_KC) {
+                let rows = CONV_KC.min(kk - r0);
+                let at = conv_weight_at(panels, kk, panel * MR, r0);
+                // SAFETY: as above (the block's rows of this panel).
+                let blk = unsafe { d.slice(at, rows * MR) };
+                for rr in 0..MR {
+                    if rr < live {
+                        let co = panel * MR + rr;
+                        let src = &w[co * ld + r0..co * ld + r0 + rows];
+                        for (k, &v) in src.iter().enumerate() {
+                            blk[k * MR + rr] = v;
                         }
-                    }
-                    // Clamped after the last block only.
-                    let (lo, hi) = if r1 == kk {
-                        (lo, hi)
                     } else {
-                        (f32::NEG_INFINITY, f32::INFINITY)
-                    };
-                    for panel in threads::part(panels, chunks, chunk) {
-                        let co = g * s.cout_g + panel * MR;
-                        let a = group.wrapping_add(conv_weight_at(panels, kk, panel * MR, r0));
-                        for (i, tile) in tile_range.clone().enumerate() {
-                            let (p0, len, y, x0) = tile_at(tile);
-                            let (bp, b_ks) = if direct {
-                                let off = b * s.xs[0] + (g * s.cin_g + r0) * s.xs[1] + p0;
-                                ((xp as *const f32).wrapping_add(off), s.xs[1])
-                            } else if indirect {
-                                let off = item * s.cin_g * plane + y * pw_ + x0;
-                                ((pad_p as *const f32).wrapping_add(off), 0)
-                            } else {
-                                (colt.as_ptr().wrapping_add(i * (r1 - r0) * NR), NR)
-                            };
-                            let tile = Tile {
-                                k: r1 - r0,
-                                a,
-                                a_rs: 1,
-                                b: bp,
-                                b_ks,
-                                bias: group.wrapping_add(panel * MR),
-                                c: o.as_ptr().wrapping_add(b * s.os[0] + co * s.os[1] + p0),
-                                c_rs: s.os[1],
-                                rows: MR.min(s.cout_g - panel * MR),
-                                mask: last_mask(len),
-                                acc_in: r0 > 0,
-                                offs: (offs_p as *const usize).wrapping_add(r0),
-                                lo,
-                                hi,
-                            };
-                            let kernel: TileFn = match (len > 16, indirect) {
-                                (true, false) => kernels::conv::<2, false>,
-                                (false, false) => kernels::conv::<1, false>,
-                                (true, true) => kernels::conv::<2, true>,
-                                (false, true) => kernels::conv::<1, true>,
-                            };
-                            // SAFETY: AVX-512F was detected; the panel's rows `r0..r1` lie
-                            // in `packed` (its length checked); `col` rows are the tile's
-                            // im2col rows, input pixels `p0..p0 + len` of channels `r0..r1`
-                            // (`fits` checked the input's extent), or rows of the padded
-                            // planes (a stride-1 output row's window lies inside them), read
-                            // in the mask's lanes only; the output elements (channels of the
-                            // panel, pixels of the tile) are inside `out` and this unit's
-                            // alone (its earlier blocks wrote them).
-                            unsafe { kernel(&tile) }
+                        for k in 0..rows {
+                            blk[k * MR + rr] = 0.0;
                         }
                     }
                 }
             }
-        });
-    }
-    Ok(())
+        }
+    });
 }
 
 #[cfg(test)]
@@ -996,6 +1488,154 @@ mod tests {
         }
     }
 
+    /// Phase planes (each indirect mode) against an im2col: the same bits, on
+    /// strides 1-3, dilation, padding, groups, channels-last and padded inputs, several
+    /// blocks of terms, a clamp, 1 and 2 threads.
+    #[test]
+    fn conv2d_phase_planes_match_im2col() {
+        if !available() {
+            return;
+        }
+        let mut rng = Rng(11);
+        for case in 0..150 {
+            let kernel = [[3, 3], [1, 3], [2, 2], [5, 5], [7, 7], [3, 1]][rng.below(6)];
+            let stride = [[1, 1], [2, 2], [1, 2], [3, 3], [2, 1]][rng.below(5)];
+            let dil = [[1, 1], [1, 1], [2, 1], [2, 3]][rng.below(4)];
+            let pad = [rng.below(kernel[0] / 2 + 1), rng.below(kernel[1] / 2 + 1)];
+            let groups = [1, 1, 2][rng.below(3)];
+            let cin_g = [1, 3, 8, 40][rng.below(4)];
+            let cout_g = [1, 8, 9, 24][rng.below(4)];
+            let n = 1 + rng.below(2);
+            let h = kernel[0] * dil[0] + rng.below(30);
+            let w = kernel[1] * dil[1] + rng.below(60);
+            let oh = (h + 2 * pad[0] - dil[0] * (kernel[0] - 1) - 1) / stride[0] + 1;
+            let ow = (w + 2 * pad[1] - dil[1] * (kernel[1] - 1) - 1) / stride[1] + 1;
+            let c = groups * cin_g;
+            let xs = match case % 3 {
+                0 => [c * h * w, h * w, w, 1],
+                1 => [h * w * c, 1, w * c, c],
+                _ => [c * (h * w + 3), h * w + 3, w, 1],
+            };
+            let x = rng.vec(n * xs[0]);
+            let co_all = groups * cout_g;
+            let os = [co_all * oh * ow, oh * ow];
+            let kk = cin_g * kernel[0] * kernel[1];
+            let wt = rng.vec(co_all * kk);
+            let bias = rng.vec(co_all);
+            let s = ConvShape {
+                n,
+                groups,
+                cin_g,
+                cout_g,
+                h,
+                w,
+                xs,
+                oh,
+                ow,
+                os,
+                kernel,
+                stride,
+                pad,
+                dil,
+            };
+            let packed = pack_conv(groups, cout_g, kk, |co, r| wt[co * kk + r], Some(&bias));
+            let packed = packed.unwrap();
+            let (lo, hi) = if case % 4 == 0 {
+                (0.0, 6.0)
+            } else {
+                (f32::MIN, f32::MAX)
+            };
+            let run = |mode: Option<Mode>| {
+                both_thread_counts(|| {
+                    let mut out = vec![f32::NAN; n * os[0]];
+                    conv2d_with(&s, &x, Weights::Packed(&packed), &mut out, lo, hi, mode).unwrap();
+                    out
+                })
+            };
+            let want = run(Some(Mode::Im2col));
+            assert!(
+                want.iter().all(|v| !v.is_nan()),
+                "{s:?}: outputs not written"
+            );
+            for mode in [None, Some(Mode::Rows), Some(Mode::Wide)] {
+                let got = run(mode);
+                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "{s:?} {mode:?}: element {i}: {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Weights packed chunk by chunk while the convolution runs (the portable kernel's
+    /// path) against weights packed at load: the same bits (packed ahead in several chunks,
+    /// or per unit on small planes; each mode, padded weight rows, bias or none, 1 and 2
+    /// threads).
+    #[test]
+    fn conv2d_unpacked_matches_packed() {
+        if !available() {
+            return;
+        }
+        let mut rng = Rng(13);
+        for (case, &(cin, cout, hw, kern, stride)) in [
+            (3, 16, 40, 7, 2),
+            (300, 70, 9, 3, 1),
+            (300, 70, 24, 3, 1),
+            (64, 24, 30, 3, 1),
+            (40, 9, 17, 3, 2),
+            (600, 20, 4, 3, 1),
+            (16, 33, 12, 1, 2),
+            (16, 33, 12, 1, 1),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let pad = kern / 2;
+            let o = (hw + 2 * pad - kern) / stride + 1;
+            let s = ConvShape {
+                n: 1 + case % 2,
+                groups: 1,
+                cin_g: cin,
+                cout_g: cout,
+                h: hw,
+                w: hw,
+                xs: [cin * hw * hw, hw * hw, hw, 1],
+                oh: o,
+                ow: o,
+                os: [cout * o * o, o * o],
+                kernel: [kern, kern],
+                stride: [stride, stride],
+                pad: [pad, pad],
+                dil: [1, 1],
+            };
+            let kk = s.kk();
+            let x = rng.vec(s.n * s.xs[0]);
+            // Weight rows `ld >= kk` apart.
+            let ld = kk + case % 2 * 3;
+            let wt = rng.vec(cout * ld);
+            let wf = |co: usize, r: usize| wt[co * ld + r];
+            let bias = (case % 3 != 0).then(|| rng.vec(cout));
+            let packed = pack_conv(1, cout, kk, wf, bias.as_deref()).unwrap();
+            let want = both_thread_counts(|| {
+                let mut out = vec![0f32; s.n * s.os[0]];
+                conv2d(&s, &x, &packed, &mut out, f32::MIN, 6.0).unwrap();
+                out
+            });
+            let got = both_thread_counts(|| {
+                let mut out = vec![0f32; s.n * s.os[0]];
+                let b = bias.as_deref();
+                conv2d_unpacked(&s, &x, &wt, ld, b, &mut out, f32::MIN, 6.0).unwrap();
+                out
+            });
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "{s:?}: element {i}: {a} vs {b}");
+            }
+        }
+    }
+
     #[test]
     fn conv2d_checks_sizes() {
         if !available() {
@@ -1107,6 +1747,94 @@ mod tests {
                 (co * o * o * kk) as f64 / dt / 1e9
             );
         }
+        threads::set_num_threads(0);
+    }
+
+    /// resnet18's convolutions at 128² and 224², the weights of each cycled through
+    /// copies that do not fit the L3 cache together (as in the model, whose weights do not
+    /// either): `ETCH_BENCH_THREADS=1 cargo test --release -p etch-kernels
+    /// resnet18_conv_speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn resnet18_conv_speed() {
+        if !available() {
+            return;
+        }
+        let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+        let nt = std::env::var("ETCH_BENCH_THREADS").map_or(1, |v| v.parse().unwrap_or(1));
+        threads::set_num_threads(nt);
+        let mut rng = Rng(1);
+        let mut total = 0.0;
+        for (c, co, hw, kern, stride, calls) in [
+            (3, 64, 128, 7, 2, 1),
+            (64, 64, 32, 3, 1, 4),
+            (64, 128, 32, 3, 2, 1),
+            (64, 128, 32, 1, 2, 1),
+            (128, 128, 16, 3, 1, 3),
+            (128, 256, 16, 3, 2, 1),
+            (128, 256, 16, 1, 2, 1),
+            (256, 256, 8, 3, 1, 3),
+            (256, 512, 8, 3, 2, 1),
+            (256, 512, 8, 1, 2, 1),
+            (512, 512, 4, 3, 1, 3),
+            (3, 64, 224, 7, 2, 1),
+            (64, 64, 56, 3, 1, 4),
+            (64, 128, 56, 3, 2, 1),
+            (128, 128, 28, 3, 1, 3),
+            (128, 256, 28, 3, 2, 1),
+            (256, 256, 14, 3, 1, 3),
+            (256, 512, 14, 3, 2, 1),
+            (512, 512, 7, 3, 1, 3),
+        ] {
+            let pad = kern / 2;
+            let o = (hw + 2 * pad - kern) / stride + 1;
+            let s = ConvShape {
+                n: 1,
+                groups: 1,
+                cin_g: c,
+                cout_g: co,
+                h: hw,
+                w: hw,
+                xs: [c * hw * hw, hw * hw, hw, 1],
+                oh: o,
+                ow: o,
+                os: [co * o * o, o * o],
+                kernel: [kern, kern],
+                stride: [stride, stride],
+                pad: [pad, pad],
+                dil: [1, 1],
+            };
+            let kk = c * kern * kern;
+            let x = rng.vec(c * hw * hw);
+            let w = rng.vec(co * kk);
+            let warm = std::env::var("ETCH_BENCH_WARM").is_ok();
+            let copies = if warm {
+                1
+            } else {
+                (48 << 20) / (co * kk * 4) + 1
+            };
+            let packed: Vec<Vec<f32>> = (0..copies)
+                .map(|_| pack_conv(1, co, kk, |a, r| w[a * kk + r], None).unwrap())
+                .collect();
+            let mut out = vec![0f32; co * o * o];
+            let reps = 30;
+            let mut best = f64::MAX;
+            for _ in 0..3 {
+                let t0 = std::time::Instant::now();
+                for rep in 0..reps {
+                    let p = &packed[rep % copies];
+                    conv2d(&s, &x, p, &mut out, f32::MIN, f32::MAX).unwrap();
+                }
+                best = best.min(t0.elapsed().as_secs_f64() / reps as f64);
+            }
+            total += best * calls as f64;
+            println!(
+                "conv {c}->{co} {hw}x{hw} k{kern} s{stride} x{calls}: {:.3} ms, {:.1} GMAC/s",
+                best * 1e3,
+                (co * o * o * kk) as f64 / best / 1e9
+            );
+        }
+        println!("total (both sizes, calls counted) {:.2} ms", total * 1e3);
         threads::set_num_threads(0);
     }
 }

@@ -17,6 +17,7 @@ pub mod index;
 pub mod linalg;
 pub mod llama;
 pub mod llama_gdr;
+pub mod maxpool;
 pub mod norm;
 pub mod prim;
 pub mod quantized;

@@ -25,7 +25,10 @@ macro_rules! pool {
         }
     )*};
 }
-pool!(f32 => F32_POOL, f64 => F64_POOL, usize => USIZE_POOL, i64 => I64_POOL);
+// `u32`: the offset tables of gemm512's convolutions, which are their only users (a pool
+// of its own keeps each user's buffer: kernels that hold two buffers of a pool and give
+// them back in the order they took them swap the pool's buffers between calls).
+pool!(f32 => F32_POOL, f64 => F64_POOL, usize => USIZE_POOL, i64 => I64_POOL, u32 => U32_POOL);
 
 /// A scratch buffer on loan from the pool; derefs to a `Vec<T>`.
 pub struct Scratch<T: ScratchElem> {

@@ -1,0 +1,397 @@
+//! 2-D max pooling: the window rule every path follows, and a fast path for contiguous
+//! float32 planes that takes 16 output columns at a time with AVX-512F.
+//!
+//! The rule ([`window_max`]): the window's elements inside the image, row by row and left
+//! to right; the first one starts the maximum, a later one replaces it when it is greater,
+//! or when it is NaN and the maximum is not (so the first NaN wins, and of equal values
+//! the first). A window with no element inside the image gives `-inf` at index 0. The
+//! index is the element's offset in its `H×W` plane.
+
+use crate::util::Float;
+
+/// The geometry of a 2-D max pooling over one plane.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolGeom {
+    /// Input height and width.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Output height and width.
+    pub oh: usize,
+    /// Output width.
+    pub ow: usize,
+    /// Window (height, width).
+    pub kernel: [usize; 2],
+    /// Stride (height, width), at least 1.
+    pub stride: [usize; 2],
+    /// Padding (top = bottom, left = right).
+    pub pad: [usize; 2],
+    /// Dilation (height, width), at least 1.
+    pub dil: [usize; 2],
+}
+
+/// The maximum of output `(y, xo)`'s window and its index in the plane, reading input
+/// element `(ih, iw)` through `at` (the rule of the module doc).
+#[inline(always)]
+pub fn window_max<F: Float>(
+    g: &PoolGeom,
+    y: usize,
+    xo: usize,
+    at: impl Fn(usize, usize) -> F,
+) -> (F, i64) {
+    let mut best = F::NEG_INFINITY;
+    let mut bi: i64 = -1;
+    for i in 0..g.kernel[0] {
+        let ih = (y * g.stride[0] + i * g.dil[0]) as isize - g.pad[0] as isize;
+        if ih < 0 || ih as usize >= g.h {
+            continue;
+        }
+        for j in 0..g.kernel[1] {
+            let iw = (xo * g.stride[1] + j * g.dil[1]) as isize - g.pad[1] as isize;
+            if iw < 0 || iw as usize >= g.w {
+                continue;
+            }
+            let v = at(ih as usize, iw as usize);
+            if bi < 0 || v > best || v.is_nan() && !best.is_nan() {
+                best = v;
+                bi = (ih as usize * g.w + iw as usize) as i64;
+            }
+        }
+    }
+    (best, bi.max(0))
+}
+
+/// Whether [`plane_f32`] takes planes of this geometry: AVX-512F on the CPU, and plane
+/// offsets that fit `i32`.
+pub fn fast_available(g: &PoolGeom) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        g.h.checked_mul(g.w)
+            .is_some_and(|n| n < i32::MAX as usize / 2)
+            && g.stride[0] > 0
+            && g.stride[1] > 0
+            && g.w < (1 << 24)
+            && std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = g;
+        false
+    }
+}
+
+/// Max pooling of one contiguous `h×w` float32 plane `x` into the contiguous `oh×ow`
+/// plane `out` (and its indices into `idx`), with the values and indices of
+/// [`window_max`]. Only where [`fast_available`] says so.
+///
+/// # Panics
+/// If a slice is shorter than its plane, or the fast path is not available.
+pub fn plane_f32(g: &PoolGeom, x: &[f32], out: &mut [f32], idx: Option<&mut [i64]>) {
+    assert!(fast_available(g), "max pooling: no AVX-512F path");
+    assert!(x.len() >= g.h * g.w && out.len() >= g.oh * g.ow);
+    assert!(idx.as_ref().is_none_or(|i| i.len() >= g.oh * g.ow));
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: AVX-512F was detected (`fast_available`); the slices hold their planes
+    // (checked above).
+    unsafe {
+        avx512::plane(g, x, out, idx)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::PoolGeom;
+    use std::arch::x86_64::*;
+
+    /// Lanes `lo..hi` (of 32).
+    fn bits(lo: usize, hi: usize) -> u32 {
+        debug_assert!(lo < hi && hi <= 32);
+        (u32::MAX >> (32 - (hi - lo))) << lo
+    }
+
+    /// The lanes `lo..hi` of a block whose window column for lane `l` is `c0 + l · sw`
+    /// that lie inside `0..w`, and within the block's `lanes`.
+    fn inside(c0: isize, sw: usize, w: usize, lanes: usize) -> (usize, usize) {
+        let lo = if c0 < 0 {
+            c0.unsigned_abs().div_ceil(sw)
+        } else {
+            0
+        };
+        let hi = if (w as isize) > c0 {
+            (w as isize - c0).unsigned_abs().div_ceil(sw)
+        } else {
+            0
+        };
+        (lo, hi.min(lanes))
+    }
+
+    /// Blocks of 16 output columns one call of [`blocks`] takes (their maxima are
+    /// independent chains of compares, interleaved).
+    const NB: usize = 4;
+
+    /// See [`super::plane_f32`]: output rows, then groups of up to [`NB`] blocks of 16
+    /// columns (see [`blocks`]).
+    ///
+    /// # Safety
+    /// AVX-512F; the slices hold their planes; `h · w` fits `i32`.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn plane(g: &PoolGeom, x: &[f32], out: &mut [f32], mut idx: Option<&mut [i64]>) {
+        for y in 0..g.oh {
+            for x0 in (0..g.ow).step_by(16 * NB) {
+                // SAFETY: the caller's contract.
+                let (best, bi) = unsafe { blocks(g, x, y, x0) };
+                for (b, (best, bi)) in best.iter().zip(&bi).enumerate() {
+                    let Some(lanes) = g.ow.checked_sub(x0 + 16 * b).filter(|&l| l > 0) else {
+                        break;
+                    };
+                    let o = y * g.ow + x0 + 16 * b;
+                    let all = bits(0, lanes.min(16)) as u16;
+                    // SAFETY: outputs `o..o + lanes` lie in row `y` of `out` (masked).
+                    unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr().add(o), all, *best) };
+                    if let Some(idx) = idx.as_deref_mut() {
+                        let lo8 = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(*bi));
+                        let hi8 = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(*bi));
+                        let ip = idx.as_mut_ptr().wrapping_add(o);
+                        // SAFETY: as above, for `idx` (as long as `out`'s plane).
+                        unsafe {
+                            _mm512_mask_storeu_epi64(ip, all as u8, lo8);
+                            _mm512_mask_storeu_epi64(ip.wrapping_add(8), (all >> 8) as u8, hi8);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The maxima and their indices of [`NB`] blocks of 16 outputs of row `y` from column
+    /// `x0` (blocks past the row's end are left at `-inf`). Per window element in the
+    /// rule's order, lane `l` reads column `c0 + l · sw` (one load for stride 1, two and an
+    /// even-lane permutation for stride 2, a gather otherwise; lanes outside the image are
+    /// masked off, never read) and takes it by the rule.
+    ///
+    /// # Safety
+    /// As [`plane`].
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn blocks(
+        g: &PoolGeom,
+        x: &[f32],
+        y: usize,
+        x0: usize,
+    ) -> ([__m512; NB], [__m512i; NB]) {
+        let [kh, kw] = g.kernel;
+        let ([sh, sw], [ph, pw], [dh, dw]) = (g.stride, g.pad, g.dil);
+        let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        let lane_sw = _mm512_mullo_epi32(lane, _mm512_set1_epi32(sw as i32));
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let (xp, len) = (x.as_ptr(), x.len() as isize);
+        let mut best = [_mm512_set1_ps(f32::NEG_INFINITY); NB];
+        let mut bi = [_mm512_setzero_si512(); NB];
+        let mut have = [0u16; NB];
+        let lanes: [usize; NB] = std::array::from_fn(|b| g.ow.saturating_sub(x0 + 16 * b).min(16));
+        for i in 0..kh {
+            let ih = (y * sh + i * dh) as isize - ph as isize;
+            if ih < 0 || ih as usize >= g.h {
+                continue;
+            }
+            let row = ih * g.w as isize;
+            for j in 0..kw {
+                for b in 0..NB {
+                    let c0 = ((x0 + 16 * b) * sw + j * dw) as isize - pw as isize;
+                    let (lo, hi) = inside(c0, sw, g.w, lanes[b]);
+                    if lo >= hi {
+                        continue;
+                    }
+                    let m = bits(lo, hi) as u16;
+                    let at = row + c0;
+                    // Column `c0` of row `ih`; may lie outside `x`, only lanes inside the
+                    // row are read through it (or, unmasked, a span inside `x`).
+                    let p = xp.wrapping_offset(at);
+                    // SAFETY: every lane read (the mask's) is a column inside `0..w` of
+                    // row `ih < h`, so inside `x`; unmasked loads read `at..at + 16` or
+                    // `at..at + 32`, checked to lie inside `x`.
+                    let v = unsafe {
+                        match sw {
+                            1 if m == u16::MAX && at + 16 <= len => _mm512_loadu_ps(p),
+                            1 => _mm512_maskz_loadu_ps(m, p),
+                            2 if m == u16::MAX && at + 32 <= len => {
+                                let (a, c) = (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
+                                _mm512_permutex2var_ps(a, even, c)
+                            }
+                            2 => {
+                                let m2 = bits(2 * lo, 2 * hi - 1);
+                                let a = _mm512_maskz_loadu_ps(m2 as u16, p);
+                                let q = p.wrapping_add(16);
+                                let c = _mm512_maskz_loadu_ps((m2 >> 16) as u16, q);
+                                _mm512_permutex2var_ps(a, even, c)
+                            }
+                            _ => {
+                                let z = _mm512_setzero_ps();
+                                _mm512_mask_i32gather_ps::<4>(z, m, lane_sw, p)
+                            }
+                        }
+                    };
+                    let gt = _mm512_mask_cmp_ps_mask::<_CMP_GT_OQ>(m, v, best[b]);
+                    let nan = _mm512_mask_cmp_ps_mask::<_CMP_UNORD_Q>(m, v, v)
+                        & _mm512_cmp_ps_mask::<_CMP_ORD_Q>(best[b], best[b]);
+                    let take = (m & !have[b]) | gt | nan;
+                    best[b] = _mm512_mask_mov_ps(best[b], take, v);
+                    let at = _mm512_add_epi32(lane_sw, _mm512_set1_epi32(at as i32));
+                    bi[b] = _mm512_mask_mov_epi32(bi[b], take, at);
+                    have[b] |= m;
+                }
+            }
+        }
+        (best, bi)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            self.0 >> 33
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+        /// Few distinct values (many ties), with NaNs and infinities.
+        fn val(&mut self) -> f32 {
+            match self.below(40) {
+                0 => f32::NAN,
+                1 => -f32::NAN,
+                2 => f32::NEG_INFINITY,
+                3 => f32::INFINITY,
+                4 => -0.0,
+                _ => (self.below(9) as f32 - 4.0) * 0.5,
+            }
+        }
+    }
+
+    fn out_len(i: usize, k: usize, s: usize, p: usize, d: usize, ceil: bool) -> Option<usize> {
+        crate::conv::pool_out_size("test", i, k, s, p, d, ceil).ok()
+    }
+
+    /// The fast plane against [`window_max`] (the portable kernel's rule) on random planes
+    /// with NaNs, infinities and ties, over strides (1, 2, 3), padding, dilation and ceil
+    /// mode, with and without indices.
+    #[test]
+    fn fast_plane_matches_the_rule() {
+        let mut rng = Rng(7);
+        let mut cases = 0;
+        for trial in 0..3000 {
+            let (kh, kw) = (1 + rng.below(4), 1 + rng.below(4));
+            let (sh, sw) = (1 + rng.below(3), 1 + rng.below(3));
+            let (dh, dw) = (1 + rng.below(2), 1 + rng.below(2));
+            let (ph, pw) = (rng.below(kh / 2 + 1), rng.below(kw / 2 + 1));
+            let (h, w) = (1 + rng.below(20), 1 + rng.below(70));
+            let ceil = rng.below(2) == 1;
+            let (Some(oh), Some(ow)) = (
+                out_len(h, kh, sh, ph, dh, ceil),
+                out_len(w, kw, sw, pw, dw, ceil),
+            ) else {
+                continue;
+            };
+            let g = PoolGeom {
+                h,
+                w,
+                oh,
+                ow,
+                kernel: [kh, kw],
+                stride: [sh, sw],
+                pad: [ph, pw],
+                dil: [dh, dw],
+            };
+            if !fast_available(&g) {
+                return;
+            }
+            // Sometimes planes of one repeated value, or all NaN, or all -inf.
+            let x: Vec<f32> = match trial % 11 {
+                0 => vec![1.5; h * w],
+                1 => vec![f32::NEG_INFINITY; h * w],
+                2 => vec![f32::NAN; h * w],
+                _ => (0..h * w).map(|_| rng.val()).collect(),
+            };
+            let mut out = vec![7f32; oh * ow];
+            let mut idx = vec![-7i64; oh * ow];
+            let with_idx = trial % 3 != 0;
+            plane_f32(&g, &x, &mut out, with_idx.then_some(&mut idx[..]));
+            for y in 0..oh {
+                for xo in 0..ow {
+                    let (v, i) = window_max(&g, y, xo, |ih, iw| x[ih * w + iw]);
+                    let k = y * ow + xo;
+                    assert_eq!(
+                        out[k].to_bits(),
+                        v.to_bits(),
+                        "{g:?} output ({y}, {xo}): {} vs {v}",
+                        out[k]
+                    );
+                    if with_idx {
+                        assert_eq!(idx[k], i, "{g:?} index of output ({y}, {xo})");
+                    } else {
+                        assert_eq!(idx[k], -7);
+                    }
+                }
+            }
+            cases += 1;
+        }
+        assert!(cases > 1000, "{cases} cases");
+    }
+
+    /// Resnet18's pooling (64 planes 112×112, 3×3, stride 2, padding 1), fast path and
+    /// the rule, one thread: `cargo test --release -p etch-kernels maxpool_speed --
+    /// --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn maxpool_speed() {
+        let g = PoolGeom {
+            h: 112,
+            w: 112,
+            oh: 56,
+            ow: 56,
+            kernel: [3, 3],
+            stride: [2, 2],
+            pad: [1, 1],
+            dil: [1, 1],
+        };
+        let mut rng = Rng(1);
+        let x: Vec<f32> = (0..64 * 112 * 112).map(|_| rng.val()).collect();
+        let (mut out, mut idx) = (vec![0f32; 64 * 56 * 56], vec![0i64; 64 * 56 * 56]);
+        let n = 56 * 56;
+        for round in 0..3 {
+            let t = std::time::Instant::now();
+            for _ in 0..10 {
+                for c in 0..64 {
+                    let xs = &x[c * 112 * 112..(c + 1) * 112 * 112];
+                    let (o, i) = (&mut out[c * n..(c + 1) * n], &mut idx[c * n..(c + 1) * n]);
+                    plane_f32(&g, xs, o, Some(i));
+                }
+            }
+            let fast = t.elapsed().as_secs_f64() / 10.0;
+            let t = std::time::Instant::now();
+            for c in 0..64 {
+                let xs = &x[c * 112 * 112..(c + 1) * 112 * 112];
+                for y in 0..56 {
+                    for xo in 0..56 {
+                        let (v, i) = window_max(&g, y, xo, |ih, iw| xs[ih * 112 + iw]);
+                        out[c * n + y * 56 + xo] = v;
+                        idx[c * n + y * 56 + xo] = i;
+                    }
+                }
+            }
+            let rule = t.elapsed().as_secs_f64();
+            println!(
+                "round {round}: fast {:.3} ms, rule {:.3} ms",
+                fast * 1e3,
+                rule * 1e3
+            );
+        }
+    }
+}
