@@ -87,6 +87,31 @@ unsafe fn sum_i8(a: &[i8]) -> i32 {
     (_mm512_reduce_add_epi64(s) - 128 * i as i64) as i32
 }
 
+/// Asks for the output lines of `rows` x `np` panels from column `col0` (rows of `n`
+/// floats) in L1 for writing, while the tile before them runs: in a model the output is not
+/// in the caches, and each tile's stores would otherwise wait for their lines. The Llama
+/// `8da4w` decoder's fully-connected layers, one thread: 7.2-7.5 -> 6.0-6.4 ms a run.
+/// (Prefetching the next panels' filters as well gained nothing.)
+#[inline]
+fn prefetch_out(
+    o: &SharedMut<f32>,
+    n: usize,
+    rows: std::ops::Range<usize>,
+    col0: usize,
+    np: usize,
+) {
+    let base = o.as_ptr();
+    for row in rows {
+        let mut c = col0;
+        while c < (col0 + np * PANEL).min(n) {
+            // SAFETY: `row < m` and `c < n`, so the element is in `o` (`[m, n]`); a prefetch
+            // reads and writes nothing the program sees.
+            unsafe { _mm_prefetch::<_MM_HINT_ET0>(base.add(row * n + c).cast()) };
+            c += PANEL;
+        }
+    }
+}
+
 impl Fc<'_> {
     /// Columns of panels `panels` (see [`super::pack_vnni`]) of every row, in tiles of up to
     /// [`ROWS`] rows by [`PANELS`] panels, by chunks of rows whose block sums are computed
@@ -123,6 +148,7 @@ impl Fc<'_> {
                 let mut row = r0;
                 while row < r1 {
                     let r = (r1 - row).min(ROWS);
+                    prefetch_out(o, n, row + r..(row + 2 * r).min(m), p * PANEL, np);
                     let sums = &sums[(row - r0) * blocks..(row - r0 + r) * blocks];
                     // SAFETY: the features are enabled; these panels are this task's.
                     unsafe {
