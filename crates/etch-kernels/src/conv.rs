@@ -355,7 +355,8 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
     }
     let wf: &[T::F] = w_in_place.unwrap_or(&wbuf);
     if cin_g == 1 && cout_g == 1 && c.g > 1 {
-        return depthwise(c, xs, wf, bs, o, false);
+        depthwise(c, xs, wf, bs, o, false, (f32::NEG_INFINITY, f32::INFINITY));
+        return;
     }
     let x_same = as_same::<T, T::F>(xs);
     let direct_in = kh == 1
@@ -570,7 +571,8 @@ fn depthwise<T: FElem>(
     bs: Option<&[T]>,
     o: &mut [T],
     generic: bool,
-) {
+    clamp: (f32, f32),
+) -> bool {
     let zero = <T::F as Compute>::ZERO;
     let (xv, kh, kw, oh, ow) = (c.xv, c.kh, c.kw, c.oh, c.ow);
     let ((sh, sw), (pw, dh, dw)) = (c.stride, (c.pad.1, c.dil.0, c.dil.1));
@@ -600,7 +602,11 @@ fn depthwise<T: FElem>(
             cstep: dw,
         },
     };
-    let fast = if generic { None } else { dw512::Fast::new(&g) };
+    let fast = if generic {
+        None
+    } else {
+        dw512::Fast::new(&g, clamp)
+    };
     threads::run(tasks, &|t| {
         // SAFETY: task `t`'s own padded plane.
         let pad = unsafe { pads.slice(t * per_task, per_task) };
@@ -611,6 +617,89 @@ fn depthwise<T: FElem>(
             }
         }
     });
+    fast.is_some()
+}
+
+/// The output clamp of the XNNPACK delegate (`lo`/`hi` kept in that order, NaN kept).
+#[inline(always)]
+pub fn clamp_f32(x: f32, lo: f32, hi: f32) -> f32 {
+    if x < lo {
+        lo
+    } else if x > hi {
+        hi
+    } else {
+        x
+    }
+}
+
+/// An `f32` depthwise convolution (the input's `c` channels one per group) with the
+/// weights `[c, kh, kw]` contiguous and an optional bias, then every output clamped with
+/// [`clamp_f32`]: the sums of `aten::convolution.out`'s depthwise path, in its order.
+#[allow(clippy::too_many_arguments)]
+pub fn depthwise_f32(
+    (xv, xs): (View4, &[f32]),
+    (w, bs): (&[f32], Option<&[f32]>),
+    (ov, o): (View4, &mut [f32]),
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    pad: [usize; 2],
+    dil: [usize; 2],
+    (lo, hi): (f32, f32),
+) -> Result<()> {
+    let [kh, kw] = kernel;
+    let eff = |i: usize, k: usize, s: usize, p: usize, d: usize| {
+        (i + 2 * p)
+            .checked_sub((k.max(1) - 1) * d + 1)
+            .map(|v| v / s.max(1) + 1)
+    };
+    let ok = xv.c == ov.c
+        && xv.n == ov.n
+        && kh * kw > 0
+        && !stride.contains(&0)
+        && !dil.contains(&0)
+        && w.len() == xv.c * kh * kw
+        && bs.is_none_or(|b| b.len() == xv.c)
+        && eff(xv.h, kh, stride[0], pad[0], dil[0]) == Some(ov.h)
+        && eff(xv.w, kw, stride[1], pad[1], dil[1]) == Some(ov.w);
+    if !ok {
+        return Err(Error::invalid_argument(format!(
+            "depthwise: input {xv:?}, output {ov:?}, kernel {kernel:?}, {} weights",
+            w.len()
+        )));
+    }
+    if xv.n * xv.c * ov.h * ov.w == 0 {
+        return Ok(());
+    }
+    let c = Conv {
+        xv,
+        wv: xv,
+        ov,
+        g: xv.c,
+        cin_g: 1,
+        cout_g: 1,
+        kh,
+        kw,
+        stride: (stride[0], stride[1]),
+        pad: (pad[0], pad[1]),
+        dil: (dil[0], dil[1]),
+        oh: ov.h,
+        ow: ov.w,
+    };
+    if !depthwise(&c, xs, w, bs, o, false, (lo, hi))
+        && (lo > f32::NEG_INFINITY || hi < f32::INFINITY)
+    {
+        for n in 0..ov.n {
+            for ch in 0..ov.c {
+                for y in 0..ov.h {
+                    for x in 0..ov.w {
+                        let i = n * ov.s[0] + ch * ov.s[1] + y * ov.s[2] + x * ov.s[3];
+                        o[i] = clamp_f32(o[i], lo, hi);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The most output pixels of a row computed together (one 512-bit vector of `f32`).
@@ -1254,13 +1343,20 @@ mod tests {
                         let xs = values(n * ch * h * w, case);
                         let wf = values(ch * k * k, case + 1000);
                         let bias = values(ch, case + 2000);
-                        for bs in [None, Some(&bias[..])] {
+                        let inf = f32::INFINITY;
+                        let clamps = [(-inf, inf), (0.0, inf), (-0.3, 0.4), (0.5, -0.5)];
+                        for (bi, (lo, hi)) in clamps.into_iter().enumerate() {
+                            let bs = (bi % 2 == 1).then_some(&bias[..]);
                             for threads in [1, 2] {
                                 threads::set_num_threads(threads);
                                 let mut want = vec![f32::NAN; n * ch * oh * ow];
                                 let mut got = want.clone();
-                                depthwise(&c, &xs, &wf, bs, &mut want, true);
-                                depthwise(&c, &xs, &wf, bs, &mut got, false);
+                                depthwise(&c, &xs, &wf, bs, &mut want, true, (-inf, inf));
+                                for v in &mut want {
+                                    *v = clamp_f32(*v, lo, hi);
+                                }
+                                let fast = depthwise(&c, &xs, &wf, bs, &mut got, false, (lo, hi));
+                                assert_eq!(fast, gemm512::available());
                                 let (a, b): (Vec<u32>, Vec<u32>) = (
                                     want.iter().map(|v| v.to_bits()).collect(),
                                     got.iter().map(|v| v.to_bits()).collect(),

@@ -13,6 +13,8 @@ pub(super) struct Fast<'a> {
     wf: &'a [f32],
     bs: Option<&'a [f32]>,
     out: &'a SharedMut<'a, f32>,
+    /// The output clamp ([`super::clamp_f32`]).
+    clamp: (f32, f32),
 }
 
 /// `s` as shared `f32`s when `T` is `f32`.
@@ -26,16 +28,13 @@ fn shared_f32<'a, T: 'static>(s: &'a SharedMut<'a, T>) -> Option<&'a SharedMut<'
 }
 
 impl<'a> Fast<'a> {
-    /// The fast path for `g`, where the CPU has AVX-512F, the elements are `f32`, the
+    /// The fast path for `g`, where the CPU has AVX-512F (and [`crate::gemm512::available`]), the elements are `f32`, the
     /// stride along a row is 1 or 2 and output rows are contiguous.
-    pub(super) fn new<T: FElem>(g: &DwGeom<'a, T>) -> Option<Self> {
+    pub(super) fn new<T: FElem>(g: &DwGeom<'a, T>, clamp: (f32, f32)) -> Option<Self> {
         #[cfg(target_arch = "x86_64")]
         {
             let c = g.c;
-            if !std::arch::is_x86_feature_detected!("avx512f")
-                || !matches!(c.stride.1, 1 | 2)
-                || c.ov.s[3] != 1
-            {
+            if !crate::gemm512::available() || !matches!(c.stride.1, 1 | 2) || c.ov.s[3] != 1 {
                 return None;
             }
             let bs = match g.bs {
@@ -46,11 +45,12 @@ impl<'a> Fast<'a> {
                 wf: as_same::<T::F, f32>(g.wf)?,
                 bs,
                 out: shared_f32(g.out)?,
+                clamp,
             })
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let _ = (g, shared_f32::<T>);
+            let _ = (g, clamp, shared_f32::<T>);
             None
         }
     }
@@ -95,8 +95,8 @@ impl<'a> Fast<'a> {
             // masked writes stay in the plane's rows (`orows`).
             unsafe {
                 match sw {
-                    1 => kernel::planes::<1>(pad, w, bias, out, &geo),
-                    _ => kernel::planes::<2>(pad, w, bias, out, &geo),
+                    1 => kernel::planes::<1>(pad, w, bias, self.clamp, out, &geo),
+                    _ => kernel::planes::<2>(pad, w, bias, self.clamp, out, &geo),
                 }
             }
         }
@@ -137,6 +137,7 @@ mod kernel {
         pad: &[f32],
         w: &[f32],
         bias: f32,
+        (lo, hi): (f32, f32),
         out: &mut [f32],
         g: &Geo,
     ) {
@@ -144,7 +145,7 @@ mod kernel {
         let nblocks = g.oh * xblocks;
         let tail = g.ow - (xblocks - 1) * 16;
         let tail_mask = (u32::MAX >> (32 - tail)) as u16;
-        let bv = _mm512_set1_ps(bias);
+        let (bv, lov, hiv) = (_mm512_set1_ps(bias), _mm512_set1_ps(lo), _mm512_set1_ps(hi));
         let (p, o) = (pad.as_ptr(), out.as_mut_ptr());
         let (mut y, mut xb, mut b) = (0, 0, 0);
         while b < nblocks {
@@ -167,8 +168,16 @@ mod kernel {
             // SAFETY: the caller's bounds on `pad`.
             let acc = unsafe { blocks::<SW>(p, w, g, &base) };
             for (a, &(at, m)) in acc.iter().zip(&dst).take(cnt) {
+                // `clamp_f32`: `lo` where `v < lo`, else `hi` where `v > hi` (ordered
+                // compares: NaN stays).
+                let v = _mm512_add_ps(*a, bv);
+                let (lt, gt) = (
+                    _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, lov),
+                    _mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, hiv),
+                );
+                let v = _mm512_mask_blend_ps(lt, _mm512_mask_blend_ps(gt, v, hiv), lov);
                 // SAFETY: lanes `x0..x0 + 16` masked to the row's `ow` outputs, in `out`.
-                unsafe { _mm512_mask_storeu_ps(o.add(at), m, _mm512_add_ps(*a, bv)) };
+                unsafe { _mm512_mask_storeu_ps(o.add(at), m, v) };
             }
             b += cnt;
         }
