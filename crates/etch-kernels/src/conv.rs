@@ -2,6 +2,9 @@
 //! through their strides, so channels-last tensors work without conversion.
 
 use crate::dispatch_float;
+
+#[path = "conv/dw512.rs"]
+mod dw512;
 use crate::gemm::{Axis, Plan, Strides};
 use crate::gemm512;
 use crate::linalg::{GemmDims, MatRef, gemm_batched};
@@ -352,7 +355,8 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
     }
     let wf: &[T::F] = w_in_place.unwrap_or(&wbuf);
     if cin_g == 1 && cout_g == 1 && c.g > 1 {
-        return depthwise(c, xs, wf, bs, o);
+        depthwise(c, xs, wf, bs, o, false, (f32::NEG_INFINITY, f32::INFINITY));
+        return;
     }
     let x_same = as_same::<T, T::F>(xs);
     let direct_in = kh == 1
@@ -557,7 +561,18 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
 /// every output is `sum(w[i, j] * x[.., ..])` over the taps in order `(i, j)`, from zero,
 /// plus the bias. (The padding's zero products leave a sum starting from +0 unchanged, so
 /// the result is the unpadded sum's.) Split over planes above [`DEPTHWISE_TASK_WORK`].
-fn depthwise<T: FElem>(c: &Conv, xs: &[T], wf: &[T::F], bs: Option<&[T]>, o: &mut [T]) {
+///
+/// `f32` planes with strides 1 or 2 run on AVX-512F where the CPU has it ([`dw512`]), with
+/// the same sums in the same order (`generic` forces the portable path, for the tests).
+fn depthwise<T: FElem>(
+    c: &Conv,
+    xs: &[T],
+    wf: &[T::F],
+    bs: Option<&[T]>,
+    o: &mut [T],
+    generic: bool,
+    clamp: (f32, f32),
+) -> bool {
     let zero = <T::F as Compute>::ZERO;
     let (xv, kh, kw, oh, ow) = (c.xv, c.kh, c.kw, c.oh, c.ow);
     let ((sh, sw), (pw, dh, dw)) = (c.stride, (c.pad.1, c.dil.0, c.dil.1));
@@ -587,13 +602,104 @@ fn depthwise<T: FElem>(c: &Conv, xs: &[T], wf: &[T::F], bs: Option<&[T]>, o: &mu
             cstep: dw,
         },
     };
+    let fast = if generic {
+        None
+    } else {
+        dw512::Fast::new(&g, clamp)
+    };
     threads::run(tasks, &|t| {
         // SAFETY: task `t`'s own padded plane.
         let pad = unsafe { pads.slice(t * per_task, per_task) };
         for plane in threads::part(planes, tasks, t) {
-            dw_plane_dispatch(&g, plane, pad);
+            match &fast {
+                Some(f) => f.plane(&g, plane, pad),
+                None => dw_plane_dispatch(&g, plane, pad),
+            }
         }
     });
+    fast.is_some()
+}
+
+/// The output clamp of the XNNPACK delegate (`lo`/`hi` kept in that order, NaN kept).
+#[inline(always)]
+pub fn clamp_f32(x: f32, lo: f32, hi: f32) -> f32 {
+    if x < lo {
+        lo
+    } else if x > hi {
+        hi
+    } else {
+        x
+    }
+}
+
+/// An `f32` depthwise convolution (the input's `c` channels one per group) with the
+/// weights `[c, kh, kw]` contiguous and an optional bias, then every output clamped with
+/// [`clamp_f32`]: the sums of `aten::convolution.out`'s depthwise path, in its order.
+#[allow(clippy::too_many_arguments)]
+pub fn depthwise_f32(
+    (xv, xs): (View4, &[f32]),
+    (w, bs): (&[f32], Option<&[f32]>),
+    (ov, o): (View4, &mut [f32]),
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    pad: [usize; 2],
+    dil: [usize; 2],
+    (lo, hi): (f32, f32),
+) -> Result<()> {
+    let [kh, kw] = kernel;
+    let eff = |i: usize, k: usize, s: usize, p: usize, d: usize| {
+        (i + 2 * p)
+            .checked_sub((k.max(1) - 1) * d + 1)
+            .map(|v| v / s.max(1) + 1)
+    };
+    let ok = xv.c == ov.c
+        && xv.n == ov.n
+        && kh * kw > 0
+        && !stride.contains(&0)
+        && !dil.contains(&0)
+        && w.len() == xv.c * kh * kw
+        && bs.is_none_or(|b| b.len() == xv.c)
+        && eff(xv.h, kh, stride[0], pad[0], dil[0]) == Some(ov.h)
+        && eff(xv.w, kw, stride[1], pad[1], dil[1]) == Some(ov.w);
+    if !ok {
+        return Err(Error::invalid_argument(format!(
+            "depthwise: input {xv:?}, output {ov:?}, kernel {kernel:?}, {} weights",
+            w.len()
+        )));
+    }
+    if xv.n * xv.c * ov.h * ov.w == 0 {
+        return Ok(());
+    }
+    let c = Conv {
+        xv,
+        wv: xv,
+        ov,
+        g: xv.c,
+        cin_g: 1,
+        cout_g: 1,
+        kh,
+        kw,
+        stride: (stride[0], stride[1]),
+        pad: (pad[0], pad[1]),
+        dil: (dil[0], dil[1]),
+        oh: ov.h,
+        ow: ov.w,
+    };
+    if !depthwise(&c, xs, w, bs, o, false, (lo, hi))
+        && (lo > f32::NEG_INFINITY || hi < f32::INFINITY)
+    {
+        for n in 0..ov.n {
+            for ch in 0..ov.c {
+                for y in 0..ov.h {
+                    for x in 0..ov.w {
+                        let i = n * ov.s[0] + ch * ov.s[1] + y * ov.s[2] + x * ov.s[3];
+                        o[i] = clamp_f32(o[i], lo, hi);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The most output pixels of a row computed together (one 512-bit vector of `f32`).
@@ -655,29 +761,16 @@ fn dw_plane_dispatch<T: FElem>(g: &DwGeom<'_, T>, plane: usize, pad: &mut [T::F]
 /// blocks of `L` ≤ [`DW_LANES_MAX`] pixels.
 #[inline(always)]
 fn dw_plane<T: FElem, const L: usize>(g: &DwGeom<'_, T>, plane: usize, pad: &mut [T::F]) {
-    let (c, xs, out) = (g.c, g.xs, g.out);
+    let (c, out) = (g.c, g.out);
     let (xv, ov) = (c.xv, c.ov);
     let (kh, kw, oh, ow) = (c.kh, c.kw, c.oh, c.ow);
-    let ((sh, sw), (ph, pw)) = (c.stride, c.pad);
+    let (sh, sw) = c.stride;
     let (n, ch) = (plane / c.g, plane % c.g);
     let xbase = n * xv.s[0] + ch * xv.s[1];
     let obase = n * ov.s[0] + ch * ov.s[1];
     let w = &g.wf[ch * kh * kw..(ch + 1) * kh * kw];
     let bv = g.bs.map_or(<T::F as Compute>::ZERO, |b| b[ch].to_f());
-    // The plane's rows into the padded plane (rows and columns outside the image stay 0).
-    for r in ph..g.prows.min(ph + xv.h) {
-        let src = xbase + (r - ph) * xv.s[2];
-        let dst = &mut pad[r * g.pwid + pw..r * g.pwid + pw + xv.w];
-        if xv.s[3] == 1 {
-            for (d, s) in dst.iter_mut().zip(&xs[src..src + xv.w]) {
-                *d = s.to_f();
-            }
-        } else {
-            for (k, d) in dst.iter_mut().enumerate() {
-                *d = xs[src + k * xv.s[3]].to_f();
-            }
-        }
-    }
+    dw_fill(g, xbase, pad);
     let pad = &*pad;
     let xblocks = ow.div_ceil(L);
     let nblocks = oh * xblocks;
@@ -713,6 +806,26 @@ fn dw_plane<T: FElem, const L: usize>(g: &DwGeom<'_, T>, plane: usize, pad: &mut
             }
         }
         b += cnt;
+    }
+}
+
+/// Copies the plane at `xbase` into the padded plane, widened (rows and columns outside the
+/// image stay 0).
+#[inline(always)]
+fn dw_fill<T: FElem>(g: &DwGeom<'_, T>, xbase: usize, pad: &mut [T::F]) {
+    let (xs, xv, (ph, pw)) = (g.xs, g.c.xv, g.c.pad);
+    for r in ph..g.prows.min(ph + xv.h) {
+        let src = xbase + (r - ph) * xv.s[2];
+        let dst = &mut pad[r * g.pwid + pw..r * g.pwid + pw + xv.w];
+        if xv.s[3] == 1 {
+            for (d, s) in dst.iter_mut().zip(&xs[src..src + xv.w]) {
+                *d = s.to_f();
+            }
+        } else {
+            for (k, d) in dst.iter_mut().enumerate() {
+                *d = xs[src + k * xv.s[3]].to_f();
+            }
+        }
     }
 }
 
@@ -1150,4 +1263,114 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     reg.register("aten::avg_pool2d.out", avg_pool2d_out)?;
     reg.register("aten::_adaptive_avg_pool2d.out", adaptive_avg_pool2d_out)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A contiguous NCHW view.
+    fn view(n: usize, c: usize, h: usize, w: usize) -> View4 {
+        View4 {
+            n,
+            c,
+            h,
+            w,
+            s: [c * h * w, h * w, w, 1],
+        }
+    }
+
+    /// Pseudo-random values in [-1, 1), with some negative zeros.
+    fn values(len: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (0..len)
+            .map(|i| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                if i % 13 == 5 {
+                    -0.0
+                } else {
+                    ((s >> 40) as f32 / (1u64 << 23) as f32) - 1.0
+                }
+            })
+            .collect()
+    }
+
+    /// The `f32` depthwise planes on AVX-512F give the portable path's bits, on 1 and 2
+    /// threads, over kernel sizes, strides, dilations, paddings and row lengths (tails).
+    #[test]
+    fn depthwise_fast_path_is_bit_identical() {
+        let shapes = [
+            (1, 1),
+            (7, 7),
+            (14, 14),
+            (16, 9),
+            (17, 5),
+            (33, 12),
+            (56, 20),
+            (112, 8),
+        ];
+        let mut case = 0u64;
+        for (w, h) in shapes {
+            for (k, dil) in [(3, 1), (5, 1), (3, 2), (1, 1)] {
+                for (sh, sw) in [(1, 1), (2, 2), (1, 2), (2, 1)] {
+                    for pad in [0, k / 2 * dil] {
+                        let eff = (k - 1) * dil + 1;
+                        if h + 2 * pad < eff || w + 2 * pad < eff {
+                            continue;
+                        }
+                        case += 1;
+                        let (n, ch) = (2, 3);
+                        let (oh, ow) = ((h + 2 * pad - eff) / sh + 1, (w + 2 * pad - eff) / sw + 1);
+                        let c = Conv {
+                            xv: view(n, ch, h, w),
+                            wv: view(ch, 1, k, k),
+                            ov: view(n, ch, oh, ow),
+                            g: ch,
+                            cin_g: 1,
+                            cout_g: 1,
+                            kh: k,
+                            kw: k,
+                            stride: (sh, sw),
+                            pad: (pad, pad),
+                            dil: (dil, dil),
+                            oh,
+                            ow,
+                        };
+                        let xs = values(n * ch * h * w, case);
+                        let wf = values(ch * k * k, case + 1000);
+                        let bias = values(ch, case + 2000);
+                        let inf = f32::INFINITY;
+                        let clamps = [(-inf, inf), (0.0, inf), (-0.3, 0.4), (0.5, -0.5)];
+                        for (bi, (lo, hi)) in clamps.into_iter().enumerate() {
+                            let bs = (bi % 2 == 1).then_some(&bias[..]);
+                            for threads in [1, 2] {
+                                threads::set_num_threads(threads);
+                                let mut want = vec![f32::NAN; n * ch * oh * ow];
+                                let mut got = want.clone();
+                                depthwise(&c, &xs, &wf, bs, &mut want, true, (-inf, inf));
+                                for v in &mut want {
+                                    *v = clamp_f32(*v, lo, hi);
+                                }
+                                let fast = depthwise(&c, &xs, &wf, bs, &mut got, false, (lo, hi));
+                                assert_eq!(fast, gemm512::available());
+                                let (a, b): (Vec<u32>, Vec<u32>) = (
+                                    want.iter().map(|v| v.to_bits()).collect(),
+                                    got.iter().map(|v| v.to_bits()).collect(),
+                                );
+                                assert_eq!(
+                                    a, b,
+                                    "w {w} h {h} k {k} dil {dil} stride {sh}x{sw} pad {pad}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        threads::set_num_threads(1);
+    }
 }

@@ -9,7 +9,7 @@ use super::super::graph::{
 use super::super::plan::Builder;
 use super::{constant_as, constant_f32, repack_constant};
 use etch_core::{Error, KernelContext, Result, ScalarType};
-use etch_kernels::conv::{pool_out_size, view4};
+use etch_kernels::conv::{depthwise_f32, pool_out_size, view4};
 use etch_kernels::gemm512;
 
 /// Channels-last dim order of an NCHW view.
@@ -169,6 +169,16 @@ pub fn convolution(b: &mut Builder<'_>, node: &Node, c: &ConvParams) -> Result<(
     {
         return packed_convolution(b, node, c, (x, o), pad);
     }
+    if c.kind == ConvKind::Depthwise
+        && go == 1
+        && g > 1
+        && dtype == ScalarType::Float
+        && b.dtype(c.output)? == ScalarType::Float
+        && b.is_constant(c.filter)
+        && c.bias.is_none_or(|id| b.is_constant(id))
+    {
+        return depthwise(b, node, c, (x, o), pad);
+    }
     let w = filter(b, c, kh, kw, dtype)?;
     let bias = match c.bias {
         Some(id) if b.is_constant(id) => constant_as(b, id, dtype)?,
@@ -288,6 +298,93 @@ fn run_packed_convolution(ctx: &mut KernelContext<'_>) -> Result<()> {
     };
     gemm512::conv2d(&s, x.data()?, p.data()?, o.data_mut()?, lo, hi)
         .map_err(|e| Error::internal(format!("{OP}: {e}")))
+}
+
+/// An `f32` `XNNDepthwiseConv2d` (one output channel per group) with constant weights:
+/// the filter repacked `[c, kh, kw]` at init for [`depthwise_f32`], the node's clamp fused
+/// (the same sums, and the same clamp, as `aten::convolution.out` then the clamp step).
+fn depthwise(
+    b: &mut Builder<'_>,
+    node: &Node,
+    c: &ConvParams,
+    (x, o): (u32, u32),
+    pad: [i64; 2],
+) -> Result<()> {
+    let [kh, kw] = c.kernel.map(|k| k as usize);
+    let ch = c.groups as usize;
+    let w = constant_f32(b, c.filter)?;
+    let bias = c.bias.map(|id| constant_f32(b, id)).transpose()?;
+    if w.len() != ch * kh * kw || bias.as_ref().is_some_and(|v| v.len() != ch) {
+        return Err(Error::invalid_program(format!(
+            "{}: filter of {} or bias of {:?} elements for {ch} channels and kernel {kh}x{kw}",
+            node.name,
+            w.len(),
+            bias.as_ref().map(Vec::len)
+        )));
+    }
+    // XNNPACK's depthwise filter is `[1, kh, kw, c]`.
+    let mut packed = Vec::with_capacity(w.len());
+    for k in 0..ch {
+        packed.extend((0..kh * kw).map(|ij| w[ij * ch + k]));
+    }
+    let bytes: Vec<u8> = packed.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let p = b.owned(ScalarType::Float, &[packed.len()], &bytes)?;
+    let bias = match bias {
+        Some(v) => {
+            let bytes: Vec<u8> = v.iter().flat_map(|v| v.to_le_bytes()).collect();
+            b.owned(ScalarType::Float, &[v.len()], &bytes)?
+        }
+        None => b.none(),
+    };
+    let params = b.ints(&[
+        kh as i64,
+        kw as i64,
+        c.stride[0] as i64,
+        c.stride[1] as i64,
+        pad[0],
+        pad[1],
+        c.dilation[0] as i64,
+        c.dilation[1] as i64,
+    ]);
+    let (lo, hi) = node.clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
+    let (lo, hi) = (b.double(lo as f64), b.double(hi as f64));
+    b.kernel_fn(
+        "xnnpack::f32_depthwise_conv2d",
+        run_depthwise,
+        &[x, p, bias, o, params, lo, hi],
+    );
+    Ok(())
+}
+
+/// Args `[x (NCHW view), filter [c, kh, kw], bias or none, out (NCHW view), [kh, kw,
+/// stride h, stride w, pad h, pad w, dilation h, dilation w], lo, hi]`.
+fn run_depthwise(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "xnnpack::f32_depthwise_conv2d";
+    let (x, p, mut o) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(3)?);
+    let bias = ctx.opt_tensor(2)?;
+    let q = ctx.int_list(4)?;
+    let (lo, hi) = (ctx.double(5)? as f32, ctx.double(6)? as f32);
+    let (xv, ov) = (view4(OP, &x, false)?, view4(OP, &o, false)?);
+    let &[kh, kw, sh, sw, ph, pw, dh, dw] = q else {
+        return Err(Error::internal(format!("{OP}: {} parameters", q.len())));
+    };
+    let [kh, kw, sh, sw, ph, pw, dh, dw] =
+        [kh, kw, sh, sw, ph, pw, dh, dw].map(|v| v.max(0) as usize);
+    let bs = match &bias {
+        Some(t) => Some(t.data::<f32>()?),
+        None => None,
+    };
+    depthwise_f32(
+        (xv, x.data()?),
+        (p.data()?, bs),
+        (ov, o.data_mut()?),
+        [kh, kw],
+        [sh, sw],
+        [ph, pw],
+        [dh, dw],
+        (lo, hi),
+    )
+    .map_err(|e| Error::internal(format!("{OP}: {e}")))
 }
 
 /// `XNNMaxPooling2d` / `XNNAvgPooling2d`. Extra bottom/right padding (how the exporter
