@@ -74,21 +74,8 @@ pub fn pack_fc(
     bias: Option<&[f32]>,
 ) -> Option<Vec<f32>> {
     let mut p = vec![0f32; fc_packed_len(n, k)?];
-    pack_fc_into(&mut p, n, k, w, bias);
-    Some(p)
-}
-
-/// [`pack_fc`] into `p` (zeroed, [`fc_packed_len`] elements: a shorter `p` is filled as far
-/// as it goes), for weights known only at run time.
-pub fn pack_fc_into(
-    p: &mut [f32],
-    n: usize,
-    k: usize,
-    w: impl Fn(usize, usize) -> f32,
-    bias: Option<&[f32]>,
-) {
     for (panel, dst) in p.chunks_exact_mut(NR * (k + 1)).enumerate() {
-        for jj in 0..NR.min(n.saturating_sub(panel * NR)) {
+        for jj in 0..NR.min(n - panel * NR) {
             let j = panel * NR + jj;
             dst[jj] = bias.map_or(0.0, |b| b[j]);
             for kk in 0..k {
@@ -96,6 +83,7 @@ pub fn pack_fc_into(
             }
         }
     }
+    Some(p)
 }
 
 /// Elements of the packed weights of a convolution with `groups` groups of `cout_g`

@@ -208,87 +208,6 @@ fn fill_bias<T: Elem, F: Float>(
     }
 }
 
-/// Float32 products without bias on etch's AVX-512F kernels ([`crate::gemm512`]), where the
-/// CPU has them and each batch's `a` rows and output rows are contiguous: per batch, `b`
-/// (any strides) is packed into scratch memory and multiplied, batches split over the
-/// thread pool. Sums in the packed kernels' order, which no thread count changes. Returns
-/// false when it does not apply (the caller's general path runs).
-#[allow(clippy::too_many_arguments)]
-fn matmul512(
-    d: GemmDims,
-    a: &TensorRef<'_>,
-    sa: [usize; 3],
-    b: &TensorRef<'_>,
-    sb: [usize; 3],
-    out: &mut TensorRef<'_>,
-    so: [usize; 3],
-) -> Result<bool> {
-    let dense = |s: [usize; 3], cols: usize| s[2] == 1 && (s[1] == cols || s[1] == 0);
-    let applies = crate::gemm512::available()
-        && d.batch > 0
-        && d.m >= 8
-        && d.n > 0
-        && d.k > 0
-        && dense(sa, d.k)
-        && dense(so, d.n)
-        && (d.m == 1 || (sa[1] == d.k && so[1] == d.n));
-    let Some(plen) = crate::gemm512::fc_packed_len(d.n, d.k).filter(|_| applies) else {
-        return Ok(false);
-    };
-    let (x, w) = (a.data::<f32>()?, b.data::<f32>()?);
-    let o = out.data_mut::<f32>()?;
-    if max_offset(d.batch, d.m, d.k, sa) >= x.len()
-        || max_offset(d.batch, d.k, d.n, sb) >= w.len()
-        || max_offset(d.batch, d.m, d.n, so) >= o.len()
-    {
-        return Ok(false);
-    }
-    let o = threads::SharedMut::new(o);
-    let failed = std::sync::atomic::AtomicBool::new(false);
-    let work = d.batch.saturating_mul(d.m * d.n).saturating_mul(d.k);
-    let tasks = threads::tasks_for(work, GEMM_TASK_WORK).min(d.batch);
-    // Each task's packing buffer, taken here (the pool is per thread, and tasks move
-    // between threads from one call to the next).
-    let mut bufs = crate::scratch::take(plen * tasks, 0f32);
-    let bufs = threads::SharedMut::new(&mut bufs);
-    threads::run(tasks, &|t| {
-        // SAFETY: task `t` alone uses the `t`-th buffer.
-        let packed = unsafe { bufs.slice(t * plen, plen) };
-        for bi in threads::part(d.batch, tasks, t) {
-            let wb = &w[bi * sb[0]..];
-            crate::gemm512::pack_fc_into(
-                packed,
-                d.n,
-                d.k,
-                |j, kk| wb[kk * sb[1] + j * sb[2]],
-                None,
-            );
-            let xb = &x[bi * sa[0]..bi * sa[0] + d.m * d.k];
-            // SAFETY: batch `bi`'s output rows (contiguous, checked above) are this task's.
-            let ob = unsafe { o.slice(bi * so[0], d.m * d.n) };
-            let r = crate::gemm512::fully_connected(
-                xb,
-                d.m,
-                d.k,
-                packed,
-                d.n,
-                ob,
-                f32::NEG_INFINITY,
-                f32::INFINITY,
-            );
-            if r.is_err() {
-                failed.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-    });
-    if failed.load(std::sync::atomic::Ordering::Relaxed) {
-        return Err(Error::internal(
-            "float32 matrix product: packed kernel refused its operands",
-        ));
-    }
-    Ok(true)
-}
-
 /// `out = beta · bias + alpha · a · b` in the dtype of the operands (all must match).
 #[allow(clippy::too_many_arguments)]
 pub fn matmul(
@@ -311,13 +230,6 @@ pub fn matmul(
     }
     // With beta == 0 the bias is ignored entirely (NaN/inf in it do not propagate).
     let bias = bias.filter(|b| b.beta != 0.0);
-    if dt == ScalarType::Float
-        && bias.is_none()
-        && alpha == 1.0
-        && matmul512(d, a, sa, b, sb, out, so)?
-    {
-        return Ok(());
-    }
     #[allow(clippy::too_many_arguments)]
     fn native<F: Float + Elem + GemmElem>(
         op: &str,
