@@ -93,8 +93,8 @@ fn rank_all() -> bool {
 
 /// Whether one-row calls that take `moe_down_row` route in the blocks of `moe_up` and
 /// `moe_down_row` themselves instead of in moe_logits' last block
-/// (`ETCH_MOE_ROUTE_IN_BLOCKS=1`; off by default until its timing on the H200 is measured:
-/// the op tests pass with it there, see BENCHMARKS.md, session 13).
+/// (`ETCH_MOE_ROUTE_IN_BLOCKS=1`; off by default: 4-6% slower on the H200's 20-layer
+/// decode step, BENCHMARKS.md, session 14).
 fn route_in_blocks() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("ETCH_MOE_ROUTE_IN_BLOCKS").is_ok_and(|v| v == "1"))
