@@ -822,14 +822,38 @@ fn pad_planes(s: &ConvShape, p: &ConvPlan, x: &[f32], padded: &mut [f32]) {
                     if step == 1 {
                         mid.copy_from_slice(&x[src..src + mid.len()]);
                     } else {
-                        for (xx, v) in mid.iter_mut().enumerate() {
-                            *v = x[src + xx * step];
-                        }
+                        gather(&x[src..], step, mid);
                     }
                 }
             }
         }
     });
+}
+
+/// `dst[i] = x[i · step]`; stride 2 (every stride-2 convolution's phase planes) in blocks of
+/// 16 from 32 consecutive elements, which the compiler turns into vector shuffles.
+fn gather(x: &[f32], step: usize, dst: &mut [f32]) {
+    let mut done = 0;
+    if step == 2 && !fill_scratch() {
+        for (d, s) in dst.chunks_exact_mut(16).zip(x.chunks_exact(32)) {
+            for (i, d) in d.iter_mut().enumerate() {
+                *d = s[2 * i];
+            }
+            done += 16;
+        }
+    }
+    for (i, d) in dst.iter_mut().enumerate().skip(done) {
+        *d = x[i * step];
+    }
+}
+
+/// Whether the convolution's scratch is filled and its stride-2 gather scalar, as before
+/// (the tests time and check both ways).
+fn fill_scratch() -> bool {
+    #[cfg(test)]
+    return tests::OLD_PAD.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(test))]
+    false
 }
 
 /// What the tasks of a convolution read and write.
@@ -1233,8 +1257,16 @@ fn conv2d_with(
         // scratch: the im2col rows of a group of tiles per task, the phase planes
         // (indirect), the wide output and a chunk of packed weights (unpacked weights), in
         // one buffer (one loan from the pool, so that convolutions of other modes in turn
-        // do not trade its buffers around); the term offsets (indirect).
-        let mut buf = crate::scratch::take(col_len + planes_len + wide_len + pack_len, 0f32);
+        // do not trade its buffers around); the term offsets (indirect). Every element is
+        // written before it is read (im2col rows, phase planes, wide outputs, packed
+        // weights), except the planes' slack, read only into lanes that are dropped: the
+        // buffer need not be filled.
+        let len = col_len + planes_len + wide_len + pack_len;
+        let mut buf = if fill_scratch() {
+            crate::scratch::take(len, 0f32)
+        } else {
+            crate::scratch::take_dirty(len, 0f32)
+        };
         let (col, rest) = buf.split_at_mut(col_len);
         let (padded, rest) = rest.split_at_mut(planes_len);
         let (wide, pack) = rest.split_at_mut(wide_len);
@@ -1367,6 +1399,10 @@ mod tests {
             (0..n).map(|_| self.val()).collect()
         }
     }
+
+    /// The convolution's scratch filled and the stride-2 gather scalar ([`fill_scratch`]).
+    pub(super) static OLD_PAD: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
 
     /// Turns the column tiles of direct planes off ([`cols_enabled`]).
     pub(super) static NO_COLS: std::sync::atomic::AtomicBool =
@@ -2147,6 +2183,122 @@ mod tests {
             total[1] * 1e3,
             total[0] / total[1]
         );
+        threads::set_num_threads(0);
+    }
+
+    /// Runs convolutions of stride 1 and 2 (phase planes, wide grids, im2col) with the
+    /// scratch filled and the scalar gather, then with scratch left as NaN by an earlier
+    /// loan and the block gather: the same bits, 1 and 2 threads.
+    #[test]
+    fn dirty_scratch_and_gather_match() {
+        if !available() {
+            return;
+        }
+        let mut rng = Rng(13);
+        for (c, co, hw, kern, stride) in [
+            (3, 32, 40, 3, 2),
+            (5, 9, 37, 3, 2),
+            (4, 16, 30, 3, 1),
+            (3, 8, 41, 7, 2),
+            (6, 10, 9, 3, 2),
+            (2, 3, 70, 5, 1),
+        ] {
+            let pad = kern / 2;
+            let o = (hw + 2 * pad - kern) / stride + 1;
+            let s = ConvShape {
+                n: 2,
+                groups: 1,
+                cin_g: c,
+                cout_g: co,
+                h: hw,
+                w: hw,
+                xs: [c * hw * hw, hw * hw, hw, 1],
+                oh: o,
+                ow: o,
+                os: [co * o * o, o * o],
+                kernel: [kern, kern],
+                stride: [stride, stride],
+                pad: [pad, pad],
+                dil: [1, 1],
+            };
+            let kk = c * kern * kern;
+            let x = rng.vec(2 * c * hw * hw);
+            let w = rng.vec(co * kk);
+            let packed = pack_conv(1, co, kk, |a, r| w[a * kk + r], None).unwrap();
+            let run = |old: bool| {
+                both_thread_counts(|| {
+                    OLD_PAD.store(old, std::sync::atomic::Ordering::Relaxed);
+                    // Leave NaN in the pool's buffers.
+                    drop(crate::scratch::take(1 << 20, f32::NAN));
+                    let mut out = vec![0f32; 2 * co * o * o];
+                    conv2d(&s, &x, &packed, &mut out, -1.0, 1.0).unwrap();
+                    OLD_PAD.store(false, std::sync::atomic::Ordering::Relaxed);
+                    out
+                })
+            };
+            let (a, b) = (run(true), run(false));
+            assert!(a.iter().zip(&b).all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+    }
+
+    /// The phase planes' fill and gather as before and as now, call by call (best of 300
+    /// each): `cargo test --release -p etch-kernels pad_speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn pad_speed() {
+        if !available() {
+            return;
+        }
+        let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+        threads::set_num_threads(1);
+        let mut rng = Rng(1);
+        for (c, co, hw, kern, stride) in [
+            (3, 32, 224, 3, 2),
+            (3, 64, 224, 7, 2),
+            (64, 64, 56, 3, 1),
+            (64, 128, 56, 3, 2),
+            (16, 16, 112, 3, 2),
+        ] {
+            let pad = kern / 2;
+            let o = (hw + 2 * pad - kern) / stride + 1;
+            let s = ConvShape {
+                n: 1,
+                groups: 1,
+                cin_g: c,
+                cout_g: co,
+                h: hw,
+                w: hw,
+                xs: [c * hw * hw, hw * hw, hw, 1],
+                oh: o,
+                ow: o,
+                os: [co * o * o, o * o],
+                kernel: [kern, kern],
+                stride: [stride, stride],
+                pad: [pad, pad],
+                dil: [1, 1],
+            };
+            let kk = c * kern * kern;
+            let x = rng.vec(c * hw * hw);
+            let w = rng.vec(co * kk);
+            let packed = pack_conv(1, co, kk, |a, r| w[a * kk + r], None).unwrap();
+            let mut out = vec![0f32; co * o * o];
+            let mut best = [f64::MAX; 2];
+            for _ in 0..300 {
+                for (old, b) in best.iter_mut().enumerate() {
+                    OLD_PAD.store(old == 1, std::sync::atomic::Ordering::Relaxed);
+                    let t0 = std::time::Instant::now();
+                    conv2d(&s, &x, &packed, &mut out, f32::MIN, f32::MAX).unwrap();
+                    *b = b.min(t0.elapsed().as_secs_f64());
+                }
+            }
+            OLD_PAD.store(false, std::sync::atomic::Ordering::Relaxed);
+            println!(
+                "conv {c}->{co} {hw}x{hw} k{kern} s{stride}: now {:.1} us, before {:.1} us ({:.3})",
+                best[0] * 1e6,
+                best[1] * 1e6,
+                best[0] / best[1]
+            );
+        }
         threads::set_num_threads(0);
     }
 
