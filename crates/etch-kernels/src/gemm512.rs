@@ -1859,6 +1859,10 @@ mod tests {
             (600, 20, 4, 3, 1),
             (16, 33, 12, 1, 2),
             (16, 33, 12, 1, 1),
+            // Direct planes ending in column tiles (one panel at a time when packed
+            // lazily, several from packed weights).
+            (300, 20, 7, 1, 1),
+            (40, 9, 1, 1, 1),
         ]
         .iter()
         .enumerate()
