@@ -22,6 +22,9 @@
 
 use crate::threads::{self, SharedMut};
 
+#[path = "gemm512/cols.rs"]
+mod cols;
+
 /// Rows of a fully-connected tile, and output channels of a convolution panel.
 pub const MR: usize = 8;
 /// Columns of a fully-connected panel, and pixels of a convolution tile (two vectors).
@@ -35,6 +38,12 @@ const CONV_KC: usize = 256;
 /// Pixel tiles per unit of a convolution: each panel's weights of a block of terms are
 /// read once for all of them (their `col` rows, 128 KiB, stay in L2).
 const CONV_TILES: usize = 4;
+
+/// Output bytes of a direct convolution (per batch item and group) above which its tile
+/// groups grow ([`direct_group`]).
+const DIRECT_OUT_L2: usize = 2 << 20;
+/// The input rows of a grown direct tile group.
+const DIRECT_GROUP_BYTES: usize = 256 << 10;
 
 /// How far ahead (in weights, 4 bytes each) a convolution tile that reads a panel's
 /// weights first prefetches them.
@@ -587,6 +596,11 @@ fn im2col(
 struct ConvPlan {
     /// Terms per output (`cin_g · kh · kw`).
     kk: usize,
+    /// Pixel tiles per tile group.
+    group: usize,
+    /// Direct convolutions: the plane's last pixels computed by a column tile ([`cols`]),
+    /// after the last tile group's pixel tiles (0 to [`cols::MAX_COLS`]).
+    cols: usize,
     mode: Mode,
     /// Tiles per output row ([`Mode::Rows`]).
     per_row: usize,
@@ -619,6 +633,29 @@ enum Mode {
     Rows,
     /// Phase planes, tiles over the wide grid (output through scratch).
     Wide,
+}
+
+/// Pixel tiles per tile group of a direct (1×1) convolution. [`CONV_TILES`], whose input
+/// rows stay in L1 while every panel passes over them, unless the output is larger than
+/// L2 ([`DIRECT_OUT_L2`]): then each output plane is written in runs long enough for the
+/// hardware prefetcher to follow (one run per plane and tile group: with short runs on
+/// many planes, the misses of the stores' line fills are not overlapped), and the tile
+/// group's input rows, now read from L2 by each panel, take up to [`DIRECT_GROUP_BYTES`].
+fn direct_group(s: &ConvShape, kk: usize) -> usize {
+    let out_bytes = s.cout_g.saturating_mul(s.oh * s.ow).saturating_mul(4);
+    if out_bytes > DIRECT_OUT_L2 {
+        (DIRECT_GROUP_BYTES / (CONV_KC.min(kk) * NR * 4)).max(CONV_TILES)
+    } else {
+        CONV_TILES
+    }
+}
+
+/// Whether direct planes end in column tiles (the tests time and check both ways).
+fn cols_enabled() -> bool {
+    #[cfg(test)]
+    return !tests::NO_COLS.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(test))]
+    true
 }
 
 /// The cost of `n` pixels in tiles of [`NR`], in lanes of a two-vector tile: a last tile
@@ -660,12 +697,23 @@ impl ConvPlan {
                 Mode::Im2col
             }
         };
+        // A direct plane of `16 k + 1` to `16 k + 4` pixels: the last ones in a column tile.
+        let cols = match npix % 16 {
+            r if mode == Mode::Direct && r <= cols::MAX_COLS && cols_enabled() => r,
+            _ => 0,
+        };
         let tiles = match mode {
             Mode::Rows => s.oh * per_row,
             Mode::Wide => (s.oh * phase_w).div_ceil(NR),
-            _ => npix.div_ceil(NR),
+            // At least one (empty when all pixels are columns), which carries the columns.
+            _ => (npix - cols).div_ceil(NR).max(1),
         };
-        let per_item = tiles.div_ceil(CONV_TILES);
+        let group = if mode == Mode::Direct {
+            direct_group(s, kk)
+        } else {
+            CONV_TILES
+        };
+        let per_item = tiles.div_ceil(group);
         let panels = s.cout_g.div_ceil(MR);
         let items = s.n * s.groups;
         let work = items
@@ -688,6 +736,8 @@ impl ConvPlan {
         };
         ConvPlan {
             kk,
+            group,
+            cols,
             mode,
             per_row,
             tiles,
@@ -720,8 +770,8 @@ impl ConvPlan {
                 (t * NR, NR.min(n - t * NR), t * NR)
             }
             _ => {
-                let n = s.oh * s.ow;
-                (t * NR, NR.min(n - t * NR), 0)
+                let n = s.oh * s.ow - self.cols;
+                (t * NR, n.saturating_sub(t * NR).min(NR), 0)
             }
         }
     }
@@ -772,14 +822,38 @@ fn pad_planes(s: &ConvShape, p: &ConvPlan, x: &[f32], padded: &mut [f32]) {
                     if step == 1 {
                         mid.copy_from_slice(&x[src..src + mid.len()]);
                     } else {
-                        for (xx, v) in mid.iter_mut().enumerate() {
-                            *v = x[src + xx * step];
-                        }
+                        gather(&x[src..], step, mid);
                     }
                 }
             }
         }
     });
+}
+
+/// `dst[i] = x[i · step]`; stride 2 (every stride-2 convolution's phase planes) in blocks of
+/// 16 from 32 consecutive elements, which the compiler turns into vector shuffles.
+fn gather(x: &[f32], step: usize, dst: &mut [f32]) {
+    let mut done = 0;
+    if step == 2 && !fill_scratch() {
+        for (d, s) in dst.chunks_exact_mut(16).zip(x.chunks_exact(32)) {
+            for (i, d) in d.iter_mut().enumerate() {
+                *d = s[2 * i];
+            }
+            done += 16;
+        }
+    }
+    for (i, d) in dst.iter_mut().enumerate().skip(done) {
+        *d = x[i * step];
+    }
+}
+
+/// Whether the convolution's scratch is filled and its stride-2 gather scalar, as before
+/// (the tests time and check both ways).
+fn fill_scratch() -> bool {
+    #[cfg(test)]
+    return tests::OLD_PAD.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(test))]
+    false
 }
 
 /// What the tasks of a convolution read and write.
@@ -869,8 +943,8 @@ fn copy_wide(
     panels: std::ops::Range<usize>,
 ) {
     let (b, g) = (item / s.groups, item % s.groups);
-    let (q0, _, _) = p.tile_at(s, tg * CONV_TILES);
-    let (q_last, len, _) = p.tile_at(s, p.tiles.min((tg + 1) * CONV_TILES) - 1);
+    let (q0, _, _) = p.tile_at(s, tg * p.group);
+    let (q_last, len, _) = p.tile_at(s, p.tiles.min((tg + 1) * p.group) - 1);
     let q1 = q_last + len;
     let wide_plane = s.oh * p.phase_w;
     for co in panels.start * MR..s.cout_g.min(panels.end * MR) {
@@ -910,7 +984,7 @@ fn conv_unit(
     let kk = p.kk;
     let (b, g) = (item / s.groups, item % s.groups);
     let (colt, wbuf) = colt.split_at_mut(p.col_len);
-    let tile_range = tg * CONV_TILES..p.tiles.min((tg + 1) * CONV_TILES);
+    let tile_range = tg * p.group..p.tiles.min((tg + 1) * p.group);
     let group = ops
         .packed
         .as_ptr()
@@ -943,8 +1017,17 @@ fn conv_unit(
                     group.wrapping_add(co),
                 ),
             };
+            if p.cols > 0 && tile_range.end == p.tiles && ops.lazy.is_some() {
+                // Lazily packed weights: one panel at a time.
+                let tile = col_tile(s, p, ops, item, co..co + MR, r0..r1, (a, bias), (lo, hi));
+                // SAFETY: as for the panels' columns after this loop.
+                unsafe { cols::kernel(p.cols, 1)(&tile) }
+            }
             for (i, tile) in tile_range.clone().enumerate() {
                 let (p0, len, q0) = p.tile_at(s, tile);
+                if len == 0 {
+                    continue;
+                }
                 let (bp, b_ks) = match p.mode {
                     Mode::Direct => {
                         let off = b * s.xs[0] + (g * s.cin_g + r0) * s.xs[1] + p0;
@@ -991,6 +1074,61 @@ fn conv_unit(
                 unsafe { kernel(&tile) }
             }
         }
+        if p.cols > 0 && tile_range.end == p.tiles && ops.lazy.is_none() {
+            // Several panels per column tile: as many accumulator chains as panels.
+            let np = cols::max_panels(p.cols);
+            for pc in panels.clone().step_by(np) {
+                let pe = panels.end.min(pc + np);
+                let (co, rows) = (pc * MR, (r1 - r0) * MR);
+                let a = group.wrapping_add(conv_weight_at(p.panels, kk, co, r0));
+                let chans = co..s.cout_g.min(pe * MR);
+                let mut tile = col_tile(s, p, ops, item, chans, r0..r1, (a, group), (lo, hi));
+                // Panel `j`'s rows of the block `rows · MR` after panel `j - 1`'s, its
+                // biases `MR` after.
+                (tile.a_rs, tile.bias) = (rows, group.wrapping_add(co));
+                // SAFETY: AVX-512F was detected (`conv2d`); the panels' rows of the block
+                // and their biases lie in `packed`; the columns' input pixels (channels
+                // `r0..r1`) and output pixels (the panels' channels) are inside `x` and
+                // `out` (`fits`), the latter this unit's alone (the last tile group's).
+                unsafe { cols::kernel(p.cols, pe - pc)(&tile) }
+            }
+        }
+    }
+}
+
+/// The column tile of a direct convolution's (batch item, group) `item`, channels `chans`
+/// (those of one or more panels), terms `rs`, with the first panel's weights and biases
+/// `(a, bias)` (see [`cols`]).
+#[allow(clippy::too_many_arguments)]
+fn col_tile(
+    s: &ConvShape,
+    p: &ConvPlan,
+    ops: &ConvOps<'_>,
+    item: usize,
+    chans: std::ops::Range<usize>,
+    rs: std::ops::Range<usize>,
+    (a, bias): (*const f32, *const f32),
+    (lo, hi): (f32, f32),
+) -> Tile {
+    let (b, g) = (item / s.groups, item % s.groups);
+    let px = s.oh * s.ow - p.cols;
+    let x0 = b * s.xs[0] + (g * s.cin_g + rs.start) * s.xs[1] + px;
+    let o0 = b * s.os[0] + (g * s.cout_g + chans.start) * s.os[1] + px;
+    Tile {
+        k: rs.len(),
+        a,
+        a_rs: 1,
+        b: ops.x.as_ptr().wrapping_add(x0),
+        b_ks: s.xs[1],
+        bias,
+        c: ops.out.as_ptr().wrapping_add(o0),
+        c_rs: s.os[1],
+        rows: chans.end.min(s.cout_g) - chans.start,
+        mask: 0,
+        acc_in: rs.start > 0,
+        offs: std::ptr::null(),
+        lo,
+        hi,
     }
 }
 
@@ -1119,8 +1257,16 @@ fn conv2d_with(
         // scratch: the im2col rows of a group of tiles per task, the phase planes
         // (indirect), the wide output and a chunk of packed weights (unpacked weights), in
         // one buffer (one loan from the pool, so that convolutions of other modes in turn
-        // do not trade its buffers around); the term offsets (indirect).
-        let mut buf = crate::scratch::take(col_len + planes_len + wide_len + pack_len, 0f32);
+        // do not trade its buffers around); the term offsets (indirect). Every element is
+        // written before it is read (im2col rows, phase planes, wide outputs, packed
+        // weights), except the planes' slack, read only into lanes that are dropped: the
+        // buffer need not be filled.
+        let len = col_len + planes_len + wide_len + pack_len;
+        let mut buf = if fill_scratch() {
+            crate::scratch::take(len, 0f32)
+        } else {
+            crate::scratch::take_dirty(len, 0f32)
+        };
         let (col, rest) = buf.split_at_mut(col_len);
         let (padded, rest) = rest.split_at_mut(planes_len);
         let (wide, pack) = rest.split_at_mut(wide_len);
@@ -1253,6 +1399,14 @@ mod tests {
             (0..n).map(|_| self.val()).collect()
         }
     }
+
+    /// The convolution's scratch filled and the stride-2 gather scalar ([`fill_scratch`]).
+    pub(super) static OLD_PAD: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
+
+    /// Turns the column tiles of direct planes off ([`cols_enabled`]).
+    pub(super) static NO_COLS: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
 
     /// Serialises this module's tests, which set the process-wide thread count (other
     /// tests may still change it meanwhile: the results must not depend on it anyway).
@@ -1394,6 +1548,122 @@ mod tests {
             }
         }
         out
+    }
+
+    /// A direct 1×1 convolution of `c -> co` channels (at least 2) on `h × w` planes
+    /// against the same convolution of a channels-last input (im2col, 4-tile groups, no
+    /// columns): the
+    /// same bits, at 1 and 2 threads, with a clamp.
+    fn direct_matches_rows(rng: &mut Rng, (c, co, h, w): (usize, usize, usize, usize)) {
+        let shape = |xs: [usize; 4]| ConvShape {
+            n: 1,
+            groups: 1,
+            cin_g: c,
+            cout_g: co,
+            h,
+            w,
+            xs,
+            oh: h,
+            ow: w,
+            os: [co * h * w, h * w],
+            kernel: [1, 1],
+            stride: [1, 1],
+            pad: [0, 0],
+            dil: [1, 1],
+        };
+        let direct = shape([c * h * w, h * w, w, 1]);
+        let rows = shape([h * w * c, 1, w * c, c]);
+        assert!(direct.direct() && !rows.direct());
+        let x = rng.vec(c * h * w);
+        let mut xr = vec![0f32; c * h * w];
+        for (i, v) in x.iter().enumerate() {
+            xr[i % (h * w) * c + i / (h * w)] = *v;
+        }
+        let wt = rng.vec(co * c);
+        let bias = rng.vec(co);
+        let packed = pack_conv(1, co, c, |a, r| wt[a * c + r], Some(&bias)).unwrap();
+        let run = |s: &ConvShape, x: &[f32]| {
+            both_thread_counts(|| {
+                let mut out = vec![0f32; co * h * w];
+                conv2d(s, x, &packed, &mut out, -0.5, 2.0).unwrap();
+                out
+            })
+        };
+        let (a, b) = (run(&direct, &x), run(&rows, &xr));
+        let same = a.iter().zip(&b).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "{c} -> {co} on {h}x{w}");
+    }
+
+    /// 1×1 convolutions whose output exceeds L2 run in grown tile groups
+    /// ([`direct_group`]); one or two blocks of terms, a partial last group.
+    #[test]
+    fn direct_grown_groups_match_im2col() {
+        if !available() {
+            return;
+        }
+        let mut rng = Rng(11);
+        for (c, co, h, w) in [(16, 96, 112, 112), (300, 24, 150, 151), (3, 40, 120, 117)] {
+            let s = ConvShape {
+                n: 1,
+                groups: 1,
+                cin_g: c,
+                cout_g: co,
+                h,
+                w,
+                xs: [c * h * w, h * w, w, 1],
+                oh: h,
+                ow: w,
+                os: [co * h * w, h * w],
+                kernel: [1, 1],
+                stride: [1, 1],
+                pad: [0, 0],
+                dil: [1, 1],
+            };
+            assert!(ConvPlan::new(&s, None).group > CONV_TILES);
+            direct_matches_rows(&mut rng, (c, co, h, w));
+        }
+    }
+
+    /// Direct planes of `16 k + 1` to `16 k + 4` pixels end in a column tile ([`cols`]):
+    /// 7×7, 14×14, one pixel (no pixel tile at all), several blocks of terms, partial
+    /// panels.
+    #[test]
+    fn direct_columns_match_im2col() {
+        if !available() {
+            return;
+        }
+        let mut rng = Rng(12);
+        for (shape, cols) in [
+            ((160, 20, 7, 7), 1),
+            ((300, 9, 7, 7), 1),
+            ((5, 17, 14, 14), 4),
+            ((7, 8, 1, 1), 1),
+            ((3, 33, 2, 2), 4),
+            ((600, 5, 1, 3), 3),
+            ((4, 16, 5, 4), 4),
+            ((2, 3, 1, 17), 1),
+            ((40, 12, 6, 3), 2),
+        ] {
+            let (c, co, h, w) = shape;
+            let s = ConvShape {
+                n: 1,
+                groups: 1,
+                cin_g: c,
+                cout_g: co,
+                h,
+                w,
+                xs: [c * h * w, h * w, w, 1],
+                oh: h,
+                ow: w,
+                os: [co * h * w, h * w],
+                kernel: [1, 1],
+                stride: [1, 1],
+                pad: [0, 0],
+                dil: [1, 1],
+            };
+            assert_eq!(ConvPlan::new(&s, None).cols, cols);
+            direct_matches_rows(&mut rng, shape);
+        }
     }
 
     #[test]
@@ -1589,6 +1859,10 @@ mod tests {
             (600, 20, 4, 3, 1),
             (16, 33, 12, 1, 2),
             (16, 33, 12, 1, 1),
+            // Direct planes ending in column tiles (one panel at a time when packed
+            // lazily, several from packed weights).
+            (300, 20, 7, 1, 1),
+            (40, 9, 1, 1, 1),
         ]
         .iter()
         .enumerate()
@@ -1745,6 +2019,288 @@ mod tests {
                 "conv {c}->{co} {hw}x{hw} k{kern} s{stride}: {:.3} ms, {:.1} GMAC/s",
                 dt * 1e3,
                 (co * o * o * kk) as f64 / dt / 1e9
+            );
+        }
+        threads::set_num_threads(0);
+    }
+
+    /// mobilenet_v2's 1×1 convolutions at 224² (calls counted; ReLU6 on the expansions),
+    /// best of 200 calls: `cargo test --release -p etch-kernels pointwise_speed --
+    /// --ignored --nocapture` (`ETCH_BENCH_THREADS` threads, 1 by default).
+    #[test]
+    #[ignore]
+    fn pointwise_speed() {
+        if !available() {
+            return;
+        }
+        let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+        let nt = std::env::var("ETCH_BENCH_THREADS").map_or(1, |v| v.parse().unwrap_or(1));
+        threads::set_num_threads(nt);
+        let mut rng = Rng(1);
+        let (mut total, mut macs) = (0.0, 0.0);
+        for (c, co, hw, calls) in [
+            (32, 16, 112, 1),
+            (16, 96, 112, 1),
+            (96, 24, 56, 1),
+            (24, 144, 56, 2),
+            (144, 24, 56, 1),
+            (144, 32, 28, 1),
+            (32, 192, 28, 3),
+            (192, 32, 28, 2),
+            (192, 64, 14, 1),
+            (64, 384, 14, 4),
+            (384, 64, 14, 3),
+            (384, 96, 14, 1),
+            (96, 576, 14, 3),
+            (576, 96, 14, 2),
+            (576, 160, 7, 1),
+            (160, 960, 7, 3),
+            (960, 160, 7, 2),
+            (960, 320, 7, 1),
+            (320, 1280, 7, 1),
+        ] {
+            let npix = hw * hw;
+            let s = ConvShape {
+                n: 1,
+                groups: 1,
+                cin_g: c,
+                cout_g: co,
+                h: hw,
+                w: hw,
+                xs: [c * npix, npix, hw, 1],
+                oh: hw,
+                ow: hw,
+                os: [co * npix, npix],
+                kernel: [1, 1],
+                stride: [1, 1],
+                pad: [0, 0],
+                dil: [1, 1],
+            };
+            let x = rng.vec(c * npix);
+            let w = rng.vec(co * c);
+            let bias = rng.vec(co);
+            let packed = pack_conv(1, co, c, |a, r| w[a * c + r], Some(&bias)).unwrap();
+            let mut out = vec![0f32; co * npix];
+            let (lo, hi) = if co > c {
+                (0.0, 6.0)
+            } else {
+                (f32::NEG_INFINITY, f32::INFINITY)
+            };
+            // Calls timed one by one, the best kept: a call is short enough to run
+            // between two preemptions on a loaded machine.
+            let mut best = f64::MAX;
+            for _ in 0..200 {
+                let t0 = std::time::Instant::now();
+                conv2d(&s, &x, &packed, &mut out, lo, hi).unwrap();
+                best = best.min(t0.elapsed().as_secs_f64());
+            }
+            total += best * calls as f64;
+            macs += (c * co * npix * calls) as f64;
+            println!(
+                "1x1 {c}->{co} {hw}x{hw} x{calls}: {:.1} us, {:.1} GMAC/s",
+                best * 1e6,
+                (c * co * npix) as f64 / best / 1e9
+            );
+        }
+        println!(
+            "total {:.3} ms, {:.1} GMAC/s",
+            total * 1e3,
+            macs / total / 1e9
+        );
+        threads::set_num_threads(0);
+    }
+
+    /// Column tiles on and off, call by call (best of 300 each), on mobilenet_v2's 1×1
+    /// convolutions with column tiles and squeeze-excitation ones: `cargo test --release -p
+    /// etch-kernels columns_speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn columns_speed() {
+        if !available() {
+            return;
+        }
+        let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+        threads::set_num_threads(1);
+        let mut rng = Rng(1);
+        let mut total = [0.0; 2];
+        for (c, co, hw, calls) in [
+            (192, 64, 14, 1),
+            (64, 384, 14, 4),
+            (384, 64, 14, 3),
+            (384, 96, 14, 1),
+            (96, 576, 14, 3),
+            (576, 96, 14, 2),
+            (576, 160, 7, 1),
+            (160, 960, 7, 3),
+            (960, 160, 7, 2),
+            (960, 320, 7, 1),
+            (320, 1280, 7, 1),
+            (96, 4, 1, 1),
+            (4, 96, 1, 1),
+            (1152, 48, 1, 1),
+            (48, 1152, 1, 1),
+        ] {
+            let npix = hw * hw;
+            let s = ConvShape {
+                n: 1,
+                groups: 1,
+                cin_g: c,
+                cout_g: co,
+                h: hw,
+                w: hw,
+                xs: [c * npix, npix, hw, 1],
+                oh: hw,
+                ow: hw,
+                os: [co * npix, npix],
+                kernel: [1, 1],
+                stride: [1, 1],
+                pad: [0, 0],
+                dil: [1, 1],
+            };
+            let x = rng.vec(c * npix);
+            let w = rng.vec(co * c);
+            let packed = pack_conv(1, co, c, |a, r| w[a * c + r], None).unwrap();
+            let mut out = vec![0f32; co * npix];
+            let mut best = [f64::MAX; 2];
+            for _ in 0..300 {
+                for (off, b) in best.iter_mut().enumerate() {
+                    NO_COLS.store(off == 1, std::sync::atomic::Ordering::Relaxed);
+                    let t0 = std::time::Instant::now();
+                    conv2d(&s, &x, &packed, &mut out, 0.0, 6.0).unwrap();
+                    *b = b.min(t0.elapsed().as_secs_f64());
+                }
+            }
+            NO_COLS.store(false, std::sync::atomic::Ordering::Relaxed);
+            for (t, b) in total.iter_mut().zip(best) {
+                *t += b * calls as f64;
+            }
+            println!(
+                "1x1 {c}->{co} {hw}x{hw} x{calls}: columns {:.1} us, without {:.1} us ({:.3})",
+                best[0] * 1e6,
+                best[1] * 1e6,
+                best[0] / best[1]
+            );
+        }
+        println!(
+            "total: columns {:.3} ms, without {:.3} ms ({:.3})",
+            total[0] * 1e3,
+            total[1] * 1e3,
+            total[0] / total[1]
+        );
+        threads::set_num_threads(0);
+    }
+
+    /// Runs convolutions of stride 1 and 2 (phase planes, wide grids, im2col) with the
+    /// scratch filled and the scalar gather, then with scratch left as NaN by an earlier
+    /// loan and the block gather: the same bits, 1 and 2 threads.
+    #[test]
+    fn dirty_scratch_and_gather_match() {
+        if !available() {
+            return;
+        }
+        let mut rng = Rng(13);
+        for (c, co, hw, kern, stride) in [
+            (3, 32, 40, 3, 2),
+            (5, 9, 37, 3, 2),
+            (4, 16, 30, 3, 1),
+            (3, 8, 41, 7, 2),
+            (6, 10, 9, 3, 2),
+            (2, 3, 70, 5, 1),
+        ] {
+            let pad = kern / 2;
+            let o = (hw + 2 * pad - kern) / stride + 1;
+            let s = ConvShape {
+                n: 2,
+                groups: 1,
+                cin_g: c,
+                cout_g: co,
+                h: hw,
+                w: hw,
+                xs: [c * hw * hw, hw * hw, hw, 1],
+                oh: o,
+                ow: o,
+                os: [co * o * o, o * o],
+                kernel: [kern, kern],
+                stride: [stride, stride],
+                pad: [pad, pad],
+                dil: [1, 1],
+            };
+            let kk = c * kern * kern;
+            let x = rng.vec(2 * c * hw * hw);
+            let w = rng.vec(co * kk);
+            let packed = pack_conv(1, co, kk, |a, r| w[a * kk + r], None).unwrap();
+            let run = |old: bool| {
+                both_thread_counts(|| {
+                    OLD_PAD.store(old, std::sync::atomic::Ordering::Relaxed);
+                    // Leave NaN in the pool's buffers.
+                    drop(crate::scratch::take(1 << 20, f32::NAN));
+                    let mut out = vec![0f32; 2 * co * o * o];
+                    conv2d(&s, &x, &packed, &mut out, -1.0, 1.0).unwrap();
+                    OLD_PAD.store(false, std::sync::atomic::Ordering::Relaxed);
+                    out
+                })
+            };
+            let (a, b) = (run(true), run(false));
+            assert!(a.iter().zip(&b).all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+    }
+
+    /// The phase planes' fill and gather as before and as now, call by call (best of 300
+    /// each): `cargo test --release -p etch-kernels pad_speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn pad_speed() {
+        if !available() {
+            return;
+        }
+        let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+        threads::set_num_threads(1);
+        let mut rng = Rng(1);
+        for (c, co, hw, kern, stride) in [
+            (3, 32, 224, 3, 2),
+            (3, 64, 224, 7, 2),
+            (64, 64, 56, 3, 1),
+            (64, 128, 56, 3, 2),
+            (16, 16, 112, 3, 2),
+        ] {
+            let pad = kern / 2;
+            let o = (hw + 2 * pad - kern) / stride + 1;
+            let s = ConvShape {
+                n: 1,
+                groups: 1,
+                cin_g: c,
+                cout_g: co,
+                h: hw,
+                w: hw,
+                xs: [c * hw * hw, hw * hw, hw, 1],
+                oh: o,
+                ow: o,
+                os: [co * o * o, o * o],
+                kernel: [kern, kern],
+                stride: [stride, stride],
+                pad: [pad, pad],
+                dil: [1, 1],
+            };
+            let kk = c * kern * kern;
+            let x = rng.vec(c * hw * hw);
+            let w = rng.vec(co * kk);
+            let packed = pack_conv(1, co, kk, |a, r| w[a * kk + r], None).unwrap();
+            let mut out = vec![0f32; co * o * o];
+            let mut best = [f64::MAX; 2];
+            for _ in 0..300 {
+                for (old, b) in best.iter_mut().enumerate() {
+                    OLD_PAD.store(old == 1, std::sync::atomic::Ordering::Relaxed);
+                    let t0 = std::time::Instant::now();
+                    conv2d(&s, &x, &packed, &mut out, f32::MIN, f32::MAX).unwrap();
+                    *b = b.min(t0.elapsed().as_secs_f64());
+                }
+            }
+            OLD_PAD.store(false, std::sync::atomic::Ordering::Relaxed);
+            println!(
+                "conv {c}->{co} {hw}x{hw} k{kern} s{stride}: now {:.1} us, before {:.1} us ({:.3})",
+                best[0] * 1e6,
+                best[1] * 1e6,
+                best[0] / best[1]
             );
         }
         threads::set_num_threads(0);

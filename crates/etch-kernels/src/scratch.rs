@@ -43,6 +43,16 @@ pub fn take<T: ScratchElem>(len: usize, fill: T) -> Scratch<T> {
     Scratch { v }
 }
 
+/// Takes a buffer of `len` elements whose values are unspecified (those a previous loan
+/// left, `fill` where it grows): for callers that write every element before they read it,
+/// without [`take`]'s fill of the whole buffer on every call.
+pub fn take_dirty<T: ScratchElem>(len: usize, fill: T) -> Scratch<T> {
+    let mut v = T::with_pool(|p| p.pop()).unwrap_or_default();
+    v.truncate(len);
+    v.resize(len, fill);
+    Scratch { v }
+}
+
 impl<T: ScratchElem + std::fmt::Debug> std::fmt::Debug for Scratch<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.v.fmt(f)
