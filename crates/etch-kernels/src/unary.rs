@@ -80,6 +80,10 @@ float_op!(
     /// `1 / (1 + e^-x)`.
     Sigmoid, |x| F::ONE.div(F::ONE + x.neg().exp()), f32_row = crate::vmath::sigmoid);
 float_op!(
+    /// `x * sigmoid(x)` with the sigmoid rounded first ([`Sigmoid`] then a multiplication:
+    /// XNNPACK's SiLU, `XNNSigmoid` followed by `XNNMultiply`, in one pass).
+    SigmoidMul, |x| x * F::ONE.div(F::ONE + x.neg().exp()), f32_row = crate::vmath::sigmoid_mul);
+float_op!(
     /// `x * sigmoid(x)`.
     Silu, |x| x.div(F::ONE + x.neg().exp()), f32_row = crate::vmath::silu);
 float_op!(

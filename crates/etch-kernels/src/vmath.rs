@@ -28,6 +28,13 @@ pub fn silu(x: &[f32], out: &mut [f32]) -> bool {
     map(x, out, Kind::Silu)
 }
 
+/// `out[i] = x[i] * sigmoid(x[i])` with sigmoid rounded first, exactly as [`sigmoid`]
+/// followed by a multiplication (XNNPACK's SiLU: `XNNSigmoid` then `XNNMultiply`), in one
+/// pass; `false` if the CPU has no vector variant.
+pub fn sigmoid_mul(x: &[f32], out: &mut [f32]) -> bool {
+    map(x, out, Kind::SigmoidMul)
+}
+
 /// Whether this CPU has a vector variant (AVX-512F, or AVX2 and FMA), i.e. whether the
 /// functions below do the work rather than return `false`.
 pub fn available() -> bool {
@@ -52,6 +59,7 @@ pub fn exp_neg_abs(x: &[f32], out: &mut [f32]) -> bool {
 #[derive(Clone, Copy)]
 enum Kind {
     Sigmoid,
+    SigmoidMul,
     Silu,
     ExpNegAbs,
 }
@@ -290,10 +298,15 @@ mod x86 {
             let d = e.add(one);
             let down = V::splat(SCALE_DOWN);
             match kind {
-                Kind::Sigmoid => {
+                Kind::Sigmoid | Kind::SigmoidMul => {
                     // sigmoid(-|x|) = e / (1 + e); sigmoid(|x|) = 1 - that.
                     let q = e_up.div(d).mul(down);
-                    x.if_gt(zero, one.sub(q), q)
+                    let s = x.if_gt(zero, one.sub(q), q);
+                    if matches!(kind, Kind::SigmoidMul) {
+                        x.mul(s)
+                    } else {
+                        s
+                    }
                 }
                 Kind::ExpNegAbs => e,
                 Kind::Silu => {
@@ -459,11 +472,40 @@ mod tests {
                 let (e, x) = sweep(|x, o| unsafe { f(x, o, kind) }, reference, step, false);
                 let label = match kind {
                     Kind::Sigmoid => "sigmoid",
+                    Kind::SigmoidMul => "x * sigmoid",
                     Kind::Silu => "silu",
                     Kind::ExpNegAbs => "exp(-|x|)",
                 };
                 eprintln!("{name} {label}: max {e:.3} ulp at x = {x:e}");
                 assert!(e <= bound, "{name} {label}: {e} ulp at {x:e}");
+            }
+        }
+    }
+
+    /// `sigmoid_mul` is `sigmoid` followed by a multiplication, bit for bit (the two
+    /// XNNPACK nodes it replaces), over every 97th f32 and the edges.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn sigmoid_mul_is_sigmoid_then_multiply() {
+        let mut x: Vec<f32> = (0..u32::MAX / 97).map(|i| f32::from_bits(i * 97)).collect();
+        x.extend([
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -110.0,
+            -104.0,
+            88.0,
+        ]);
+        for chunk in x.chunks(1 << 20) {
+            let (mut s, mut y) = (vec![0.0; chunk.len()], vec![0.0; chunk.len()]);
+            if !super::sigmoid(chunk, &mut s) {
+                return; // no vector variant on this CPU
+            }
+            assert!(super::sigmoid_mul(chunk, &mut y));
+            for ((&x, &s), &y) in chunk.iter().zip(&s).zip(&y) {
+                assert_eq!((x * s).to_bits(), y.to_bits(), "x = {x:e}");
             }
         }
     }
@@ -550,7 +592,7 @@ mod tests {
         let x: Vec<f32> = (0..1000)
             .map(|i| (i as f32 * 0.7361).sin() * 30.0 - 5.0)
             .collect();
-        for kind in [Kind::Sigmoid, Kind::Silu] {
+        for kind in [Kind::Sigmoid, Kind::SigmoidMul, Kind::Silu] {
             let mut whole = vec![0.0; x.len()];
             map(&x, &mut whole, kind);
             for (_, f) in variants() {
@@ -606,6 +648,7 @@ mod tests {
                     for (o, &x) in y.iter_mut().zip(x) {
                         *o = match kind {
                             Kind::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+                            Kind::SigmoidMul => x * (1.0 / (1.0 + (-x).exp())),
                             Kind::Silu => x / (1.0 + (-x).exp()),
                             Kind::ExpNegAbs => (-x.abs()).exp(),
                         };

@@ -132,8 +132,10 @@ pub(crate) fn build_plan(
     let mem = memory::plan(&g)?;
     let constants = load_constants(&g, p.constant_data, named)?;
     let mut b = plan::Builder::new(&g, mem, constants.values, constants.scales, limit)?;
-    for (i, n) in g.nodes.iter().enumerate() {
-        lower::node(&mut b, i, n)?;
+    // A node may be lowered together with the next one (lower::node says how many it took).
+    let mut i = 0;
+    while i < g.nodes.len() {
+        i += lower::node(&mut b, i, &g.nodes[i])?;
     }
     for &id in &g.output_ids {
         if g.values[id as usize].external_id.is_none() {

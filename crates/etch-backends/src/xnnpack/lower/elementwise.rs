@@ -2,11 +2,11 @@
 //! activations, clamp, softmax, global average pooling. Tensors are viewed in XNNPACK's
 //! own shapes, so broadcasting follows XNNPACK's (numpy's) rules.
 
-use super::super::graph::{BinaryOp, Node, UnaryOp};
+use super::super::graph::{BinaryOp, Node, Op, UnaryOp};
 use super::super::plan::Builder;
 use etch_core::{Error, KernelContext, Result};
 use etch_kernels::binary::{PRelu, tensor_tensor};
-use etch_kernels::unary::{Hardswish, unary_float};
+use etch_kernels::unary::{Hardswish, SigmoidMul, unary_float};
 
 /// Checks that `out`'s shape is the numpy broadcast of `x`'s and `y`'s.
 fn check_broadcast(b: &Builder<'_>, [x, y, out]: [u32; 3]) -> Result<()> {
@@ -104,6 +104,51 @@ pub fn binary(b: &mut Builder<'_>, node: &Node, op: BinaryOp, ids: [u32; 3]) -> 
 
 fn prelu_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     tensor_tensor(ctx, "XNNPReLU", PRelu, 2)
+}
+
+fn sigmoid_mul_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    unary_float(ctx, "XNNSigmoid*XNNMultiply", SigmoidMul, 1)
+}
+
+/// XNNPACK's SiLU, `s = XNNSigmoid(x)` (node `i`, no clamp) then `XNNMultiply(x, s)` (node
+/// `i + 1`, either operand order, same shape, any clamp), where no other node and no graph
+/// output reads `s`, on float32: lowered as one pass computing `x * s` with `s` rounded
+/// first (the same operations, so the same bits, without writing and reading `s`).
+/// Returns whether it lowered the pair; if not, nothing was emitted.
+pub fn sigmoid_mul(b: &mut Builder<'_>, i: usize, node: &Node, x: u32, s: u32) -> Result<bool> {
+    let g = b.graph;
+    let Some(next) = g.nodes.get(i + 1) else {
+        return Ok(false);
+    };
+    let Op::Binary {
+        op: BinaryOp::Mul,
+        a,
+        b: y,
+        out,
+    } = next.op
+    else {
+        return Ok(false);
+    };
+    let unclamped = node
+        .clamp
+        .is_none_or(|(lo, hi)| lo == f32::NEG_INFINITY && hi == f32::INFINITY);
+    let pair = x != s && ((a, y) == (x, s) || (a, y) == (s, x));
+    let read_elsewhere = g.output_ids.contains(&s)
+        || g.nodes
+            .iter()
+            .enumerate()
+            .any(|(j, n)| j != i + 1 && n.op.inputs().contains(&(s as usize)));
+    let float = [x, s, out]
+        .iter()
+        .all(|&id| b.dtype(id).is_ok_and(|t| t == etch_core::ScalarType::Float));
+    let same = b.value(x).dims == b.value(s).dims && b.value(x).dims == b.value(out).dims;
+    if !(unclamped && pair && !read_elsewhere && float && same) {
+        return Ok(false);
+    }
+    let [xv, o] = elementwise_views(b, [x, out])?;
+    b.kernel_fn("XNNSigmoid*XNNMultiply", sigmoid_mul_out, &[xv, o]);
+    b.clamp(o, next.clamp);
+    Ok(true)
 }
 
 fn hardswish_out(ctx: &mut KernelContext<'_>) -> Result<()> {

@@ -40,10 +40,23 @@ fn check_quantized(b: &Builder<'_>, node: &Node) -> Result<()> {
     Ok(())
 }
 
-/// Lowers node `i`.
-pub fn node(b: &mut Builder<'_>, i: usize, node: &Node) -> Result<()> {
+/// Lowers node `i`, and with it node `i + 1` where the two run as one step (a sigmoid
+/// and the multiplication of its input by it: [`elementwise::sigmoid_mul`]). Returns how
+/// many nodes it lowered.
+pub fn node(b: &mut Builder<'_>, i: usize, node: &Node) -> Result<usize> {
     b.node = i as u32;
-    let r = check_quantized(b, node).and_then(|()| lower(b, node));
+    let r = check_quantized(b, node).and_then(|()| {
+        if let Op::Unary {
+            op: UnaryOp::Sigmoid,
+            input,
+            output,
+        } = node.op
+            && elementwise::sigmoid_mul(b, i, node, input, output)?
+        {
+            return Ok(2);
+        }
+        lower(b, node).map(|()| 1)
+    });
     r.map_err(|e| e.context(format!("XNNPACK node {i} ({})", node.name)))
 }
 
