@@ -13,6 +13,7 @@ use super::super::plan::Builder;
 use etch_core::{Error, KernelContext, Result, ScalarType};
 use etch_kernels::gemm512;
 use etch_kernels::threads::{SharedMut, run_parts};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether a batch product of `[ba, m, k]` by `[bw, k, n]` (`bw` is `ba` or 1) runs
 /// here: fp32 operands and output, the CPU has AVX-512F, and at least one row tile.
@@ -76,6 +77,29 @@ fn run_packed(ctx: &mut KernelContext<'_>) -> Result<()> {
         && bw.checked_mul(plen).is_some_and(|l| l <= p.len());
     if !sizes_ok {
         return Err(Error::internal("packed batch matmul: operand sizes"));
+    }
+    let threads = etch_kernels::threads::num_threads();
+    if bw == ba && ba >= threads {
+        // One dispatch: each task packs and multiplies its own batches (the product's own
+        // split runs inline inside a task), so the pool is not woken once per batch.
+        let (packed, out) = (SharedMut::new(&mut p[..bw * plen]), SharedMut::new(o));
+        let failed = AtomicBool::new(false);
+        run_parts(ba, threads, &|batches| {
+            for bi in batches {
+                // SAFETY: batch `bi`'s packed panels and output rows are this task's alone.
+                let (pb, ob) =
+                    unsafe { (packed.slice(bi * plen, plen), out.slice(bi * m * n, m * n)) };
+                pack(pb, &y[bi * n * k..][..n * k], n, k, transposed);
+                let xb = &x[bi * m * k..][..m * k];
+                if gemm512::fully_connected(xb, m, k, pb, n, ob, lo, hi).is_err() {
+                    failed.store(true, Ordering::Relaxed);
+                }
+            }
+        });
+        return match failed.load(Ordering::Relaxed) {
+            true => Err(Error::internal("packed batch matmul refused")),
+            false => Ok(()),
+        };
     }
     let packed = SharedMut::new(&mut p[..bw * plen]);
     run_parts(
