@@ -96,6 +96,7 @@ struct Fc<'a> {
     q: &'a [i8],
     params: &'a [f32],
     w: &'a [i8],
+    /// `[n, blocks]`, or with packed filters `[panels, blocks, PANEL]` ([`pack_scales`]).
     scales: &'a [f32],
     /// Per-channel: `wsum[n]` (sum of the filter row); per-block: `ksum[n]` (see module).
     wsum: &'a [i32],
@@ -153,7 +154,30 @@ pub fn pack_vnni(w: &[i8], n: usize, k: usize) -> Vec<u8> {
     out
 }
 
+/// Scales `s` (`[n, blocks]`) laid out as the VNNI kernel reads them: per panel of
+/// [`PANEL`] columns, `[blocks, PANEL]` (the last panel padded with zeros), so that a block's
+/// scales of a panel are one vector load.
+pub fn pack_scales(s: &[f32], n: usize, blocks: usize) -> Vec<f32> {
+    let mut out = vec![0.0; n.div_ceil(PANEL) * PANEL * blocks];
+    for (col, row) in s.chunks(blocks).take(n).enumerate() {
+        for (b, &v) in row.iter().enumerate() {
+            out[(col / PANEL * blocks + b) * PANEL + col % PANEL] = v;
+        }
+    }
+    out
+}
+
 impl Fc<'_> {
+    /// The scale of column `col` in block `b`.
+    #[inline]
+    fn scale(&self, col: usize, b: usize) -> f32 {
+        if self.packed {
+            self.scales[(col / PANEL * self.blocks + b) * PANEL + col % PANEL]
+        } else {
+            self.scales[col * self.blocks + b]
+        }
+    }
+
     /// `sum(q[row, i] * w[col, i])` over `i` in `range`.
     fn dot_at(&self, row: usize, col: usize, range: std::ops::Range<usize>) -> i32 {
         let k = self.k;
@@ -181,12 +205,12 @@ impl Fc<'_> {
             let acc = self
                 .dot_at(row, col, 0..k)
                 .wrapping_sub((zp as i32).wrapping_mul(self.wsum[col]));
-            return (acc as f32 * inv).mul_add(self.scales[col], bias);
+            return (acc as f32 * inv).mul_add(self.scale(col, 0), bias);
         }
         let bl = k / self.blocks;
-        let s = &self.scales[col * self.blocks..(col + 1) * self.blocks];
         let mut out = self.ksum[col] * zp;
-        for (b, &s) in s.iter().enumerate() {
+        for b in 0..self.blocks {
+            let s = self.scale(col, b);
             out = (self.dot_at(row, col, b * bl..(b + 1) * bl) as f32).mul_add(s, out);
         }
         out * inv + bias
@@ -235,7 +259,7 @@ pub fn fully_connected(ctx: &mut KernelContext<'_>) -> Result<()> {
         // The VNNI kernel's bounds (`use_vnni`, which chose the packing at load).
         && (!packed
             || (fc.blocks <= MAX_VNNI_BLOCKS && (fc.k / fc.blocks.max(1)).is_multiple_of(4)))
-        && fc.scales.len() == n * fc.blocks
+        && fc.scales.len() == if packed { n.div_ceil(PANEL) * PANEL } else { n } * fc.blocks
         && fc.blocks > 0
         && fc.k.is_multiple_of(fc.blocks)
         && fc.wsum.len().max(fc.ksum.len()) == n
@@ -427,7 +451,7 @@ fn dots_avx2<const R: usize, const C: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::{Fc, pack_vnni, quantize_row, row_params};
+    use super::{Fc, pack_scales, pack_vnni, quantize_row, row_params};
 
     /// Deterministic pseudo-random values in `[lo, hi)`.
     fn values(n: usize, seed: u32, lo: i32, hi: i32) -> Vec<i32> {
@@ -602,6 +626,7 @@ mod tests {
                 .collect();
             let packed = pack_vnni(&w, n, k);
             let packed: Vec<i8> = packed.iter().map(|&x| x as i8).collect();
+            let pscales = pack_scales(&scales, n, blocks);
             for bias in [Some(&bias[..]), None] {
                 let plain = Fc {
                     q: &q,
@@ -617,6 +642,7 @@ mod tests {
                 };
                 let fc = Fc {
                     w: &packed,
+                    scales: &pscales,
                     packed: true,
                     ..plain
                 };
@@ -652,11 +678,13 @@ mod tests {
             let ksum = floats(n, 4, -500, 500, 0.01);
             let params: Vec<f32> = (0..m).flat_map(|_| [3.0, 0.02]).collect();
             let packed: Vec<i8> = pack_vnni(&w, n, k).iter().map(|&x| x as i8).collect();
+            let pscales = pack_scales(&scales, n, blocks);
             let plain = unpacked(&q, &params, &w, &scales, (&[], &ksum), None, k);
             for fc in [
                 plain,
                 Fc {
                     w: &packed,
+                    scales: &pscales,
                     packed: true,
                     ..plain
                 },

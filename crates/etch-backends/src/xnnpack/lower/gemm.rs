@@ -196,6 +196,9 @@ pub fn batch_matmul(
             &dout[..]
         )));
     }
+    if (bw == ba || bw == 1) && super::bmm::applies(b, [a, w, out], m) {
+        return super::bmm::packed(b, node, [a, w, out], transposed, [ba, bw, m, n, k]);
+    }
     let order: Option<&[u8]> = if transposed { Some(&[0, 2, 1]) } else { None };
     if bw == ba {
         let x = b.view(a, &[ba, m, k], None)?;

@@ -1,5 +1,6 @@
 //! Lowering of XNNPACK nodes to plan steps, one module per node family.
 
+mod bmm;
 mod conv;
 mod elementwise;
 mod gemm;

@@ -183,7 +183,8 @@ pub fn fully_connected(
         let bytes: Vec<u8> = wsum.iter().flat_map(|v| v.to_le_bytes()).collect();
         b.owned(ScalarType::Int, &[n], &bytes)?
     };
-    let wt = if qd8::use_vnni(k, k / blocks) {
+    let vnni = qd8::use_vnni(k, k / blocks);
+    let wt = if vnni {
         b.owned(
             ScalarType::Char,
             &[n.div_ceil(16), k / 4, 64],
@@ -196,7 +197,16 @@ pub fn fully_connected(
             &w.iter().map(|&x| x as u8).collect::<Vec<_>>(),
         )?
     };
-    let st = b.owned(ScalarType::Float, &[n, blocks], &le_bytes(&scales))?;
+    let st = if vnni {
+        let packed = qd8::pack_scales(&scales, n, blocks);
+        b.owned(
+            ScalarType::Float,
+            &[packed.len() / blocks, blocks],
+            &le_bytes(&packed),
+        )?
+    } else {
+        b.owned(ScalarType::Float, &[n, blocks], &le_bytes(&scales))?
+    };
     let bias = bias_arg(b, bias, ScalarType::Float)?;
     let x = b.view(input, &[m, k], None)?;
     let p = b.row_params(input, m)?;

@@ -112,6 +112,24 @@ fn prefetch_out(
     }
 }
 
+/// Asks for part `t` of `parts` of the filter lines of panels `panels` in L1, spread over
+/// the row tiles of the panels before them: in a model the filters come from L3 (the
+/// decoders' 4-bit filters unpacked to int8 are 14 MB), and the first row tile of each
+/// panel pair otherwise waits on them.
+#[inline]
+fn prefetch_filters(w: &[i8], panels: std::ops::Range<usize>, k: usize, t: usize, parts: usize) {
+    let lines = panels.len() * PANEL * k / 64;
+    let per = lines.div_ceil(parts.max(1));
+    let first = panels.start * PANEL * k / 64;
+    for line in first + t * per..first + ((t + 1) * per).min(lines) {
+        if line * 64 < w.len() {
+            // SAFETY: the address is inside `w`; a prefetch reads and writes nothing the
+            // program sees.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().add(line * 64).cast()) };
+        }
+    }
+}
+
 impl Fc<'_> {
     /// Columns of panels `panels` (see [`super::pack_vnni`]) of every row, in tiles of up to
     /// [`ROWS`] rows by [`PANELS`] panels, by chunks of rows whose block sums are computed
@@ -129,7 +147,7 @@ impl Fc<'_> {
         o: &SharedMut<f32>,
     ) {
         let blocks = self.blocks;
-        // `128 * sum(a)` of each block of the rows of a chunk, `sums[row * blocks + block]`.
+        // `-128 * sum(a)` of each block of the rows of a chunk, `sums[row * blocks + block]`.
         let mut sums = [0i32; SUMS];
         let chunk = (SUMS / blocks) / ROWS * ROWS;
         let bl = self.k / blocks;
@@ -140,15 +158,18 @@ impl Fc<'_> {
                 .zip(self.q[r0 * self.k..r1 * self.k].chunks(bl))
             {
                 // SAFETY: AVX-512F and BW are enabled.
-                *s = unsafe { sum_i8(a) }.wrapping_mul(128);
+                *s = unsafe { sum_i8(a) }.wrapping_mul(-128);
             }
             let mut p = panels.start;
             while p < panels.end {
                 let np = (panels.end - p).min(PANELS);
+                let next = p + np..(p + np + PANELS).min(panels.end);
+                let tiles = (r1 - r0).div_ceil(ROWS);
                 let mut row = r0;
                 while row < r1 {
                     let r = (r1 - row).min(ROWS);
                     prefetch_out(o, n, row + r..(row + 2 * r).min(m), p * PANEL, np);
+                    prefetch_filters(self.w, next.clone(), self.k, (row - r0) / ROWS, tiles);
                     let sums = &sums[(row - r0) * blocks..(row - r0 + r) * blocks];
                     // SAFETY: the features are enabled; these panels are this task's.
                     unsafe {
@@ -196,10 +217,11 @@ impl Fc<'_> {
 
     /// Outputs of rows `row..row + R` and of the columns of panels `p..p + P` (those below
     /// `n`). Per block, `vpdpbusd` sums `(w + 128) * a` in i32 over four channels per lane
-    /// (one column per lane), then `128 * sum(a)` of the block is taken off, leaving
+    /// (one column per lane), from `-128 * sum(a)` of the block (a broadcast load, no
+    /// vector ALU work), leaving
     /// [`Fc::element`]'s exact integer sum; the float arithmetic is its, lane by lane.
     ///
-    /// `sums` is `128 * sum(a)` of each block of these rows (`[R, blocks]`).
+    /// `sums` is `-128 * sum(a)` of each block of these rows (`[R, blocks]`).
     ///
     /// # Safety
     /// As [`Fc::panels_vnni`]; `row + R <= m`, `p + P` panels at most.
@@ -245,9 +267,11 @@ impl Fc<'_> {
                 }
             }
         }
-        let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         for b in 0..blocks {
-            let mut acc = [[_mm512_setzero_si512(); P]; R];
+            // Integer sums wrap as the scalar code's `wrapping_sub` does, so starting from
+            // the offset gives the same bits as subtracting it after.
+            let mut acc: [[__m512i; P]; R] =
+                std::array::from_fn(|r| [_mm512_set1_epi32(sums[r * blocks + b]); P]);
             for q in b * bl / 4..(b + 1) * bl / 4 {
                 // SAFETY: `q * 64 + 64 <= PANEL * k`, the length of each `w[j]`.
                 let wv: [__m512i; P] = std::array::from_fn(|j| unsafe {
@@ -264,22 +288,13 @@ impl Fc<'_> {
             }
             // The block's scales of this tile's columns (per channel: the only block).
             let scale: [__m512; P] = std::array::from_fn(|j| {
-                let base = (col0 + PANEL * j) * blocks + b;
-                let idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(blocks as i32));
-                // SAFETY: the lanes read are in `scales` (`[n, blocks]`): columns below `n`.
-                unsafe {
-                    _mm512_mask_i32gather_ps::<4>(
-                        _mm512_setzero_ps(),
-                        mask[j],
-                        idx,
-                        self.scales.as_ptr().add(base),
-                    )
-                }
+                // SAFETY: `scales` is `[panels, blocks, PANEL]` (`pack_scales`) and panel
+                // `p + j` exists.
+                unsafe { _mm512_loadu_ps(self.scales.as_ptr().add(((p + j) * blocks + b) * PANEL)) }
             });
             for r in 0..R {
-                let off = _mm512_set1_epi32(sums[r * blocks + b]);
                 for j in 0..P {
-                    let d = _mm512_sub_epi32(acc[r][j], off);
+                    let d = acc[r][j];
                     if blockwise {
                         out[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), scale[j], out[r][j]);
                     } else {
