@@ -1550,19 +1550,16 @@ mod tests {
         out
     }
 
-    /// A direct 1×1 convolution of `c -> co` channels (at least 2) on `h × w` planes
-    /// against the same convolution of a channels-last input (im2col, 4-tile groups, no
-    /// columns): the
-    /// same bits, at 1 and 2 threads, with a clamp.
-    fn direct_matches_rows(rng: &mut Rng, (c, co, h, w): (usize, usize, usize, usize)) {
-        let shape = |xs: [usize; 4]| ConvShape {
+    /// A 1×1 convolution of `c` to `co` channels over an `h`×`w` NCHW plane (direct tiles).
+    fn pointwise(c: usize, co: usize, h: usize, w: usize) -> ConvShape {
+        ConvShape {
             n: 1,
             groups: 1,
             cin_g: c,
             cout_g: co,
             h,
             w,
-            xs,
+            xs: [c * h * w, h * w, w, 1],
             oh: h,
             ow: w,
             os: [co * h * w, h * w],
@@ -1570,9 +1567,19 @@ mod tests {
             stride: [1, 1],
             pad: [0, 0],
             dil: [1, 1],
+        }
+    }
+
+    /// A direct 1×1 convolution of `c -> co` channels (at least 2) on `h × w` planes
+    /// against the same convolution of a channels-last input (im2col, 4-tile groups, no
+    /// columns): the
+    /// same bits, at 1 and 2 threads, with a clamp.
+    fn direct_matches_rows(rng: &mut Rng, (c, co, h, w): (usize, usize, usize, usize)) {
+        let direct = pointwise(c, co, h, w);
+        let rows = ConvShape {
+            xs: [h * w * c, 1, w * c, c],
+            ..direct
         };
-        let direct = shape([c * h * w, h * w, w, 1]);
-        let rows = shape([h * w * c, 1, w * c, c]);
         assert!(direct.direct() && !rows.direct());
         let x = rng.vec(c * h * w);
         let mut xr = vec![0f32; c * h * w];
@@ -1603,22 +1610,7 @@ mod tests {
         }
         let mut rng = Rng(11);
         for (c, co, h, w) in [(16, 96, 112, 112), (300, 24, 150, 151), (3, 40, 120, 117)] {
-            let s = ConvShape {
-                n: 1,
-                groups: 1,
-                cin_g: c,
-                cout_g: co,
-                h,
-                w,
-                xs: [c * h * w, h * w, w, 1],
-                oh: h,
-                ow: w,
-                os: [co * h * w, h * w],
-                kernel: [1, 1],
-                stride: [1, 1],
-                pad: [0, 0],
-                dil: [1, 1],
-            };
+            let s = pointwise(c, co, h, w);
             assert!(ConvPlan::new(&s, None).group > CONV_TILES);
             direct_matches_rows(&mut rng, (c, co, h, w));
         }
@@ -1645,22 +1637,7 @@ mod tests {
             ((40, 12, 6, 3), 2),
         ] {
             let (c, co, h, w) = shape;
-            let s = ConvShape {
-                n: 1,
-                groups: 1,
-                cin_g: c,
-                cout_g: co,
-                h,
-                w,
-                xs: [c * h * w, h * w, w, 1],
-                oh: h,
-                ow: w,
-                os: [co * h * w, h * w],
-                kernel: [1, 1],
-                stride: [1, 1],
-                pad: [0, 0],
-                dil: [1, 1],
-            };
+            let s = pointwise(c, co, h, w);
             assert_eq!(ConvPlan::new(&s, None).cols, cols);
             direct_matches_rows(&mut rng, shape);
         }
@@ -2060,22 +2037,7 @@ mod tests {
             (320, 1280, 7, 1),
         ] {
             let npix = hw * hw;
-            let s = ConvShape {
-                n: 1,
-                groups: 1,
-                cin_g: c,
-                cout_g: co,
-                h: hw,
-                w: hw,
-                xs: [c * npix, npix, hw, 1],
-                oh: hw,
-                ow: hw,
-                os: [co * npix, npix],
-                kernel: [1, 1],
-                stride: [1, 1],
-                pad: [0, 0],
-                dil: [1, 1],
-            };
+            let s = pointwise(c, co, hw, hw);
             let x = rng.vec(c * npix);
             let w = rng.vec(co * c);
             let bias = rng.vec(co);
@@ -2141,22 +2103,7 @@ mod tests {
             (48, 1152, 1, 1),
         ] {
             let npix = hw * hw;
-            let s = ConvShape {
-                n: 1,
-                groups: 1,
-                cin_g: c,
-                cout_g: co,
-                h: hw,
-                w: hw,
-                xs: [c * npix, npix, hw, 1],
-                oh: hw,
-                ow: hw,
-                os: [co * npix, npix],
-                kernel: [1, 1],
-                stride: [1, 1],
-                pad: [0, 0],
-                dil: [1, 1],
-            };
+            let s = pointwise(c, co, hw, hw);
             let x = rng.vec(c * npix);
             let w = rng.vec(co * c);
             let packed = pack_conv(1, co, c, |a, r| w[a * c + r], None).unwrap();
