@@ -1550,6 +1550,29 @@ mod tests {
         out
     }
 
+    /// A `kern`×`kern` convolution of `c` to `co` channels over an `hw`×`hw` NCHW plane,
+    /// stride `stride`, padding `kern / 2`.
+    fn square_conv(c: usize, co: usize, hw: usize, kern: usize, stride: usize) -> ConvShape {
+        let pad = kern / 2;
+        let o = (hw + 2 * pad - kern) / stride + 1;
+        ConvShape {
+            n: 1,
+            groups: 1,
+            cin_g: c,
+            cout_g: co,
+            h: hw,
+            w: hw,
+            xs: [c * hw * hw, hw * hw, hw, 1],
+            oh: o,
+            ow: o,
+            os: [co * o * o, o * o],
+            kernel: [kern, kern],
+            stride: [stride, stride],
+            pad: [pad, pad],
+            dil: [1, 1],
+        }
+    }
+
     /// A 1×1 convolution of `c` to `co` channels over an `h`×`w` NCHW plane (direct tiles).
     fn pointwise(c: usize, co: usize, h: usize, w: usize) -> ConvShape {
         ConvShape {
@@ -1963,24 +1986,8 @@ mod tests {
             (2304, 256, 14, 1, 1),
             (4608, 512, 7, 1, 1),
         ] {
-            let pad = kern / 2;
-            let o = (hw + 2 * pad - kern) / stride + 1;
-            let s = ConvShape {
-                n: 1,
-                groups: 1,
-                cin_g: c,
-                cout_g: co,
-                h: hw,
-                w: hw,
-                xs: [c * hw * hw, hw * hw, hw, 1],
-                oh: o,
-                ow: o,
-                os: [co * o * o, o * o],
-                kernel: [kern, kern],
-                stride: [stride, stride],
-                pad: [pad, pad],
-                dil: [1, 1],
-            };
+            let s = square_conv(c, co, hw, kern, stride);
+            let o = s.oh;
             let kk = c * kern * kern;
             let x = rng.vec(c * hw * hw);
             let w = rng.vec(co * kk);
@@ -2210,24 +2217,8 @@ mod tests {
             (64, 128, 56, 3, 2),
             (16, 16, 112, 3, 2),
         ] {
-            let pad = kern / 2;
-            let o = (hw + 2 * pad - kern) / stride + 1;
-            let s = ConvShape {
-                n: 1,
-                groups: 1,
-                cin_g: c,
-                cout_g: co,
-                h: hw,
-                w: hw,
-                xs: [c * hw * hw, hw * hw, hw, 1],
-                oh: o,
-                ow: o,
-                os: [co * o * o, o * o],
-                kernel: [kern, kern],
-                stride: [stride, stride],
-                pad: [pad, pad],
-                dil: [1, 1],
-            };
+            let s = square_conv(c, co, hw, kern, stride);
+            let o = s.oh;
             let kk = c * kern * kern;
             let x = rng.vec(c * hw * hw);
             let w = rng.vec(co * kk);
@@ -2289,24 +2280,8 @@ mod tests {
             (256, 512, 14, 3, 2, 1),
             (512, 512, 7, 3, 1, 3),
         ] {
-            let pad = kern / 2;
-            let o = (hw + 2 * pad - kern) / stride + 1;
-            let s = ConvShape {
-                n: 1,
-                groups: 1,
-                cin_g: c,
-                cout_g: co,
-                h: hw,
-                w: hw,
-                xs: [c * hw * hw, hw * hw, hw, 1],
-                oh: o,
-                ow: o,
-                os: [co * o * o, o * o],
-                kernel: [kern, kern],
-                stride: [stride, stride],
-                pad: [pad, pad],
-                dil: [1, 1],
-            };
+            let s = square_conv(c, co, hw, kern, stride);
+            let o = s.oh;
             let kk = c * kern * kern;
             let x = rng.vec(c * hw * hw);
             let w = rng.vec(co * kk);
