@@ -479,6 +479,13 @@ impl<'g> Builder<'g> {
         self.step_nodes.push(self.node);
     }
 
+    /// A node's clamp range as two `Double` arguments `(lo, hi)` (unbounded without one),
+    /// for kernels that apply it as they store.
+    pub fn clamp_bounds(&mut self, range: Option<(f32, f32)>) -> (u32, u32) {
+        let (lo, hi) = range.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
+        (self.double(lo as f64), self.double(hi as f64))
+    }
+
     /// Appends an in-place clamp of table entry `value` (skipped for an unbounded range).
     pub fn clamp(&mut self, value: u32, range: Option<(f32, f32)>) {
         if let Some((lo, hi)) = range

@@ -161,10 +161,16 @@ pub fn pack_scales(s: &[f32], n: usize, blocks: usize) -> Vec<f32> {
     let mut out = vec![0.0; n.div_ceil(PANEL) * PANEL * blocks];
     for (col, row) in s.chunks(blocks).take(n).enumerate() {
         for (b, &v) in row.iter().enumerate() {
-            out[(col / PANEL * blocks + b) * PANEL + col % PANEL] = v;
+            out[packed_scale_at(col, b, blocks)] = v;
         }
     }
     out
+}
+
+/// Where [`pack_scales`] puts the scale of column `col` in block `b`.
+#[inline]
+fn packed_scale_at(col: usize, b: usize, blocks: usize) -> usize {
+    (col / PANEL * blocks + b) * PANEL + col % PANEL
 }
 
 impl Fc<'_> {
@@ -172,7 +178,7 @@ impl Fc<'_> {
     #[inline]
     fn scale(&self, col: usize, b: usize) -> f32 {
         if self.packed {
-            self.scales[(col / PANEL * self.blocks + b) * PANEL + col % PANEL]
+            self.scales[packed_scale_at(col, b, self.blocks)]
         } else {
             self.scales[col * self.blocks + b]
         }

@@ -41,8 +41,7 @@ pub fn packed(
     let o = b.view(out, &[ba, m, n], None)?;
     let p = b.scratch(ScalarType::Float, &[plen])?;
     let t = b.boolean(transposed);
-    let (lo, hi) = node.clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
-    let (lo, hi) = (b.double(lo as f64), b.double(hi as f64));
+    let (lo, hi) = b.clamp_bounds(node.clamp);
     b.kernel_fn(
         "xnnpack::f32_batch_matmul",
         run_packed,
@@ -102,18 +101,14 @@ fn run_packed(ctx: &mut KernelContext<'_>) -> Result<()> {
         };
     }
     let packed = SharedMut::new(&mut p[..bw * plen]);
-    run_parts(
-        bw,
-        bw.min(etch_kernels::threads::num_threads()),
-        &|batches| {
-            for bi in batches {
-                let yb = &y[bi * n * k..(bi + 1) * n * k];
-                // SAFETY: batch `bi`'s packed panels are this task's alone.
-                let dst = unsafe { packed.slice(bi * plen, plen) };
-                pack(dst, yb, n, k, transposed);
-            }
-        },
-    );
+    run_parts(bw, bw.min(threads), &|batches| {
+        for bi in batches {
+            let yb = &y[bi * n * k..(bi + 1) * n * k];
+            // SAFETY: batch `bi`'s packed panels are this task's alone.
+            let dst = unsafe { packed.slice(bi * plen, plen) };
+            pack(dst, yb, n, k, transposed);
+        }
+    });
     for bi in 0..ba {
         let pb = &p[(bi % bw) * plen..][..plen];
         let (xb, ob) = (&x[bi * m * k..][..m * k], &mut o[bi * m * n..][..m * n]);

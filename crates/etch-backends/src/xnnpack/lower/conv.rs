@@ -248,8 +248,7 @@ fn packed_convolution(
         c.dilation[0] as i64,
         c.dilation[1] as i64,
     ]);
-    let (lo, hi) = node.clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
-    let (lo, hi) = (b.double(lo as f64), b.double(hi as f64));
+    let (lo, hi) = b.clamp_bounds(node.clamp);
     b.kernel_fn(
         "xnnpack::f32_conv2d",
         run_packed_convolution,
@@ -346,8 +345,7 @@ fn depthwise(
         c.dilation[0] as i64,
         c.dilation[1] as i64,
     ]);
-    let (lo, hi) = node.clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
-    let (lo, hi) = (b.double(lo as f64), b.double(hi as f64));
+    let (lo, hi) = b.clamp_bounds(node.clamp);
     b.kernel_fn(
         "xnnpack::f32_depthwise_conv2d",
         run_depthwise,

@@ -197,8 +197,7 @@ pub fn unary(b: &mut Builder<'_>, node: &Node, op: UnaryOp, input: u32, output: 
             b.kernel("aten::_softmax.out", &[x, dim, half, o])?;
         }
         UnaryOp::Clamp => {
-            let (lo, hi) = node.clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
-            let (lo, hi) = (b.double(lo as f64), b.double(hi as f64));
+            let (lo, hi) = b.clamp_bounds(node.clamp);
             b.kernel("aten::clamp.out", &[x, lo, hi, o])?;
             return Ok(());
         }

@@ -87,8 +87,7 @@ fn packed_fully_connected(
     let p = b.owned(ScalarType::Float, &[packed.len()], &bytes)?;
     let x = b.view(input, &[m, k], None)?;
     let o = b.view(output, &[m, n], None)?;
-    let (lo, hi) = node.clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
-    let (lo, hi) = (b.double(lo as f64), b.double(hi as f64));
+    let (lo, hi) = b.clamp_bounds(node.clamp);
     b.kernel_fn(
         "xnnpack::f32_fully_connected",
         run_packed_fully_connected,
