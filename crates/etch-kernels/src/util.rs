@@ -993,6 +993,44 @@ impl<const N: usize> Coalesced<N> {
         Some(c)
     }
 
+    /// [`Coalesced::new`] with the dims first ordered by operand `key`'s strides, largest
+    /// outermost (stable: equal strides keep their order). For elementwise maps, which may
+    /// visit elements in any order: an output laid out in another dim order than its shape's
+    /// (a channels-first view of an NHWC-shaped value, say) then still gives the long rows
+    /// of its memory order.
+    #[inline(always)]
+    fn by_memory(sizes: &[usize], strides: [&[usize]; N], key: usize) -> Option<Self> {
+        let nd = sizes.len();
+        if nd > MAX_DIMS {
+            return Self::new(sizes, strides);
+        }
+        let mut order = [0usize; MAX_DIMS];
+        for (d, o) in order.iter_mut().enumerate().take(nd) {
+            *o = d;
+        }
+        // Insertion sort: at most MAX_DIMS dims.
+        for i in 1..nd {
+            let mut j = i;
+            while j > 0 && strides[key][order[j - 1]] < strides[key][order[j]] {
+                order.swap(j - 1, j);
+                j -= 1;
+            }
+        }
+        if order[..nd].iter().enumerate().all(|(i, &d)| i == d) {
+            return Self::new(sizes, strides);
+        }
+        let mut sz = [0usize; MAX_DIMS];
+        let mut st = [[0usize; MAX_DIMS]; N];
+        for (i, &d) in order[..nd].iter().enumerate() {
+            sz[i] = sizes[d];
+            for k in 0..N {
+                st[k][i] = strides[k][d];
+            }
+        }
+        let st: [&[usize]; N] = std::array::from_fn(|k| &st[k][..nd]);
+        Self::new(&sz[..nd], st)
+    }
+
     /// Length of a row and every operand's step along it.
     #[inline(always)]
     fn row(&self) -> (usize, [usize; N]) {
@@ -1170,7 +1208,7 @@ pub fn map1_rows_with<A: Copy + Sync, O: Send>(
     f: impl Fn(A) -> O + Sync + Copy,
     row: impl Fn(&mut [O], &[A]) + Sync + Copy,
 ) {
-    let Some(c) = Coalesced::new(sizes, [sa, so]) else {
+    let Some(c) = Coalesced::by_memory(sizes, [sa, so], 1) else {
         return;
     };
     // A transposing copy of a matrix larger than a few tiles goes tile by tile.
@@ -1284,7 +1322,7 @@ pub fn map2_with<A: Copy + Sync, B: Copy + Sync, O: Send>(
     so: &[usize],
     f: impl Fn(A, B) -> O + Sync + Copy,
 ) {
-    let Some(c) = Coalesced::new(sizes, [sa, sb, so]) else {
+    let Some(c) = Coalesced::by_memory(sizes, [sa, sb, so], 2) else {
         return;
     };
     let (len, _) = c.row();
@@ -1570,6 +1608,53 @@ pub fn same_dtype(op: &str, a: ScalarType, b: ScalarType) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::Float;
+
+    /// `map1` and `map2` into an output whose memory order is not its shape's (a
+    /// channels-first view of an NHWC shape, as the XNNPACK delegate lays out values) merge
+    /// the dims in memory order (one row) and write every element as the element-by-element
+    /// loop does, on one thread and split over three (large enough to split).
+    #[test]
+    fn maps_follow_the_output_memory_order() {
+        let (n, h, w, c) = (2, 48, 40, 3);
+        let sizes = [n, h, w, c];
+        let total = n * h * w * c;
+        // Input: contiguous NHWC. Output: NCHW memory (`c` outermost after `n`).
+        let si = [h * w * c, w * c, c, 1];
+        let so = [c * h * w, w, 1, h * w];
+        let dense = [h * w * c, w * c, c, 1];
+        let a: Vec<f32> = (0..total).map(|i| i as f32 * 0.5 - 7.0).collect();
+        let b: Vec<f32> = (0..total).map(|i| (i % 97) as f32).collect();
+        let at = |st: &[usize; 4], i: [usize; 4]| (0..4).map(|d| i[d] * st[d]).sum::<usize>();
+        let mut want1 = vec![0f32; total];
+        let mut want2 = vec![0f32; total];
+        for i0 in 0..n {
+            for i1 in 0..h {
+                for i2 in 0..w {
+                    for i3 in 0..c {
+                        let i = [i0, i1, i2, i3];
+                        want1[at(&so, i)] = a[at(&si, i)] * 2.0 + 1.0;
+                        want2[at(&so, i)] = a[at(&si, i)] - b[at(&dense, i)];
+                    }
+                }
+            }
+        }
+        for threads in [1, 3] {
+            crate::threads::set_num_threads(threads);
+            let mut got = vec![f32::NAN; total];
+            super::map1_with(64, &sizes, &a, &si, &mut got, &so, |x| x * 2.0 + 1.0);
+            assert_eq!(got, want1, "map1, {threads} threads");
+            let mut got = vec![f32::NAN; total];
+            super::map2_with(64, &sizes, &a, &si, &b, &dense, &mut got, &so, |x, y| x - y);
+            assert_eq!(got, want2, "map2, {threads} threads");
+        }
+        crate::threads::set_num_threads(0);
+        let c2 = super::Coalesced::by_memory(&sizes, [&si, &so], 1).unwrap();
+        assert_eq!(
+            (c2.n, c2.cs[0], c2.cst[1][0]),
+            (3, w * h, 1),
+            "merged in memory order"
+        );
+    }
 
     /// `exp_or_zero` is `exp`: below the cut `exp` gives `+0` too (f32: the first million
     /// values below it, then every 97th down to the largest negative, and `-inf`; f64:
