@@ -49,6 +49,12 @@ const DIRECT_GROUP_BYTES: usize = 256 << 10;
 /// weights first prefetches them.
 const PF_AHEAD: usize = 1024;
 
+/// The cost of copying one output pixel of a [`Mode::Wide`] grid to the output, in the
+/// term-lanes by which [`ConvPlan::new`] compares the modes (a tile's lane over one term).
+/// It decides for convolutions of few terms: mobilenet's first (3 channels, 3×3, stride 2:
+/// 27 terms) took 1.5× (one thread) to 2× (two) as long on the wide grid as by rows.
+const WIDE_COPY: usize = 8;
+
 /// Whether the CPU has AVX-512F (and `ETCH_F32_GEMM512` is not `0`): the packed products
 /// run only then; callers keep their other path otherwise.
 pub fn available() -> bool {
@@ -686,9 +692,10 @@ impl ConvPlan {
         } else if let Some(m) = force.filter(|&m| m != Mode::Direct) {
             m
         } else {
-            let rows = s.oh * lanes(s.ow);
-            let wide = lanes(s.oh * phase_w);
-            let im2col = lanes(npix) * 115 / 100;
+            // Term-lanes of each mode, plus the wide grid's copy to the output.
+            let rows = s.oh * lanes(s.ow) * kk;
+            let wide = lanes(s.oh * phase_w) * kk + npix * WIDE_COPY;
+            let im2col = lanes(npix) * 115 / 100 * kk;
             if rows < wide && rows <= im2col {
                 Mode::Rows
             } else if wide <= im2col {
@@ -2208,7 +2215,9 @@ mod tests {
             return;
         }
         let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
-        threads::set_num_threads(1);
+        threads::set_num_threads(
+            std::env::var("ETCH_BENCH_THREADS").map_or(1, |v| v.parse().unwrap_or(1)),
+        );
         let mut rng = Rng(1);
         for (c, co, hw, kern, stride) in [
             (3, 32, 224, 3, 2),
