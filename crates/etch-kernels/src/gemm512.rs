@@ -410,7 +410,9 @@ pub fn fully_connected(
         let blocks = panels.div_ceil(per_block);
         let row_tiles = m.div_ceil(MR);
         let units = blocks * row_tiles;
-        let work = m.saturating_mul(n).saturating_mul(k);
+        // A row tile loads each weight once however few rows it has: counted as full
+        // tiles, a one-row product of 5 MB of weights (1280 -> 1000) splits too.
+        let work = m.max(MR).saturating_mul(n).saturating_mul(k);
         let tasks = threads::tasks_for(work, crate::linalg::GEMM_TASK_WORK).min(units);
         let o = SharedMut::new(out);
         let (xp, pp) = (x.as_ptr() as usize, packed.as_ptr() as usize);
@@ -1480,10 +1482,11 @@ mod tests {
                 dims[rng.below(dims.len())],
                 [0, 1, 3, 17, 64, 100, 333, 1000][rng.below(8)],
             );
-            let (m, n, k) = if case == 0 {
-                (300, 1100, 520)
-            } else {
-                (m, n, k)
+            // Case 1: one row, split over two threads (the classifier of the mobilenets).
+            let (m, n, k) = match case {
+                0 => (300, 1100, 520),
+                1 => (1, 1000, 1280),
+                _ => (m, n, k),
             };
             let x = rng.vec(m * k);
             let w = rng.vec(n * k);
