@@ -60,7 +60,7 @@ impl<'a> Fast<'a> {
     pub(super) fn plane<T: FElem>(&self, g: &DwGeom<'_, T>, plane: usize, pad: &mut [T::F]) {
         let c = g.c;
         let (n, ch) = (plane / c.g, plane % c.g);
-        dw_fill(g, n * c.xv.s[0] + ch * c.xv.s[1], pad);
+        fill(g, n * c.xv.s[0] + ch * c.xv.s[1], pad);
         let pad = as_same::<T::F, f32>(pad).expect("f32 planes");
         let (kh, kw, oh, ow) = (c.kh, c.kw, c.oh, c.ow);
         let (sh, sw) = c.stride;
@@ -103,6 +103,21 @@ impl<'a> Fast<'a> {
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (out, w, bias);
     }
+}
+
+/// [`dw_fill`] with AVX-512 code generation (whole-vector copies of the rows).
+fn fill<T: FElem>(g: &DwGeom<'_, T>, xbase: usize, pad: &mut [T::F]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        fn avx512<T: FElem>(g: &DwGeom<'_, T>, xbase: usize, pad: &mut [T::F]) {
+            dw_fill(g, xbase, pad)
+        }
+        // SAFETY: a `Fast` exists only where the CPU has AVX-512F (`Fast::new`).
+        unsafe { avx512(g, xbase, pad) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    dw_fill(g, xbase, pad)
 }
 
 /// One plane's geometry.
