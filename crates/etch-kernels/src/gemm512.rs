@@ -850,8 +850,26 @@ fn pad_planes(s: &ConvShape, p: &ConvPlan, x: &[f32], padded: &mut [f32]) {
 }
 
 /// `dst[i] = x[i · step]`; stride 2 (every stride-2 convolution's phase planes) in blocks of
-/// 16 from 32 consecutive elements, which the compiler turns into vector shuffles.
+/// 16 from 32 consecutive elements, which the compiler turns into vector shuffles (AVX-512
+/// ones: the convolutions here run only where the CPU has it).
 fn gather(x: &[f32], step: usize, dst: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        fn avx512(x: &[f32], step: usize, dst: &mut [f32]) {
+            gather_rows(x, step, dst)
+        }
+        // SAFETY: phase planes are built only for `conv2d_with`, which checked `available()`
+        // (AVX-512F).
+        unsafe { avx512(x, step, dst) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    gather_rows(x, step, dst)
+}
+
+/// [`gather`]'s loops.
+#[inline(always)]
+fn gather_rows(x: &[f32], step: usize, dst: &mut [f32]) {
     let mut done = 0;
     if step == 2 && !fill_scratch() {
         for (d, s) in dst.chunks_exact_mut(16).zip(x.chunks_exact(32)) {
