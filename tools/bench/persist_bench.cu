@@ -103,6 +103,43 @@ __global__ void __launch_bounds__(256) persist(const Layer* ls, int nl, unsigned
         }
 }
 
+// persistent with PRE rows a warp in flight, across each barrier too: before the barrier a
+// warp issues the loads of its first PRE rows of the next phase (registers as the buffer)
+template <int PRE> __global__ void __launch_bounds__(256) persist_pre(const Layer* ls, int nl, unsigned* bar) {
+    TRIG();
+    const int lane = threadIdx.x & 31;
+    const long W = gridDim.x * 8L, gw = blockIdx.x * 8L + (threadIdx.x >> 5);
+    uint4 v[PRE][NV];
+    auto preload = [&](const Phase* ph) {
+#pragma unroll
+        for (int s = 0; s < PRE; ++s) {
+            const long r = gw + s * W;
+            if (ph && r < ph->n) load_row(ph->w, r, lane, v[s]);
+        }
+    };
+    preload(&ls[0].p[0]);
+    WAIT();
+    unsigned target = 0;
+    for (int l = 0; l < nl; ++l)
+        for (int q = 0; q < ls[l].np; ++q) {
+            const Phase ph = ls[l].p[q];
+            for (long i = 0; gw + i * W < ph.n; i += PRE) {
+#pragma unroll
+                for (int s = 0; s < PRE; ++s) {
+                    const long r = gw + (i + s) * W;
+                    if (r < ph.n) {
+                        const float a = dot_row(v[s], ph.x, lane);
+                        if (lane == 0) ph.y[r] = a * 1e-3f;
+                        if (r + PRE * W < ph.n) load_row(ph.w, r + PRE * W, lane, v[s]);
+                    }
+                }
+            }
+            preload(q + 1 < ls[l].np ? &ls[l].p[q + 1] : (l + 1 < nl ? &ls[l + 1].p[0] : nullptr));
+            target += gridDim.x;
+            grid_sync(bar, target);
+        }
+}
+
 // streaming persistent: a producer warp a block copies the block's rows of every phase, in
 // order, into a ring of ST stages of RW rows (cp.async.bulk, mbarrier completion), never
 // waiting for a grid barrier (weights are constants); 8 consumer warps take a row each from
@@ -287,6 +324,13 @@ int main() {
             timed(nm, [&] { launch(persist, pr.multiProcessorCount * bps, 256, s, (const Layer*)dl, L, bar); });
             if (round == 0) check(nm);
         }
+#define PRERUN(P) { \
+        int o; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, persist_pre<P>, 256, 0)); \
+        for (int bps = 1; bps <= o; bps *= 2) { \
+            char nm[80]; snprintf(nm, 80, "persistent, %d rows a warp ahead, %d/SM, for 20", P, bps); \
+            timed(nm, [&] { launch(persist_pre<P>, pr.multiProcessorCount * bps, 256, s, (const Layer*)dl, L, bar); }); \
+            if (round == 0) check(nm); } }
+        PRERUN(1) PRERUN(2) PRERUN(3) PRERUN(4) PRERUN(6)
         const int smem = ST * RW * K * 2;
         CK(cudaFuncSetAttribute(streamp<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         CK(cudaFuncSetAttribute(streamp<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
