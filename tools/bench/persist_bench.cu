@@ -62,6 +62,22 @@ __global__ void __launch_bounds__(256) gemv(Phase ph) {
     if (lane == 0) ph.y[r] = a * 1e-3f;
 }
 
+// one phase, one launch, RPW rows a warp: every row's loads before the wait (fewer blocks)
+template <int RPW> __global__ void __launch_bounds__(256) gemv_r(Phase ph) {
+    TRIG();
+    const int lane = threadIdx.x & 31; const long r0 = (blockIdx.x * 8L + (threadIdx.x >> 5)) * RPW;
+    uint4 v[RPW][NV];
+#pragma unroll
+    for (int q = 0; q < RPW; ++q) if (r0 + q < ph.n) load_row(ph.w, r0 + q, lane, v[q]);
+    WAIT();
+#pragma unroll
+    for (int q = 0; q < RPW; ++q) {
+        if (r0 + q >= ph.n) return;
+        const float a = dot_row(v[q], ph.x, lane);
+        if (lane == 0) ph.y[r0 + q] = a * 1e-3f;
+    }
+}
+
 __device__ __forceinline__ void grid_sync(unsigned* c, unsigned target) {
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -255,6 +271,17 @@ template <typename... A> void launch_smem(void (*f)(A...), int grid, int block, 
     CK(cudaLaunchKernelEx(&c, f, args...));
 }
 
+// the dependency points alone: n grid barriers in one kernel, or one empty kernel a point
+__global__ void __launch_bounds__(256) barriers(int n, unsigned* bar) {
+    TRIG(); WAIT();
+    unsigned target = 0;
+    for (int i = 0; i < n; ++i) { target += gridDim.x; grid_sync(bar, target); }
+}
+__global__ void __launch_bounds__(256) empty_step(float* out) {
+    TRIG(); WAIT();
+    if (threadIdx.x == 0 && blockIdx.x == 0) out[0] += 1.0f;
+}
+
 template <typename... A> void launch(void (*f)(A...), int grid, int block, cudaStream_t s, A... args) {
     cudaLaunchConfig_t c = {}; c.gridDim = grid; c.blockDim = block; c.stream = s;
     cudaLaunchAttribute at[1]; at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization; at[0].val.programmaticStreamSerializationAllowed = 1;
@@ -285,6 +312,7 @@ int main() {
     }
     Layer* dl; CK(cudaMalloc(&dl, L * sizeof(Layer))); CK(cudaMemcpy(dl, hl.data(), L * sizeof(Layer), cudaMemcpyHostToDevice));
     unsigned* bar; CK(cudaMalloc(&bar, 4096));
+    float* out_dummy; CK(cudaMalloc(&out_dummy, 4096));
     int dev; CK(cudaGetDevice(&dev)); cudaDeviceProp pr; CK(cudaGetDeviceProperties(&pr, dev));
     int occ; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, persist, 256, 0));
     int occg; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occg, gemv, 256, 0));
@@ -308,6 +336,74 @@ int main() {
         double d = 0; for (int i = 0; i < rows[np - 1]; ++i) d = std::max(d, (double)std::abs(got[i] - ref[i]));
         printf("  (%s: last output max |diff| vs kernels %.3g)\n", name, d);
     };
+    {
+        // per dependency point: 1000 grid barriers in one kernel; 1000 empty PDL kernels
+        const int nb = 1000;
+        for (int bps : {1, 2}) {
+            std::vector<float> t;
+            for (int r = 0; r < 5; ++r) {
+                CK(cudaMemsetAsync(bar, 0, 4096, s));
+                CK(cudaEventRecord(e0, s)); launch(barriers, pr.multiProcessorCount * bps, 256, s, nb, bar);
+                CK(cudaEventRecord(e1, s)); CK(cudaEventSynchronize(e1));
+                float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); t.push_back(ms * 1000 / nb);
+            }
+            std::sort(t.begin(), t.end());
+            printf("empty grid barrier, %d blocks/SM: %.2f us each\n", bps, t[2]);
+        }
+        for (int grid : {132, 528, 1544}) {
+            std::vector<float> t;
+            for (int r = 0; r < 5; ++r) {
+                CK(cudaEventRecord(e0, s));
+                for (int i = 0; i < nb; ++i) launch(empty_step, grid, 256, s, out_dummy);
+                CK(cudaEventRecord(e1, s)); CK(cudaEventSynchronize(e1));
+                float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); t.push_back(ms * 1000 / nb);
+            }
+            std::sort(t.begin(), t.end());
+            printf("empty PDL kernel chain, %d blocks: %.2f us each\n", grid, t[2]);
+        }
+        for (int grid : {132, 528, 1544}) {
+            // the same chain captured in a CUDA graph (as etch's decode step runs)
+            cudaGraph_t g; cudaGraphExec_t ge;
+            CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+            for (int i = 0; i < nb; ++i) launch(empty_step, grid, 256, s, out_dummy);
+            CK(cudaStreamEndCapture(s, &g));
+            CK(cudaGraphInstantiate(&ge, g, 0));
+            CK(cudaGraphLaunch(ge, s)); CK(cudaStreamSynchronize(s));
+            std::vector<float> t;
+            for (int r = 0; r < 5; ++r) {
+                CK(cudaEventRecord(e0, s)); CK(cudaGraphLaunch(ge, s));
+                CK(cudaEventRecord(e1, s)); CK(cudaEventSynchronize(e1));
+                float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); t.push_back(ms * 1000 / nb);
+            }
+            std::sort(t.begin(), t.end());
+            printf("empty PDL kernel chain in a CUDA graph, %d blocks: %.2f us each\n", grid, t[2]);
+            CK(cudaGraphExecDestroy(ge)); CK(cudaGraphDestroy(g));
+        }
+    }
+    // the per-phase chain captured in a CUDA graph (as etch's decode), 1, 2 or 4 rows a warp
+    auto graph_chain = [&](const char* name, auto body) {
+        cudaGraph_t g; cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        body();
+        CK(cudaStreamEndCapture(s, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        timed(name, [&] { CK(cudaGraphLaunch(ge, s)); });
+        CK(cudaGraphExecDestroy(ge)); CK(cudaGraphDestroy(g));
+    };
+    for (int round = 0; round < 3; ++round) {
+        printf("== graph round %d\n", round + 1);
+        graph_chain("graph: one launch a phase, 1 row a warp", [&] {
+            for (int l = 0; l < L; ++l) for (int q = 0; q < np; ++q) launch(gemv, (hl[l].p[q].n + 7) / 8, 256, s, hl[l].p[q]);
+        });
+        if (round == 0) { CK(cudaStreamSynchronize(s)); CK(cudaMemcpy(ref.data(), hl[L - 1].p[np - 1].y, rows[np - 1] * 4, cudaMemcpyDeviceToHost)); }
+        graph_chain("graph: one launch a phase, 2 rows a warp", [&] {
+            for (int l = 0; l < L; ++l) for (int q = 0; q < np; ++q) launch(gemv_r<2>, (hl[l].p[q].n + 15) / 16, 256, s, hl[l].p[q]);
+        });
+        graph_chain("graph: one launch a phase, 4 rows a warp", [&] {
+            for (int l = 0; l < L; ++l) for (int q = 0; q < np; ++q) launch(gemv_r<4>, (hl[l].p[q].n + 31) / 32, 256, s, hl[l].p[q]);
+        });
+        if (round == 0) check("graph chains (last: 4 rows a warp)");
+    }
     for (int round = 0; round < 3; ++round) {
         printf("== round %d\n", round + 1);
         timed("one launch a phase (PDL)", [&] {
