@@ -733,10 +733,13 @@ impl ConvPlan {
         let per_item = tiles.div_ceil(group);
         let panels = s.cout_g.div_ceil(MR);
         let items = s.n * s.groups;
+        // A tile (or column tile) loads each weight once however few pixels it has:
+        // planes under a tile count as one, so that one-pixel convolutions of large
+        // weights (squeeze-excitation, 960 -> 240) split too, as one-row products do.
         let work = items
             .saturating_mul(s.cout_g)
             .saturating_mul(kk)
-            .saturating_mul(npix);
+            .saturating_mul(npix.max(NR));
         let tasks = threads::tasks_for(work, crate::conv::CONV_TASK_WORK);
         // Few tile groups: each also takes a range of the panels. A task's consecutive
         // units of one tile group run as one (one im2col for all their panels).

@@ -263,14 +263,20 @@ fn direct_grown_groups_match_im2col() {
 }
 
 /// Direct planes with few tile groups split by panels on two threads
-/// ([`ConvPlan`]`::by_panels`): mobilenet's 14² and 7² expansions.
+/// ([`ConvPlan`]`::by_panels`): mobilenet's 14² and 7² expansions, a one-pixel
+/// squeeze-excitation convolution.
 #[test]
 fn direct_by_panels_match_im2col() {
     if !available() {
         return;
     }
     let mut rng = Rng(13);
-    for (c, co, h, w) in [(96, 576, 14, 14), (160, 960, 7, 7), (64, 384, 14, 14)] {
+    for (c, co, h, w) in [
+        (96, 576, 14, 14),
+        (160, 960, 7, 7),
+        (64, 384, 14, 14),
+        (960, 240, 1, 1),
+    ] {
         let s = pointwise(c, co, h, w);
         {
             let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
