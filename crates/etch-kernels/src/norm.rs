@@ -50,7 +50,7 @@ fn softmax_impl(ctx: &mut KernelContext<'_>, op: &str, log: bool) -> Result<()> 
             for r in 0..len {
                 let (ba, bo) = (oa + r * xa, oo + r * xo);
                 // SAFETY: every row is one task's.
-                softmax_row_f32(&x[ba..ba + n], unsafe { o.slice(bo, n) }, log);
+                softmax_row_f32_dispatch(&x[ba..ba + n], unsafe { o.slice(bo, n) }, log);
             }
         });
         return Ok(());
@@ -111,12 +111,31 @@ fn lane_sum<F: Float>(n: usize, mut e: impl FnMut(usize) -> F) -> F {
     sum
 }
 
+/// [`softmax_row_f32`] with AVX-512 code generation for its max, differences, sum and
+/// scaling where the CPU has AVX-512F (the same operations in the same order: the same
+/// bits); else as compiled.
+fn softmax_row_f32_dispatch(x: &[f32], out: &mut [f32], log: bool) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            #[target_feature(enable = "avx512f")]
+            fn avx512(x: &[f32], out: &mut [f32], log: bool) {
+                softmax_row_f32(x, out, log)
+            }
+            // SAFETY: the CPU has AVX-512F.
+            return unsafe { avx512(x, out, log) };
+        }
+    }
+    softmax_row_f32(x, out, log)
+}
+
 /// (Log-)softmax of one contiguous float32 row: the max (NaN if the row has one, so the
 /// row is NaN as in the scalar code), `e^(x - max)` by `vmath::exp_neg_abs` (`x - max <= 0`;
 /// ≤ 1.05 ulp over every f32, `+0` below e^-103.98 as `exp_or_zero`), their sum
 /// ([`lane_sum`]),
 /// then the product by its reciprocal (softmax) or `x - max - ln(sum)` (log-softmax).
 /// Lanes of 16 for the max, the differences staged on the stack.
+#[inline(always)]
 fn softmax_row_f32(x: &[f32], out: &mut [f32], log: bool) {
     let mut lanes = [f32::NEG_INFINITY; 16];
     let mut nan = false;
