@@ -957,24 +957,21 @@ fn pack_block(
 /// else runs of consecutive units of one tile group become one range of panels.
 fn conv_task(s: &ConvShape, p: &ConvPlan, ops: &ConvOps<'_>, t: usize, colt: &mut [f32]) {
     let range = threads::part(p.units, p.tasks, t);
-    if p.by_panels {
-        for u in range {
-            let (item, rest) = (u / (p.per_item * p.chunks), u % (p.per_item * p.chunks));
-            let (c, tg) = (rest / p.per_item, rest % p.per_item);
-            let panels = threads::part(p.panels, p.chunks, c);
-            conv_unit(s, p, ops, item, tg, panels.clone(), colt);
-            if p.mode == Mode::Wide {
-                copy_wide(s, p, ops, item, tg, panels);
-            }
-        }
-        return;
-    }
+    let per = p.per_item * p.chunks;
     let mut u = range.start;
     while u < range.end {
-        let (item, rest) = (u / (p.per_item * p.chunks), u % (p.per_item * p.chunks));
-        let (tg, c0) = (rest / p.chunks, rest % p.chunks);
-        let c1 = p.chunks.min(c0 + range.end - u);
-        u += c1 - c0;
+        let (item, rest) = (u / per, u % per);
+        // Chunks `c0..c1` of tile group `tg`.
+        let (tg, c0, c1) = if p.by_panels {
+            u += 1;
+            let c = rest / p.per_item;
+            (rest % p.per_item, c, c + 1)
+        } else {
+            let (tg, c0) = (rest / p.chunks, rest % p.chunks);
+            let c1 = p.chunks.min(c0 + range.end - u);
+            u += c1 - c0;
+            (tg, c0, c1)
+        };
         let panels = threads::part(p.panels, p.chunks, c0).start
             ..threads::part(p.panels, p.chunks, c1 - 1).end;
         conv_unit(s, p, ops, item, tg, panels.clone(), colt);
