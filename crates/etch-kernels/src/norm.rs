@@ -46,11 +46,13 @@ fn softmax_impl(ctx: &mut KernelContext<'_>, op: &str, log: bool) -> Result<()> 
     if a.dtype() == ScalarType::Float && ssa == 1 && sso == 1 && crate::vmath::available() {
         let x = a.data::<f32>()?;
         let o = SharedMut::new(out.data_mut::<f32>()?);
+        let avx512 = avx512();
         par_walk(&rows, [&sa, &so], min_rows, |[oa, oo], len, [xa, xo]| {
             for r in 0..len {
                 let (ba, bo) = (oa + r * xa, oo + r * xo);
                 // SAFETY: every row is one task's.
-                softmax_row_f32_dispatch(&x[ba..ba + n], unsafe { o.slice(bo, n) }, log);
+                let out = unsafe { o.slice(bo, n) };
+                softmax_row_f32_dispatch(&x[ba..ba + n], out, log, avx512);
             }
         });
         return Ok(());
@@ -111,21 +113,28 @@ fn lane_sum<F: Float>(n: usize, mut e: impl FnMut(usize) -> F) -> F {
     sum
 }
 
-/// [`softmax_row_f32`] with AVX-512 code generation for its max, differences, sum and
-/// scaling where the CPU has AVX-512F (the same operations in the same order: the same
-/// bits); else as compiled.
-fn softmax_row_f32_dispatch(x: &[f32], out: &mut [f32], log: bool) {
+/// Whether the CPU has AVX-512F (for [`softmax_row_f32_dispatch`]; detected once a call).
+fn avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            #[target_feature(enable = "avx512f")]
-            fn avx512(x: &[f32], out: &mut [f32], log: bool) {
-                softmax_row_f32(x, out, log)
-            }
-            // SAFETY: the CPU has AVX-512F.
-            return unsafe { avx512(x, out, log) };
+    return std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// [`softmax_row_f32`] with AVX-512 code generation for its max, differences, sum and
+/// scaling when `avx512` (from [`avx512`]: the CPU has AVX-512F; the same operations in
+/// the same order, so the same bits); else as compiled.
+fn softmax_row_f32_dispatch(x: &[f32], out: &mut [f32], log: bool, avx512: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512 {
+        #[target_feature(enable = "avx512f")]
+        fn on_avx512(x: &[f32], out: &mut [f32], log: bool) {
+            softmax_row_f32(x, out, log)
         }
+        // SAFETY: `avx512` says the CPU has AVX-512F.
+        return unsafe { on_avx512(x, out, log) };
     }
+    let _ = avx512;
     softmax_row_f32(x, out, log)
 }
 
