@@ -35,6 +35,11 @@ pub(super) static NO_COLS: std::sync::atomic::AtomicBool =
 /// tests may still change it meanwhile: the results must not depend on it anyway).
 static THREADS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The timing runs' thread count: `ETCH_BENCH_THREADS`, 1 by default.
+fn bench_threads() -> usize {
+    std::env::var("ETCH_BENCH_THREADS").map_or(1, |v| v.parse().unwrap_or(1))
+}
+
 /// Runs `f` with 1 and with 2 threads and checks the outputs are the same bits.
 fn both_thread_counts(f: impl Fn() -> Vec<f32>) -> Vec<f32> {
     let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
@@ -668,7 +673,7 @@ fn pointwise_speed() {
         return;
     }
     let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
-    let nt = std::env::var("ETCH_BENCH_THREADS").map_or(1, |v| v.parse().unwrap_or(1));
+    let nt = bench_threads();
     threads::set_num_threads(nt);
     let mut rng = Rng(1);
     let (mut total, mut macs) = (0.0, 0.0);
@@ -850,7 +855,8 @@ fn dirty_scratch_and_gather_match() {
 }
 
 /// The phase planes' fill and gather as before and as now, call by call (best of 300
-/// each): `cargo test --release -p etch-kernels pad_speed -- --ignored --nocapture`.
+/// each): `cargo test --release -p etch-kernels pad_speed -- --ignored --nocapture`
+/// (`ETCH_BENCH_THREADS` threads, 1 by default).
 #[test]
 #[ignore]
 fn pad_speed() {
@@ -858,9 +864,7 @@ fn pad_speed() {
         return;
     }
     let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
-    threads::set_num_threads(
-        std::env::var("ETCH_BENCH_THREADS").map_or(1, |v| v.parse().unwrap_or(1)),
-    );
+    threads::set_num_threads(bench_threads());
     let mut rng = Rng(1);
     for (c, co, hw, kern, stride) in [
         (3, 32, 224, 3, 2),
@@ -907,7 +911,7 @@ fn resnet18_conv_speed() {
         return;
     }
     let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
-    let nt = std::env::var("ETCH_BENCH_THREADS").map_or(1, |v| v.parse().unwrap_or(1));
+    let nt = bench_threads();
     threads::set_num_threads(nt);
     let mut rng = Rng(1);
     let mut total = 0.0;
