@@ -5,13 +5,15 @@
 # --model CFG20 [--logits] --max-seq-len 4096), load_bench (cargo build --release --example load_bench).
 # Run from the repository root on the GPU machine with OUT=<log dir>; STEPS=etch,hf.
 # L=40 (with config40.json, q40.pte, q40l.pte in the bundle) runs the full depth: on
-# nvidia-h200-x2, whose disk holds the 65 GiB checkpoint.
+# nvidia-h200-x2, whose disk holds the 65 GiB checkpoint, or on nvidia-h200 with CK=<a RAM
+# disk> (its 64 GiB disk does not hold the 69.3 GB; its 128 GiB of memory and 139 GiB of GPU
+# memory do).
 # Qwen3.5-35B-A3B config with 20 of its 40 layers (LLLF x 5) on one H200: etch (STEPS has
 # etch) and transformers plus the teacher-forced check (STEPS has hf), same seeded weights.
 set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib ETCH_REQUIRE_CUDA=1 PYTHONUNBUFFERED=1
 [ -e /work/main ] || { mkdir -p /work; ln -s "$PWD" /work/main; }
-L=${L:-20}; B=${BUNDLE:-.gpuq}; C=/tmp/ck$L; O=$OUT; STEPS=${STEPS:-etch,hf}
+L=${L:-20}; B=${BUNDLE:-.gpuq}; C=${CK:-/tmp/ck$L}; O=$OUT; STEPS=${STEPS:-etch,hf}
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC') $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 [ -f $C/config.json ] || python3 $B/qwen35_bench.py make-ckpt --config $B/config$L.json --out $C 2>&1 | grep -v Writing
