@@ -355,7 +355,15 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
     }
     let wf: &[T::F] = w_in_place.unwrap_or(&wbuf);
     if cin_g == 1 && cout_g == 1 && c.g > 1 {
-        depthwise(c, xs, wf, bs, o, false, (f32::NEG_INFINITY, f32::INFINITY));
+        depthwise(
+            c,
+            xs,
+            wf,
+            bs,
+            o,
+            DwMode::Fast,
+            (f32::NEG_INFINITY, f32::INFINITY),
+        );
         return;
     }
     let x_same = as_same::<T, T::F>(xs);
@@ -563,14 +571,15 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
 /// the result is the unpadded sum's.) Split over planes above [`DEPTHWISE_TASK_WORK`].
 ///
 /// `f32` planes with strides 1 or 2 run on AVX-512F where the CPU has it ([`dw512`]), with
-/// the same sums in the same order (`generic` forces the portable path, for the tests).
+/// the same sums in the same order (`DwMode::Portable` forces the portable path, for the
+/// tests; `DwMode::Fused`: see [`depthwise_f32`]).
 fn depthwise<T: FElem>(
     c: &Conv,
     xs: &[T],
     wf: &[T::F],
     bs: Option<&[T]>,
     o: &mut [T],
-    generic: bool,
+    mode: DwMode,
     clamp: (f32, f32),
 ) -> bool {
     let zero = <T::F as Compute>::ZERO;
@@ -602,10 +611,10 @@ fn depthwise<T: FElem>(
             cstep: dw,
         },
     };
-    let fast = if generic {
-        None
-    } else {
-        dw512::Fast::new(&g, clamp)
+    let fast = match mode {
+        DwMode::Portable => None,
+        DwMode::Fast => dw512::Fast::new(&g, clamp, false),
+        DwMode::Fused => dw512::Fast::new(&g, clamp, true),
     };
     threads::run(tasks, &|t| {
         // SAFETY: task `t`'s own padded plane.
@@ -634,7 +643,10 @@ pub fn clamp_f32(x: f32, lo: f32, hi: f32) -> f32 {
 
 /// An `f32` depthwise convolution (the input's `c` channels one per group) with the
 /// weights `[c, kh, kw]` contiguous and an optional bias, then every output clamped with
-/// [`clamp_f32`]: the sums of `aten::convolution.out`'s depthwise path, in its order.
+/// [`clamp_f32`]: the sums of `aten::convolution.out`'s depthwise path, in its order. With
+/// `fused` (the XNNPACK delegate), square 3×3 and 5×5 kernels at strides 1 or 2 without
+/// dilation take one fused multiply-add a tap where the AVX-512 planes run (XNNPACK's own
+/// rounding; the same order), other shapes and CPUs the product and sum.
 #[allow(clippy::too_many_arguments)]
 pub fn depthwise_f32(
     (xv, xs): (View4, &[f32]),
@@ -645,6 +657,7 @@ pub fn depthwise_f32(
     pad: [usize; 2],
     dil: [usize; 2],
     (lo, hi): (f32, f32),
+    fused: bool,
 ) -> Result<()> {
     let [kh, kw] = kernel;
     let eff = |i: usize, k: usize, s: usize, p: usize, d: usize| {
@@ -685,7 +698,8 @@ pub fn depthwise_f32(
         oh: ov.h,
         ow: ov.w,
     };
-    if !depthwise(&c, xs, w, bs, o, false, (lo, hi))
+    let mode = if fused { DwMode::Fused } else { DwMode::Fast };
+    if !depthwise(&c, xs, w, bs, o, mode, (lo, hi))
         && (lo > f32::NEG_INFINITY || hi < f32::INFINITY)
     {
         for n in 0..ov.n {
@@ -700,6 +714,18 @@ pub fn depthwise_f32(
         }
     }
     Ok(())
+}
+
+/// How [`depthwise`] computes its planes.
+#[derive(Clone, Copy)]
+enum DwMode {
+    /// The portable loops only (the tests' reference).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Portable,
+    /// The AVX-512 planes where they apply: the portable sums, bit for bit.
+    Fast,
+    /// The same, with one fused multiply-add a tap in the row kernel.
+    Fused,
 }
 
 /// The most output pixels of a row computed together (one 512-bit vector of `f32`).
@@ -1351,11 +1377,20 @@ mod tests {
                                 threads::set_num_threads(threads);
                                 let mut want = vec![f32::NAN; n * ch * oh * ow];
                                 let mut got = want.clone();
-                                depthwise(&c, &xs, &wf, bs, &mut want, true, (-inf, inf));
+                                depthwise(
+                                    &c,
+                                    &xs,
+                                    &wf,
+                                    bs,
+                                    &mut want,
+                                    DwMode::Portable,
+                                    (-inf, inf),
+                                );
                                 for v in &mut want {
                                     *v = clamp_f32(*v, lo, hi);
                                 }
-                                let fast = depthwise(&c, &xs, &wf, bs, &mut got, false, (lo, hi));
+                                let fast =
+                                    depthwise(&c, &xs, &wf, bs, &mut got, DwMode::Fast, (lo, hi));
                                 assert_eq!(fast, gemm512::available());
                                 let (a, b): (Vec<u32>, Vec<u32>) = (
                                     want.iter().map(|v| v.to_bits()).collect(),
@@ -1370,6 +1405,143 @@ mod tests {
                     }
                 }
             }
+        }
+        threads::set_num_threads(1);
+    }
+
+    /// With `fused`, the row kernel's square 3×3 and 5×5 planes at strides 1 and 2 are one
+    /// fused multiply-add a tap, in tap order from +0, then `+ bias` and the clamp (the
+    /// scalar `mul_add` reference), on 1 and 2 threads; other shapes keep the portable sums.
+    #[test]
+    fn depthwise_fused_taps_match_mul_add() {
+        let mut case = 0u64;
+        for (w, h) in [
+            (7, 7),
+            (14, 14),
+            (17, 5),
+            (33, 12),
+            (56, 20),
+            (112, 9),
+            (3, 2),
+        ] {
+            for k in [3, 5] {
+                for s in [1, 2] {
+                    for pad in [0, k / 2] {
+                        if h + 2 * pad < k || w + 2 * pad < k {
+                            continue;
+                        }
+                        case += 1;
+                        let (n, ch) = (2, 3);
+                        let (oh, ow) = ((h + 2 * pad - k) / s + 1, (w + 2 * pad - k) / s + 1);
+                        let (xv, ov) = (view(n, ch, h, w), view(n, ch, oh, ow));
+                        let xs = values(n * ch * h * w, case);
+                        let wf = values(ch * k * k, case + 1000);
+                        let bias = values(ch, case + 2000);
+                        let mut want = vec![0f32; n * ch * oh * ow];
+                        for (idx, o) in want.iter_mut().enumerate() {
+                            let (x, y, c, b) = (
+                                idx % ow,
+                                idx / ow % oh,
+                                idx / (ow * oh) % ch,
+                                idx / (ow * oh * ch),
+                            );
+                            let mut acc = 0f32;
+                            for i in 0..k {
+                                for j in 0..k {
+                                    let (iy, ix) = (
+                                        (y * s + i) as isize - pad as isize,
+                                        (x * s + j) as isize - pad as isize,
+                                    );
+                                    let v =
+                                        if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize
+                                        {
+                                            0.0
+                                        } else {
+                                            xs[((b * ch + c) * h + iy as usize) * w + ix as usize]
+                                        };
+                                    acc = wf[(c * k + i) * k + j].mul_add(v, acc);
+                                }
+                            }
+                            *o = clamp_f32(acc + bias[c], -0.3, 0.4);
+                        }
+                        for threads in [1, 2] {
+                            threads::set_num_threads(threads);
+                            let mut got = vec![f32::NAN; want.len()];
+                            depthwise_f32(
+                                (xv, &xs),
+                                (&wf, Some(&bias)),
+                                (ov, &mut got),
+                                [k, k],
+                                [s, s],
+                                [pad, pad],
+                                [1, 1],
+                                (-0.3, 0.4),
+                                true,
+                            )
+                            .unwrap();
+                            if !gemm512::available() {
+                                continue;
+                            }
+                            let a: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
+                            let b: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+                            assert_eq!(a, b, "w {w} h {h} k {k} stride {s} pad {pad}");
+                        }
+                    }
+                }
+            }
+        }
+        threads::set_num_threads(1);
+    }
+
+    /// Timing of the depthwise planes on the mobilenet / efficientnet shapes (not a test:
+    /// `ETCH_BENCH_THREADS=1 cargo test --release -p etch-kernels --lib depthwise_speed --
+    /// --ignored --nocapture`; `ETCH_BENCH_FUSED=1` for the delegate's fused taps). Best of
+    /// 200 runs, warm caches.
+    #[test]
+    #[ignore]
+    fn depthwise_speed() {
+        let t = std::env::var("ETCH_BENCH_THREADS").map_or(1, |v| v.parse().unwrap_or(1));
+        let fused = std::env::var("ETCH_BENCH_FUSED").is_ok();
+        threads::set_num_threads(t);
+        let shapes = [
+            (32, 112, 3, 1),
+            (96, 112, 3, 2),
+            (144, 56, 3, 1),
+            (384, 14, 3, 1),
+            (960, 7, 3, 1),
+            (672, 14, 5, 1),
+        ];
+        for (ch, h, k, s) in shapes {
+            let p = k / 2;
+            let o = (h + 2 * p - k) / s + 1;
+            let (xv, ov) = (view(1, ch, h, h), view(1, ch, o, o));
+            let xs = values(ch * h * h, 1);
+            let w = values(ch * k * k, 2);
+            let b = values(ch, 3);
+            let mut out = vec![0f32; ch * o * o];
+            let mut best = f64::MAX;
+            for _ in 0..200 {
+                let t0 = std::time::Instant::now();
+                depthwise_f32(
+                    (xv, &xs),
+                    (&w, Some(&b)),
+                    (ov, &mut out),
+                    [k, k],
+                    [s, s],
+                    [p, p],
+                    [1, 1],
+                    (0.0, 6.0),
+                    fused,
+                )
+                .unwrap();
+                best = best.min(t0.elapsed().as_secs_f64());
+            }
+            let macs = (ch * o * o * k * k) as f64;
+            eprintln!(
+                "depthwise {ch}x{h}x{h} k{k} s{s}: {:.1} us, {:.1} GMAC/s",
+                best * 1e6,
+                macs / best / 1e9
+            );
         }
         threads::set_num_threads(1);
     }

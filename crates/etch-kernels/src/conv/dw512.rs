@@ -15,6 +15,8 @@ pub(super) struct Fast<'a> {
     out: &'a SharedMut<'a, f32>,
     /// The output clamp ([`super::clamp_f32`]).
     clamp: (f32, f32),
+    /// Fused multiply-adds (one rounding a tap) where the row kernel runs.
+    fused: bool,
 }
 
 /// `s` as shared `f32`s when `T` is `f32`.
@@ -30,7 +32,7 @@ fn shared_f32<'a, T: 'static>(s: &'a SharedMut<'a, T>) -> Option<&'a SharedMut<'
 impl<'a> Fast<'a> {
     /// The fast path for `g`, where the CPU has AVX-512F (and [`crate::gemm512::available`]), the elements are `f32`, the
     /// stride along a row is 1 or 2 and output rows are contiguous.
-    pub(super) fn new<T: FElem>(g: &DwGeom<'a, T>, clamp: (f32, f32)) -> Option<Self> {
+    pub(super) fn new<T: FElem>(g: &DwGeom<'a, T>, clamp: (f32, f32), fused: bool) -> Option<Self> {
         #[cfg(target_arch = "x86_64")]
         {
             let c = g.c;
@@ -46,11 +48,12 @@ impl<'a> Fast<'a> {
                 bs,
                 out: shared_f32(g.out)?,
                 clamp,
+                fused,
             })
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let _ = (g, clamp, shared_f32::<T>);
+            let _ = (g, clamp, fused, shared_f32::<T>);
             None
         }
     }
@@ -91,14 +94,19 @@ impl<'a> Fast<'a> {
                 ow,
                 ostride: c.ov.s[2],
             };
+            let square = kh == kw && sh == sw && g.taps.rstep == g.pwid && g.taps.cstep == 1;
+            let f = self.fused;
+            let run: PlaneFn = match (square, kh, sw) {
+                (true, 3, 1) => rows_fn::<3, 1>(f),
+                (true, 3, 2) => rows_fn::<3, 2>(f),
+                (true, 5, 1) => rows_fn::<5, 1>(f),
+                (true, 5, 2) => rows_fn::<5, 2>(f),
+                (_, _, 1) => kernel::planes::<1>,
+                _ => kernel::planes::<2>,
+            };
             // SAFETY: `new` saw AVX-512F; the reads end by `last` (asserted) and the
             // masked writes stay in the plane's rows (`orows`).
-            unsafe {
-                match sw {
-                    1 => kernel::planes::<1>(pad, w, bias, self.clamp, out, &geo),
-                    _ => kernel::planes::<2>(pad, w, bias, self.clamp, out, &geo),
-                }
-            }
+            unsafe { run(pad, w, bias, self.clamp, out, &geo) }
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (out, w, bias);
@@ -120,6 +128,20 @@ fn fill<T: FElem>(g: &DwGeom<'_, T>, xbase: usize, pad: &mut [T::F]) {
     dw_fill(g, xbase, pad)
 }
 
+/// A plane kernel: padded plane, weights, bias, clamp, output rows, geometry.
+#[cfg(target_arch = "x86_64")]
+type PlaneFn = unsafe fn(&[f32], &[f32], f32, (f32, f32), &mut [f32], &Geo);
+
+/// The row kernel for `K`×`K` taps at stride `S`, fused or not.
+#[cfg(target_arch = "x86_64")]
+fn rows_fn<const K: usize, const S: usize>(fused: bool) -> PlaneFn {
+    if fused {
+        rows::run::<K, S, true>
+    } else {
+        rows::run::<K, S, false>
+    }
+}
+
 /// One plane's geometry.
 #[cfg(target_arch = "x86_64")]
 struct Geo {
@@ -134,6 +156,10 @@ struct Geo {
     /// Output row stride.
     ostride: usize,
 }
+
+#[cfg(target_arch = "x86_64")]
+#[path = "dw512_rows.rs"]
+mod rows;
 
 #[cfg(target_arch = "x86_64")]
 mod kernel {

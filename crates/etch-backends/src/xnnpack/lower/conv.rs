@@ -381,6 +381,7 @@ fn run_depthwise(ctx: &mut KernelContext<'_>) -> Result<()> {
         [ph, pw],
         [dh, dw],
         (lo, hi),
+        true,
     )
     .map_err(|e| Error::internal(format!("{OP}: {e}")))
 }
