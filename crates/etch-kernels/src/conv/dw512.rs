@@ -63,6 +63,10 @@ impl<'a> Fast<'a> {
     pub(super) fn plane<T: FElem>(&self, g: &DwGeom<'_, T>, plane: usize, pad: &mut [T::F]) {
         let c = g.c;
         let (n, ch) = (plane / c.g, plane % c.g);
+        #[cfg(target_arch = "x86_64")]
+        if self.by_rows(g, plane) {
+            return;
+        }
         fill(g, n * c.xv.s[0] + ch * c.xv.s[1], pad);
         let pad = as_same::<T::F, f32>(pad).expect("f32 planes");
         let (kh, kw, oh, ow) = (c.kh, c.kw, c.oh, c.ow);
@@ -94,14 +98,8 @@ impl<'a> Fast<'a> {
                 ow,
                 ostride: c.ov.s[2],
             };
-            let square = kh == kw && sh == sw && g.taps.rstep == g.pwid && g.taps.cstep == 1;
-            let f = self.fused;
-            let run: PlaneFn = match (square, kh, sw) {
-                (true, 3, 1) => rows_fn::<3, 1>(f),
-                (true, 3, 2) => rows_fn::<3, 2>(f),
-                (true, 5, 1) => rows_fn::<5, 1>(f),
-                (true, 5, 2) => rows_fn::<5, 2>(f),
-                (_, _, 1) => kernel::planes::<1>,
+            let run: PlaneFn = match sw {
+                1 => kernel::planes::<1>,
                 _ => kernel::planes::<2>,
             };
             // SAFETY: `new` saw AVX-512F; the reads end by `last` (asserted) and the
@@ -110,6 +108,58 @@ impl<'a> Fast<'a> {
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (out, w, bias);
+    }
+
+    /// Plane `plane` by [`rows`] where the shape is one it takes (square 3×3 or 5×5 taps,
+    /// equal strides 1 or 2, no dilation, `f32` rows of contiguous elements), reading the
+    /// input in place (no padded copy: faster on every mobilenet and efficientnet shape,
+    /// the ignored `depthwise_speed` run); false where not (nothing done).
+    #[cfg(target_arch = "x86_64")]
+    fn by_rows<T: FElem>(&self, g: &DwGeom<'_, T>, plane: usize) -> bool {
+        let c = g.c;
+        let (kh, (sh, sw)) = (c.kh, c.stride);
+        let fits = kh == c.kw && matches!(kh, 3 | 5) && sh == sw && c.dil == (1, 1);
+        let Some(xs) = as_same::<T, f32>(g.xs).filter(|_| fits && c.xv.s[3] == 1) else {
+            return false;
+        };
+        let f = self.fused;
+        let run = match (kh, sw) {
+            (3, 1) => rows_fn::<3, 1>(f),
+            (3, 2) => rows_fn::<3, 2>(f),
+            (5, 1) => rows_fn::<5, 1>(f),
+            _ => rows_fn::<5, 2>(f),
+        };
+        let (n, ch) = (plane / c.g, plane % c.g);
+        let (xv, ov) = (c.xv, c.ov);
+        let xbase = n * xv.s[0] + ch * xv.s[1];
+        let x = &xs[xbase..xbase + (xv.h - 1) * xv.s[2] + xv.w];
+        let src = rows::Plane {
+            p: x.as_ptr(),
+            h: xv.h,
+            w: xv.w,
+            rs: xv.s[2],
+            ph: c.pad.0,
+            pw: c.pad.1,
+        };
+        let obase = n * ov.s[0] + ch * ov.s[1];
+        // SAFETY: plane (n, ch) is this task's.
+        let out = unsafe { self.out.slice(obase, (c.oh - 1) * ov.s[2] + c.ow) };
+        let geo = Geo {
+            kh,
+            kw: kh,
+            rstep: 0,
+            cstep: 0,
+            srow: 0,
+            oh: c.oh,
+            ow: c.ow,
+            ostride: ov.s[2],
+        };
+        let w = &self.wf[ch * kh * kh..(ch + 1) * kh * kh];
+        let bias = self.bs.map_or(0.0, |b| b[ch]);
+        // SAFETY: `new` saw AVX-512F; `src` spans the input plane, `out` its output rows,
+        // `oh`/`ow` the convolution's.
+        unsafe { run(&src, w, bias, self.clamp, out, &geo) };
+        true
     }
 }
 
@@ -132,9 +182,13 @@ fn fill<T: FElem>(g: &DwGeom<'_, T>, xbase: usize, pad: &mut [T::F]) {
 #[cfg(target_arch = "x86_64")]
 type PlaneFn = unsafe fn(&[f32], &[f32], f32, (f32, f32), &mut [f32], &Geo);
 
+/// [`rows::run`]: the input plane in place, weights, bias, clamp, output rows, geometry.
+#[cfg(target_arch = "x86_64")]
+type RowsFn = unsafe fn(&rows::Plane, &[f32], f32, (f32, f32), &mut [f32], &Geo);
+
 /// The row kernel for `K`×`K` taps at stride `S`, fused or not.
 #[cfg(target_arch = "x86_64")]
-fn rows_fn<const K: usize, const S: usize>(fused: bool) -> PlaneFn {
+fn rows_fn<const K: usize, const S: usize>(fused: bool) -> RowsFn {
     if fused {
         rows::run::<K, S, true>
     } else {
