@@ -7,6 +7,9 @@
 //   row9 adjacent the same with experts 0..8 (one contiguous 18 MB region)
 //   slot-major    a block per (slot, 64 hidden units), a warp per 8 rows of one expert
 //   stream        a plain 18 MB read, 16-byte loads, 8 in flight a lane
+// and (session 17) what makes row9 slow: its loads alone (no products, no staging), the
+// activations staged before the weight loads, the activations read from global memory
+// without staging, loads without L1 allocation, and two warps a hidden unit.
 // Not part of etch; run on a GPU:
 //   nvcc -O3 -arch=sm_90 -std=c++17 tools/bench/moe_down_bench.cu -o /tmp/mdb && /tmp/mdb
 #include <cuda_runtime.h>
@@ -95,6 +98,96 @@ __global__ void __launch_bounds__(256) stream(const uint4* p, long n, float* out
     if (acc == 12345.0f) out[0] = acc;
 }
 
+
+// row9's loads only: the same 18 loads a lane, no staging and no products (xor of words).
+__global__ void __launch_bounds__(256, 2) row9_loads(const char* down, const int* sel, const float* act, float* out) {
+    const int lane = threadIdx.x & 31;
+    const int h = blockIdx.x * 8 + (threadIdx.x >> 5);
+    const int mine = lane < S ? sel[lane] : 0;
+    uint4 w0[S], w1[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+        const long e = __shfl_sync(~0u, mine, s);
+        const char* row = down + (e * H + h) * (long)I * 2;
+        w0[s] = *(const uint4*)(row + lane * 16);
+        w1[s] = *(const uint4*)(row + (lane + 32) * 16);
+    }
+    unsigned x = 0;
+#pragma unroll
+    for (int s = 0; s < S; ++s) x ^= w0[s].x ^ w1[s].w;
+    if (x == 0x12345u) out[h] = 1.0f;
+}
+
+template <int MODE>  // 0: stage activations first; 1: no staging (float4 loads from global); 2: .nc no-allocate weights
+__global__ void __launch_bounds__(256, 2) row9_v(const char* down, const int* sel, const float* act, float* out) {
+    __shared__ float xs[S * I];
+    const int lane = threadIdx.x & 31;
+    const int h = blockIdx.x * 8 + (threadIdx.x >> 5);
+    const int mine = lane < S ? sel[lane] : 0;
+    if (MODE == 0) {
+        for (int i = threadIdx.x; i < S * I; i += blockDim.x) xs[i] = act[i];
+    }
+    uint4 w0[S], w1[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+        const long e = __shfl_sync(~0u, mine, s);
+        const char* row = down + (e * H + h) * (long)I * 2;
+        if (MODE == 2) {
+            const uint4* q0 = (const uint4*)(row + lane * 16);
+            const uint4* q1 = (const uint4*)(row + (lane + 32) * 16);
+            asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(w0[s].x), "=r"(w0[s].y), "=r"(w0[s].z), "=r"(w0[s].w) : "l"(q0));
+            asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(w1[s].x), "=r"(w1[s].y), "=r"(w1[s].z), "=r"(w1[s].w) : "l"(q1));
+        } else {
+            w0[s] = *(const uint4*)(row + lane * 16);
+            w1[s] = *(const uint4*)(row + (lane + 32) * 16);
+        }
+    }
+    if (MODE == 2) {
+        for (int i = threadIdx.x; i < S * I; i += blockDim.x) xs[i] = act[i];
+    }
+    if (MODE != 1) __syncthreads();
+    float acc = 0.0f;
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+        float p;
+        if (MODE == 1) {
+            const float4* a = (const float4*)(act + s * I);
+            float x0[8], x1[8];
+            *(float4*)x0 = __ldg(a + lane * 2); *(float4*)(x0 + 4) = __ldg(a + lane * 2 + 1);
+            *(float4*)x1 = __ldg(a + (lane + 32) * 2); *(float4*)(x1 + 4) = __ldg(a + (lane + 32) * 2 + 1);
+            p = dot8(w0[s], x0) + dot8(w1[s], x1);
+        } else {
+            p = dot8(w0[s], xs + s * I + lane * 8) + dot8(w1[s], xs + s * I + (lane + 32) * 8);
+        }
+        acc += wsum(p);
+    }
+    if (lane == 0) out[h] = acc;
+}
+
+// Two warps a hidden unit: warp pair (h, half) takes chunk `half` of each of the 9 rows (9
+// loads a lane), partial sums combined through shared memory.
+__global__ void __launch_bounds__(256, 2) row9_half(const char* down, const int* sel, const float* act, float* out) {
+    __shared__ float xs[S * I];
+    __shared__ float part[8];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int h = blockIdx.x * 4 + (w >> 1), half = w & 1;
+    const int mine = lane < S ? sel[lane] : 0;
+    uint4 wv[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+        const long e = __shfl_sync(~0u, mine, s);
+        wv[s] = *(const uint4*)(down + (e * H + h) * (long)I * 2 + (lane + 32 * half) * 16);
+    }
+    for (int i = threadIdx.x; i < S * I; i += blockDim.x) xs[i] = act[i];
+    __syncthreads();
+    float acc = 0.0f;
+#pragma unroll
+    for (int s = 0; s < S; ++s) acc += wsum(dot8(wv[s], xs + s * I + (lane + 32 * half) * 8));
+    if (lane == 0) part[w] = acc;
+    __syncthreads();
+    if (threadIdx.x < 4) out[blockIdx.x * 4 + threadIdx.x] = part[2 * threadIdx.x] + part[2 * threadIdx.x + 1];
+}
+
 int main() {
     char* down;
     const size_t bytes = (size_t)E * H * I * 2;
@@ -135,6 +228,11 @@ int main() {
         CK(cudaMemcpy(sel, adj, sizeof adj, cudaMemcpyHostToDevice));
         time("row9, adjacent experts", [&] { row9<<<H / 8, 256>>>(down, sel, act, out); });
         time("slot-major, adjacent experts", [&] { slot_major<<<dim3(H / 64, S), 256>>>(down, sel, act, out); });
+        time("row9 loads only", [&] { row9_loads<<<H / 8, 256>>>(down, sel, act, out); });
+        time("row9, staging first", [&] { row9_v<0><<<H / 8, 256>>>(down, sel, act, out); });
+        time("row9, no staging", [&] { row9_v<1><<<H / 8, 256>>>(down, sel, act, out); });
+        time("row9, no-allocate loads", [&] { row9_v<2><<<H / 8, 256>>>(down, sel, act, out); });
+        time("row9, two warps a unit", [&] { row9_half<<<H / 4, 256>>>(down, sel, act, out); });
         time("stream 18 MB", [&] { stream<<<132 * 4, 256>>>((const uint4*)down, 18870000L / 16, out); });
         time("stream 18 MB, 2x blocks", [&] { stream<<<132 * 8, 256>>>((const uint4*)down, 18870000L / 16, out); });
     }
