@@ -4,7 +4,7 @@
 # before the change), on the full 40-layer model (RAM-disk checkpoint as session 16). Op tests
 # of the new binary, a warm-up of each (NVRTC), 3 interleaved rounds of the decode step,
 # generate with each (greedy ids must agree), ncu of moe_down_row in each.
-# Lost in both forms (calls 2 and 3: moe_down_row 14.3 -> 18.5 us, decode step 3.19-3.22 ->
+# Lost in all three forms (calls 2, 3, 5: moe_down_row 14.3 -> 18.5 / 18.5 / 15.8 us, decode step 3.19-3.22 ->
 # 3.21-3.25 ms) and reverted (BENCHMARKS.md, session 17): main's binary is the base here.
 set -uo pipefail
 exec > >(tee $OUT/${RUN:-run2}.log) 2>&1
