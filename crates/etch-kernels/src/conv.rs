@@ -591,10 +591,6 @@ fn depthwise<T: FElem>(
     // for the lanes past the last output column of the last row (computed, not stored).
     let pwid = xv.w + 2 * pw;
     let prows = (oh - 1) * sh + (kh - 1) * dh + 1;
-    let per_task = (prows * pwid + DW_LANES_MAX * sw + pwid).next_multiple_of(16);
-    // scratch: one padded plane per task (their borders stay zero).
-    let mut pads = crate::scratch::take(tasks * per_task, zero);
-    let pads = SharedMut::new(&mut pads);
     let out = SharedMut::new(o);
     let g = DwGeom {
         c,
@@ -616,6 +612,13 @@ fn depthwise<T: FElem>(
         DwMode::Fast => dw512::Fast::new(&g, clamp, false),
         DwMode::Fused => dw512::Fast::new(&g, clamp, true),
     };
+    // scratch: one padded plane per task (their borders stay zero). Planes on the row
+    // kernel (read in place, `dw512`) do not use it, but the loan stays: without it the scratch pool's
+    // buffers change hands in another order and the XNNPACK tiny_cnn fixture's next
+    // convolution allocates on every run (tests/no_alloc.rs).
+    let per_task = (prows * pwid + DW_LANES_MAX * sw + pwid).next_multiple_of(16);
+    let mut pads = crate::scratch::take(tasks * per_task, zero);
+    let pads = SharedMut::new(&mut pads);
     threads::run(tasks, &|t| {
         // SAFETY: task `t`'s own padded plane.
         let pad = unsafe { pads.slice(t * per_task, per_task) };

@@ -15,8 +15,10 @@ pub(super) struct Fast<'a> {
     out: &'a SharedMut<'a, f32>,
     /// The output clamp ([`super::clamp_f32`]).
     clamp: (f32, f32),
-    /// Fused multiply-adds (one rounding a tap) where the row kernel runs.
-    fused: bool,
+    /// The row kernel and the input as `f32`, where the shape is one it takes ([`rows_for`]):
+    /// then every plane runs there, in place, without its padded plane.
+    #[cfg(target_arch = "x86_64")]
+    rows: Option<(RowsFn, &'a [f32])>,
 }
 
 /// `s` as shared `f32`s when `T` is `f32`.
@@ -31,7 +33,8 @@ fn shared_f32<'a, T: 'static>(s: &'a SharedMut<'a, T>) -> Option<&'a SharedMut<'
 
 impl<'a> Fast<'a> {
     /// The fast path for `g`, where the CPU has AVX-512F (and [`crate::gemm512::available`]), the elements are `f32`, the
-    /// stride along a row is 1 or 2 and output rows are contiguous.
+    /// stride along a row is 1 or 2 and output rows are contiguous; `fused`: one fused
+    /// multiply-add a tap where the row kernel runs.
     pub(super) fn new<T: FElem>(g: &DwGeom<'a, T>, clamp: (f32, f32), fused: bool) -> Option<Self> {
         #[cfg(target_arch = "x86_64")]
         {
@@ -48,7 +51,7 @@ impl<'a> Fast<'a> {
                 bs,
                 out: shared_f32(g.out)?,
                 clamp,
-                fused,
+                rows: rows_for(c, fused).zip(as_same::<T, f32>(g.xs)),
             })
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -64,8 +67,8 @@ impl<'a> Fast<'a> {
         let c = g.c;
         let (n, ch) = (plane / c.g, plane % c.g);
         #[cfg(target_arch = "x86_64")]
-        if self.by_rows(g, plane) {
-            return;
+        if let Some((run, xs)) = self.rows {
+            return self.by_rows(c, plane, run, xs);
         }
         fill(g, n * c.xv.s[0] + ch * c.xv.s[1], pad);
         let pad = as_same::<T::F, f32>(pad).expect("f32 planes");
@@ -98,37 +101,25 @@ impl<'a> Fast<'a> {
                 ow,
                 ostride: c.ov.s[2],
             };
-            let run: PlaneFn = match sw {
-                1 => kernel::planes::<1>,
-                _ => kernel::planes::<2>,
-            };
             // SAFETY: `new` saw AVX-512F; the reads end by `last` (asserted) and the
             // masked writes stay in the plane's rows (`orows`).
-            unsafe { run(pad, w, bias, self.clamp, out, &geo) }
+            unsafe {
+                match sw {
+                    1 => kernel::planes::<1>(pad, w, bias, self.clamp, out, &geo),
+                    _ => kernel::planes::<2>(pad, w, bias, self.clamp, out, &geo),
+                }
+            }
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (out, w, bias);
     }
 
-    /// Plane `plane` by [`rows`] where the shape is one it takes (square 3×3 or 5×5 taps,
-    /// equal strides 1 or 2, no dilation, `f32` rows of contiguous elements), reading the
-    /// input in place (no padded copy: faster on every mobilenet and efficientnet shape,
-    /// the ignored `depthwise_speed` run); false where not (nothing done).
+    /// Plane `plane` by the row kernel `run` ([`rows_for`]), reading the input `xs` in place
+    /// (no padded copy: faster on every mobilenet and efficientnet shape, the ignored
+    /// `depthwise_speed` timing run).
     #[cfg(target_arch = "x86_64")]
-    fn by_rows<T: FElem>(&self, g: &DwGeom<'_, T>, plane: usize) -> bool {
-        let c = g.c;
-        let (kh, (sh, sw)) = (c.kh, c.stride);
-        let fits = kh == c.kw && matches!(kh, 3 | 5) && sh == sw && c.dil == (1, 1);
-        let Some(xs) = as_same::<T, f32>(g.xs).filter(|_| fits && c.xv.s[3] == 1) else {
-            return false;
-        };
-        let f = self.fused;
-        let run = match (kh, sw) {
-            (3, 1) => rows_fn::<3, 1>(f),
-            (3, 2) => rows_fn::<3, 2>(f),
-            (5, 1) => rows_fn::<5, 1>(f),
-            _ => rows_fn::<5, 2>(f),
-        };
+    fn by_rows(&self, c: &super::Conv, plane: usize, run: RowsFn, xs: &[f32]) {
+        let kh = c.kh;
         let (n, ch) = (plane / c.g, plane % c.g);
         let (xv, ov) = (c.xv, c.ov);
         let xbase = n * xv.s[0] + ch * xv.s[1];
@@ -144,22 +135,11 @@ impl<'a> Fast<'a> {
         let obase = n * ov.s[0] + ch * ov.s[1];
         // SAFETY: plane (n, ch) is this task's.
         let out = unsafe { self.out.slice(obase, (c.oh - 1) * ov.s[2] + c.ow) };
-        let geo = Geo {
-            kh,
-            kw: kh,
-            rstep: 0,
-            cstep: 0,
-            srow: 0,
-            oh: c.oh,
-            ow: c.ow,
-            ostride: ov.s[2],
-        };
         let w = &self.wf[ch * kh * kh..(ch + 1) * kh * kh];
         let bias = self.bs.map_or(0.0, |b| b[ch]);
         // SAFETY: `new` saw AVX-512F; `src` spans the input plane, `out` its output rows,
         // `oh`/`ow` the convolution's.
-        unsafe { run(&src, w, bias, self.clamp, out, &geo) };
-        true
+        unsafe { run(&src, w, bias, self.clamp, out, (c.oh, c.ow, ov.s[2])) };
     }
 }
 
@@ -178,22 +158,33 @@ fn fill<T: FElem>(g: &DwGeom<'_, T>, xbase: usize, pad: &mut [T::F]) {
     dw_fill(g, xbase, pad)
 }
 
-/// A plane kernel: padded plane, weights, bias, clamp, output rows, geometry.
+/// [`rows::run`]: the input plane in place, weights, bias, clamp, output rows, and the
+/// output's rows, columns and row stride.
 #[cfg(target_arch = "x86_64")]
-type PlaneFn = unsafe fn(&[f32], &[f32], f32, (f32, f32), &mut [f32], &Geo);
+type RowsFn = unsafe fn(&rows::Plane, &[f32], f32, (f32, f32), &mut [f32], (usize, usize, usize));
 
-/// [`rows::run`]: the input plane in place, weights, bias, clamp, output rows, geometry.
+/// The row kernel for `c` where it takes the shape (square 3×3 or 5×5 taps, equal strides
+/// 1 or 2, no dilation, input rows of contiguous elements), fused or not.
 #[cfg(target_arch = "x86_64")]
-type RowsFn = unsafe fn(&rows::Plane, &[f32], f32, (f32, f32), &mut [f32], &Geo);
-
-/// The row kernel for `K`×`K` taps at stride `S`, fused or not.
-#[cfg(target_arch = "x86_64")]
-fn rows_fn<const K: usize, const S: usize>(fused: bool) -> RowsFn {
-    if fused {
-        rows::run::<K, S, true>
-    } else {
-        rows::run::<K, S, false>
+fn rows_for(c: &super::Conv, fused: bool) -> Option<RowsFn> {
+    fn pick<const K: usize, const S: usize>(fused: bool) -> RowsFn {
+        if fused {
+            rows::run::<K, S, true>
+        } else {
+            rows::run::<K, S, false>
+        }
     }
+    let (k, (sh, sw)) = (c.kh, c.stride);
+    if k != c.kw || sh != sw || c.dil != (1, 1) || c.xv.s[3] != 1 {
+        return None;
+    }
+    Some(match (k, sw) {
+        (3, 1) => pick::<3, 1>(fused),
+        (3, 2) => pick::<3, 2>(fused),
+        (5, 1) => pick::<5, 1>(fused),
+        (5, 2) => pick::<5, 2>(fused),
+        _ => return None,
+    })
 }
 
 /// One plane's geometry.

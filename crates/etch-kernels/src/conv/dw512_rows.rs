@@ -9,7 +9,6 @@
 //! with `FMA` false each tap is a product then a sum (the portable sums, bit for bit), with
 //! `FMA` true one fused multiply-add (one rounding a tap, as XNNPACK's own kernels).
 
-use super::Geo;
 use std::arch::x86_64::*;
 
 /// Output rows a group (where the plane has that many).
@@ -29,8 +28,7 @@ pub(super) struct Plane {
     pub pw: usize,
 }
 
-/// One plane of outputs (`g`: output rows and their stride; its `srow`, `rstep` and `cstep`
-/// are not used).
+/// One plane of outputs, `oh` rows of `ow`, `ostride` apart.
 ///
 /// # Safety
 /// The CPU has AVX-512F; `x.p` points at `(h - 1) * rs + w` readable elements; `out` holds
@@ -44,17 +42,17 @@ pub(super) unsafe fn run<const K: usize, const S: usize, const FMA: bool>(
     bias: f32,
     (lo, hi): (f32, f32),
     out: &mut [f32],
-    g: &Geo,
+    (oh, ow, ostride): (usize, usize, usize),
 ) {
     let mut wv = [_mm512_setzero_ps(); TAPS];
     for (v, &x) in wv.iter_mut().zip(&w[..K * K]) {
         *v = _mm512_set1_ps(x);
     }
-    let xblocks = g.ow.div_ceil(16);
-    let tail = g.ow - (xblocks - 1) * 16;
+    let xblocks = ow.div_ceil(16);
+    let tail = ow - (xblocks - 1) * 16;
     let st = Store {
         o: out.as_mut_ptr(),
-        ostride: g.ostride,
+        ostride,
         bias: _mm512_set1_ps(bias),
         lo: _mm512_set1_ps(lo),
         hi: _mm512_set1_ps(hi),
@@ -62,14 +60,14 @@ pub(super) unsafe fn run<const K: usize, const S: usize, const FMA: bool>(
         tail: (u32::MAX >> (32 - tail)) as u16,
     };
     // SAFETY (each call): rows and blocks within the plane's (the caller's bounds).
-    if g.oh >= R {
+    if oh >= R {
         // The last group ends at the last row (overlapping the one before: those rows are
         // computed twice, the same values).
-        for y0 in (0..g.oh).step_by(R) {
-            unsafe { group::<K, S, R, FMA>(x, &wv, &st, y0.min(g.oh - R), xblocks) };
+        for y0 in (0..oh).step_by(R) {
+            unsafe { group::<K, S, R, FMA>(x, &wv, &st, y0.min(oh - R), xblocks) };
         }
     } else {
-        for y in 0..g.oh {
+        for y in 0..oh {
             unsafe { group::<K, S, 1, FMA>(x, &wv, &st, y, xblocks) };
         }
     }
@@ -132,26 +130,34 @@ unsafe fn group<const K: usize, const S: usize, const RR: usize, const FMA: bool
         let c = col(xb);
         // SAFETY: the caller's bounds; `inside` or the masks keep the loads in the rows.
         xb += unsafe {
-            match (edge, inside(c) && xb + 1 < xblocks && inside(col(xb + 1))) {
-                (false, true) => pair::<K, S, RR, FMA, false>(x, wv, st, y, xb),
-                (true, true) => pair::<K, S, RR, FMA, true>(x, wv, st, y, xb),
-                (false, false) => one::<K, S, RR, FMA, false>(x, wv, st, y, xb, inside(c)),
-                (true, false) => one::<K, S, RR, FMA, true>(x, wv, st, y, xb, inside(c)),
+            if inside(c) && xb + 1 < xblocks && inside(col(xb + 1)) {
+                match edge {
+                    false => blocks::<K, S, RR, 2, FMA, false>(x, wv, st, y, xb, None),
+                    true => blocks::<K, S, RR, 2, FMA, true>(x, wv, st, y, xb, None),
+                }
+            } else {
+                let m = (!inside(c)).then(|| masks::<K, S>(c, x.w));
+                match edge {
+                    false => blocks::<K, S, RR, 1, FMA, false>(x, wv, st, y, xb, m),
+                    true => blocks::<K, S, RR, 1, FMA, true>(x, wv, st, y, xb, m),
+                }
             }
         };
     }
 }
 
-/// Blocks `xb` and `xb + 1` of rows `y..y + RR`, both inside the rows; returns 2.
+/// Blocks `xb..xb + CB` of rows `y..y + RR`, with masked loads where `m` is given (the row
+/// ends); returns `CB`.
 ///
 /// # Safety
-/// As [`group`].
+/// As [`group`]; without `m` every load of the blocks lies in the rows.
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn pair<
+unsafe fn blocks<
     const K: usize,
     const S: usize,
     const RR: usize,
+    const CB: usize,
     const FMA: bool,
     const EDGE: bool,
 >(
@@ -160,52 +166,22 @@ unsafe fn pair<
     st: &Store,
     y: usize,
     xb: usize,
+    m: Option<[u16; 6]>,
 ) -> usize {
     let c = (xb * 16 * S) as isize - x.pw as isize;
     // SAFETY: the caller's bounds.
     unsafe {
-        let acc = tile::<K, S, RR, 2, FMA, false, EDGE>(x, y, c, wv, &[0; 6]);
-        for (r, a) in acc.iter().enumerate() {
-            st.put(y + r, xb, a[0]);
-            st.put(y + r, xb + 1, a[1]);
-        }
-    }
-    2
-}
-
-/// Block `xb` of rows `y..y + RR`, masked unless `inside`; returns 1.
-///
-/// # Safety
-/// As [`group`].
-#[target_feature(enable = "avx512f")]
-#[inline]
-unsafe fn one<
-    const K: usize,
-    const S: usize,
-    const RR: usize,
-    const FMA: bool,
-    const EDGE: bool,
->(
-    x: &Plane,
-    wv: &[__m512; TAPS],
-    st: &Store,
-    y: usize,
-    xb: usize,
-    inside: bool,
-) -> usize {
-    let c = (xb * 16 * S) as isize - x.pw as isize;
-    // SAFETY: the caller's bounds.
-    unsafe {
-        let acc = if inside {
-            tile::<K, S, RR, 1, FMA, false, EDGE>(x, y, c, wv, &[0; 6])
-        } else {
-            tile::<K, S, RR, 1, FMA, true, EDGE>(x, y, c, wv, &masks::<K, S>(c, x.w))
+        let acc = match &m {
+            Some(m) => tile::<K, S, RR, CB, FMA, true, EDGE>(x, y, c, wv, m),
+            None => tile::<K, S, RR, CB, FMA, false, EDGE>(x, y, c, wv, &[0; 6]),
         };
         for (r, a) in acc.iter().enumerate() {
-            st.put(y + r, xb, a[0]);
+            for (cb, &v) in a.iter().enumerate() {
+                st.put(y + r, xb + cb, v);
+            }
         }
     }
-    1
+    CB
 }
 
 /// The load masks of a block whose first tap reads column `c` of rows `w` long: lane `l` of
