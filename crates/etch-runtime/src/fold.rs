@@ -7,7 +7,7 @@
 
 use crate::memory::Buffer;
 use etch_core::{DeviceRegistry, EValue, KernelContext, KernelFn, Result};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// Operators worth folding: pure copies that reshape, transpose or convert a tensor.
@@ -71,16 +71,37 @@ pub(crate) fn fold(f: &mut FoldInput<'_>, instrs: &[Option<KernelRef<'_>>]) -> R
             in_place[a as usize] |= inplace;
         }
     }
-    // Locations that another tensor also uses in a way that would see the folded tensor's
-    // old memory: a static view (never written) or a tensor updated in place. Folding a
-    // tensor there would leave it reading or writing stale memory.
-    let mut viewed = HashSet::new();
+    // The first instruction using each value, and the instructions writing each location.
+    let mut first_use: Vec<Option<usize>> = vec![None; f.values.len()];
+    let mut writes: HashMap<(u32, u64), Vec<usize>> = HashMap::new();
+    for (i, k) in instrs.iter().enumerate() {
+        let Some(k) = k else { continue };
+        for &a in k.args {
+            first_use[a as usize].get_or_insert(i);
+        }
+        for &a in written_by(k.args) {
+            if let Some(l) = f.location[a as usize] {
+                writes.entry(l).or_default().push(i);
+            }
+        }
+    }
+    // Tensors that could see a folded tensor's old memory: a static view (never written)
+    // of it, or a tensor updated in place at its location. Folding a tensor there would
+    // leave them reading or writing stale memory. The memory plan reuses a location for
+    // tensors whose lifetimes do not overlap, so a static view at a location views the
+    // tensor last written there before its first use; one no instruction here uses
+    // counts as a view of every tensor there.
+    let mut views: HashMap<(u32, u64), Vec<Option<usize>>> = HashMap::new();
+    let mut updated = HashSet::new();
     for (v, loc) in f.location.iter().enumerate() {
-        if let Some(l) = loc
-            && f.intermediate[v]
-            && (writers[v] == 0 || in_place[v])
-        {
-            viewed.insert(*l);
+        match loc {
+            Some(l) if f.intermediate[v] && in_place[v] => {
+                updated.insert(*l);
+            }
+            Some(l) if f.intermediate[v] && writers[v] == 0 => {
+                views.entry(*l).or_default().push(first_use[v]);
+            }
+            _ => {}
         }
     }
     let mut folded = Vec::new();
@@ -89,7 +110,15 @@ pub(crate) fn fold(f: &mut FoldInput<'_>, instrs: &[Option<KernelRef<'_>>]) -> R
         if k.refreshed || !FOLDABLE.contains(&f.op_names[k.op].as_str()) {
             continue;
         }
-        let Some(out) = fold_target(f, k, &viewed) else {
+        // Whether a tensor at `l` could see the tensor instruction `i` writes there.
+        let seen = |l: &(u32, u64)| {
+            let views_it = |u: &Option<usize>| match *u {
+                None => true,
+                Some(u) => u > i && writes[l].iter().all(|&w| w <= i || w >= u),
+            };
+            updated.contains(l) || views.get(l).is_some_and(|v| v.iter().any(views_it))
+        };
+        let Some(out) = fold_target(f, k, &seen) else {
             continue;
         };
         // Written again later (e.g. updated in place each call): it is not constant.
@@ -137,7 +166,7 @@ fn written_by(args: &[u32]) -> &[u32] {
 fn fold_target(
     f: &FoldInput<'_>,
     k: &KernelRef<'_>,
-    viewed: &HashSet<(u32, u64)>,
+    seen: &dyn Fn(&(u32, u64)) -> bool,
 ) -> Option<usize> {
     let mut out = None;
     let outs = written_by(k.args);
@@ -145,7 +174,7 @@ fn fold_target(
         let i = a as usize;
         match f.values.get(i)? {
             EValue::Tensor(_) if outs.contains(&a) => {
-                let free = f.location[i].is_some_and(|l| !viewed.contains(&l));
+                let free = f.location[i].is_some_and(|l| !seen(&l));
                 if !f.intermediate[i] || !free || out.is_some_and(|o| o != i) {
                     return None;
                 }
@@ -165,7 +194,110 @@ fn fold_target(
 
 #[cfg(test)]
 mod tests {
-    use super::written_by;
+    use super::{FoldInput, KernelRef, fold, written_by};
+    use etch_core::{
+        Device, DeviceRegistry, Dynamism, EValue, KernelContext, KernelFn, Result, ScalarType,
+        TensorImpl,
+    };
+    use std::collections::HashSet;
+
+    /// A stand-in for a copy kernel: writes 7 into its out tensor's first element.
+    fn fill(ctx: &mut KernelContext<'_>) -> Result<()> {
+        ctx.tensor(1)?.data_mut::<f32>()?[0] = 7.0;
+        Ok(())
+    }
+
+    /// `copy(w, out)` at instruction 1 of 4, `out` planned at (1, 0) where a never-written
+    /// intermediate also lives, used by instructions `view_uses`; instruction 3 writes
+    /// another tensor at (1, 0) when `rewrite`: folded unless that intermediate is a view
+    /// of `out` (first used after the copy, before the location is written again).
+    fn folds_with_view_used_at(view_uses: &[usize], rewrite: bool) -> bool {
+        let mut w = [1f32; 4];
+        let mut arena = [0f32; 4];
+        let tensor = |p: *mut f32| {
+            let t = TensorImpl::new(
+                ScalarType::Float,
+                &[4],
+                None,
+                Dynamism::Static,
+                Device::CPU,
+                p as *mut u8,
+                16,
+            );
+            EValue::Tensor(t.unwrap())
+        };
+        // 0: constant weight, 1: the copy's out, 2: a view at the same location, 3: a
+        // later tensor there.
+        let mut values = vec![
+            tensor(w.as_mut_ptr()),
+            tensor(arena.as_mut_ptr()),
+            tensor(arena.as_mut_ptr()),
+            tensor(arena.as_mut_ptr()),
+        ];
+        let mut constant = vec![true, false, false, false];
+        let intermediate = [false, true, true, true];
+        let location = [None, Some((1, 0)), Some((1, 0)), rewrite.then_some((1, 0))];
+        let kernels: [KernelFn; 2] = [fill, fill];
+        let names = ["aten::clone.out".to_string(), "aten::relu.out".to_string()];
+        let devices = DeviceRegistry::new();
+        let mut owned = Vec::new();
+        let mut f = FoldInput {
+            values: &mut values,
+            constant: &mut constant,
+            intermediate: &intermediate,
+            location: &location,
+            runtime_ints: &HashSet::new(),
+            kernels: &kernels,
+            op_names: &names,
+            devices: &devices,
+            host_access: true,
+            owned: &mut owned,
+            device_context: None,
+        };
+        // 1 copies, 2 reads the copy, 3 writes value 3 (with `rewrite`); those in
+        // `view_uses` read the view.
+        let args: Vec<Vec<u32>> = (0..5)
+            .map(|i| {
+                let mut a = match i {
+                    1 => vec![0, 1, 1],
+                    2 => vec![1],
+                    3 if rewrite => vec![3, 3],
+                    _ => vec![],
+                };
+                if view_uses.contains(&i) {
+                    a.insert(0, 2);
+                }
+                a
+            })
+            .collect();
+        let instrs: Vec<Option<KernelRef<'_>>> = args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                (!a.is_empty()).then_some(KernelRef {
+                    op: (i != 1) as usize,
+                    args: a,
+                    refreshed: false,
+                })
+            })
+            .collect();
+        let done = fold(&mut f, &instrs).unwrap();
+        done == [1]
+    }
+
+    #[test]
+    fn folds_unless_a_view_of_its_location_sees_it() {
+        // First used before the copy: a view of an earlier tensor there.
+        assert!(folds_with_view_used_at(&[0], false));
+        assert!(folds_with_view_used_at(&[0], true));
+        // After the copy, before the location is written again: a view of the copy.
+        assert!(!folds_with_view_used_at(&[2], false));
+        assert!(!folds_with_view_used_at(&[4], false));
+        // After another tensor was written there: a view of that one.
+        assert!(folds_with_view_used_at(&[4], true));
+        // Not used by any instruction here: a view of anything there.
+        assert!(!folds_with_view_used_at(&[], false));
+    }
 
     #[test]
     fn written_values_of_kernel_calls() {
