@@ -13,7 +13,10 @@
 //!   panel's rows of `MR` weights);
 //!   a tile broadcasts `w[co, r]` and multiplies `NR` pixels of `col` row `r`, read from the
 //!   input planes themselves for 1×1 stride-1 convolutions on contiguous planes, else from
-//!   an im2col of the tile's pixels.
+//!   an im2col of the tile's pixels (or windows of padded phase planes). On small planes
+//!   with weights packed in pairs of panels ([`ConvLayout::Pairs`]), a tile turns the other
+//!   way: it broadcasts up to 8 pixels of an output row and multiplies 16 or 32 output
+//!   channels of a weight row (`gemm512/pixels.rs`).
 //!
 //! Every output element is its bias, then one fused multiply-add per term in `k` (or `r`)
 //! order, computed in one tile, then clamped: the result does not depend on how the
@@ -24,6 +27,8 @@ use crate::threads::{self, SharedMut};
 
 #[path = "gemm512/cols.rs"]
 mod cols;
+#[path = "gemm512/pixels.rs"]
+mod pixels;
 
 /// Rows of a fully-connected tile, and output channels of a convolution panel.
 pub const MR: usize = 8;
@@ -110,23 +115,61 @@ pub fn conv_packed_len(groups: usize, cout_g: usize, kk: usize) -> Option<usize>
         .checked_mul(kk.checked_add(1)?)
 }
 
+/// How a convolution's weights are packed: after each group's biases, blocks of up to 256
+/// terms, each holding its rows of every panel of `MR` output channels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvLayout {
+    /// Each block's rows panel by panel, `MR` weights a row.
+    Panels,
+    /// Pairs of panels interleaved row by row (rows of 16 output channels), which pixel
+    /// tiles read a vector at a time (small planes): output channels per group a
+    /// multiple of 16, and a kernel larger than 1×1.
+    Pairs,
+}
+
+impl ConvLayout {
+    /// Elements between a panel's consecutive rows.
+    fn row_step(self) -> usize {
+        match self {
+            ConvLayout::Panels => MR,
+            ConvLayout::Pairs => 2 * MR,
+        }
+    }
+}
+
+/// The layout to pack a convolution of shape `s` in: [`ConvLayout::Pairs`] when it would
+/// take pixel tiles (small planes), else [`ConvLayout::Panels`]. Either layout runs any
+/// shape the weights fit.
+pub fn conv_layout_for(s: &ConvShape) -> ConvLayout {
+    if pixels::enabled() && ConvPlan::new(s, None, true).mode == Mode::Pixels {
+        ConvLayout::Pairs
+    } else {
+        ConvLayout::Panels
+    }
+}
+
 /// Packs the weights `w(co, r)` (output channel `co` of all groups, term
 /// `r = (ci · kh + i) · kw + j`) and the bias (one per output channel) of a convolution
-/// (see the module doc).
+/// (see the module doc) in `layout`; `None` on overflow, or [`ConvLayout::Pairs`] with
+/// output channels per group not a multiple of 16.
 pub fn pack_conv(
     groups: usize,
     cout_g: usize,
     kk: usize,
     w: impl Fn(usize, usize) -> f32,
     bias: Option<&[f32]>,
+    layout: ConvLayout,
 ) -> Option<Vec<f32>> {
+    if layout == ConvLayout::Pairs && !cout_g.is_multiple_of(16) {
+        return None;
+    }
     let mut p = vec![0f32; conv_packed_len(groups, cout_g, kk)?];
     let panels = cout_g.div_ceil(MR);
     for (g, dst) in p.chunks_exact_mut(panels * MR * (kk + 1)).enumerate() {
         for co in 0..cout_g {
             dst[co] = bias.map_or(0.0, |b| b[g * cout_g + co]);
             for r in 0..kk {
-                dst[conv_weight_at(panels, kk, co, r)] = w(g * cout_g + co, r);
+                dst[conv_weight_at(panels, kk, co, r, layout)] = w(g * cout_g + co, r);
             }
         }
     }
@@ -136,12 +179,18 @@ pub fn pack_conv(
 /// Where weight `(co, r)` of a group lies in its packed weights: after the group's biases
 /// (`panels · MR`), blocks of [`CONV_KC`] terms, each holding every panel's rows of the
 /// block in turn (`rows · MR` elements per panel), so that a block's weights are read in
-/// order.
-fn conv_weight_at(panels: usize, kk: usize, co: usize, r: usize) -> usize {
-    let (panel, rr) = (co / MR, co % MR);
+/// order; with [`ConvLayout::Pairs`], each pair of panels' rows interleaved (panel `2q +
+/// 1`'s row after panel `2q`'s, rows `2 MR` apart).
+fn conv_weight_at(panels: usize, kk: usize, co: usize, r: usize, layout: ConvLayout) -> usize {
     let r0 = r / CONV_KC * CONV_KC;
     let rows = CONV_KC.min(kk - r0);
-    panels * MR + r0 * panels * MR + panel * rows * MR + (r - r0) * MR + rr
+    let block = panels * MR + r0 * panels * MR;
+    match layout {
+        ConvLayout::Panels => block + co / MR * rows * MR + (r - r0) * MR + co % MR,
+        ConvLayout::Pairs => {
+            block + co / (2 * MR) * rows * 2 * MR + (r - r0) * 2 * MR + co % (2 * MR)
+        }
+    }
 }
 
 /// One tile of a product: what the micro-kernels read and write.
@@ -150,9 +199,10 @@ struct Tile {
     /// Depth.
     k: usize,
     /// Broadcast operand: rows of `x` (`a_rs` apart, contiguous along `k`), or a packed
-    /// convolution panel (after its biases).
+    /// convolution panel (after its biases), its rows `a_ks` apart ([`ConvLayout`]).
     a: *const f32,
     a_rs: usize,
+    a_ks: usize,
     /// Vector operand: a packed fully-connected panel (after its biases), or `col` rows
     /// (`b_ks` apart).
     b: *const f32,
@@ -254,7 +304,8 @@ mod kernels {
     /// prefetched ahead.
     ///
     /// # Safety
-    /// AVX-512F; `t.a` addresses a panel of `t.k` rows of `MR`, `t.bias` `MR` biases, `t.b`
+    /// AVX-512F; `t.a` addresses a panel of `t.k` rows of `MR` (`t.a_ks` apart), `t.bias`
+    /// `MR` biases, `t.b`
     /// `t.k` rows (`t.offs` `t.k` offsets with `IND`) of `16 V` elements (the last vector's
     /// masked lanes only); the output as in [`store`].
     #[target_feature(enable = "avx512f")]
@@ -314,7 +365,7 @@ mod kernels {
             }
             // SAFETY: the next rows (one past the last at the end; `b` may step past the
             // end of its slice only by `wrapping_add`, it is not read then).
-            a = unsafe { a.add(MR) };
+            a = unsafe { a.add(t.a_ks) };
             b = b.wrapping_add(t.b_ks);
         }
         // SAFETY: the caller's contract.
@@ -428,6 +479,7 @@ pub fn fully_connected(
                         k,
                         a: (xp as *const f32).wrapping_add(r0 * k),
                         a_rs: k,
+                        a_ks: 0,
                         b: base.wrapping_add(NR),
                         b_ks: NR,
                         bias: base,
@@ -649,6 +701,9 @@ enum Mode {
     Rows,
     /// Phase planes, tiles over the wide grid (output through scratch).
     Wide,
+    /// Phase planes, the lanes over output channels and the broadcasts over the pixels of
+    /// an output row ([`pixels`]): small planes.
+    Pixels,
 }
 
 /// Pixel tiles per tile group of a direct (1×1) convolution. [`CONV_TILES`], whose input
@@ -685,7 +740,9 @@ fn lanes(n: usize) -> usize {
 }
 
 impl ConvPlan {
-    fn new(s: &ConvShape, force: Option<Mode>) -> Self {
+    /// The plan of `s`: in `force`'s mode where it can take it, else the cheapest;
+    /// [`Mode::Pixels`] only with `pixels` (weights packed at load).
+    fn new(s: &ConvShape, force: Option<Mode>, pixels: bool) -> Self {
         let (kk, npix) = (s.kk(), s.oh * s.ow);
         let [sh, sw] = s.stride;
         let phase_w = (s.w + 2 * s.pad[1]).div_ceil(sw);
@@ -699,19 +756,22 @@ impl ConvPlan {
             || s.cin_g.saturating_mul(sh * sw).saturating_mul(phase) >= u32::MAX as usize
         {
             Mode::Im2col
-        } else if let Some(m) = force.filter(|&m| m != Mode::Direct) {
-            m
         } else {
-            // Term-lanes of each mode, plus the wide grid's copy to the output.
+            // Term-lanes of each mode (per output channel), plus the wide grid's copy to
+            // the output.
             let rows = s.oh * lanes(s.ow) * kk;
             let wide = lanes(s.oh * phase_w) * kk + npix * WIDE_COPY;
             let im2col = lanes(npix) * 115 / 100 * kk;
-            if rows < wide && rows <= im2col {
-                Mode::Rows
-            } else if wide <= im2col {
-                Mode::Wide
-            } else {
-                Mode::Im2col
+            let px = pixels::cost(s, kk).filter(|_| pixels);
+            match force.filter(|&m| m != Mode::Direct) {
+                Some(Mode::Pixels) if px.is_some() => Mode::Pixels,
+                Some(m) if m != Mode::Pixels => m,
+                _ if px.is_some_and(|c| c < rows.min(wide).min(im2col)) && pixels::worth(s) => {
+                    Mode::Pixels
+                }
+                _ if rows < wide && rows <= im2col => Mode::Rows,
+                _ if wide <= im2col => Mode::Wide,
+                _ => Mode::Im2col,
             }
         };
         // A direct plane of `16 k + 1` to `16 k + 4` pixels: the last ones in a column tile.
@@ -721,6 +781,7 @@ impl ConvPlan {
         };
         let tiles = match mode {
             Mode::Rows => s.oh * per_row,
+            Mode::Pixels => s.oh * pixels::row_tiles(s.ow).0,
             Mode::Wide => (s.oh * phase_w).div_ceil(NR),
             // At least one (empty when all pixels are columns), which carries the columns.
             _ => (npix - cols).div_ceil(NR).max(1),
@@ -748,12 +809,16 @@ impl ConvPlan {
         } else {
             1
         };
-        let units = items * per_item * chunks;
-        let by_panels = chunks > 1 && mode != Mode::Im2col && s.cout_g > npix;
-        let col_len = if mode == Mode::Im2col {
-            CONV_TILES * CONV_KC.min(kk) * NR
+        let units = if mode == Mode::Pixels {
+            pixels::units(s)
         } else {
-            0
+            items * per_item * chunks
+        };
+        let by_panels = chunks > 1 && mode != Mode::Im2col && s.cout_g > npix;
+        let col_len = match mode {
+            Mode::Im2col => CONV_TILES * CONV_KC.min(kk) * NR,
+            Mode::Pixels => pixels::scratch_len(s),
+            _ => 0,
         };
         ConvPlan {
             kk,
@@ -776,7 +841,7 @@ impl ConvPlan {
 
     /// Whether `col` rows are windows of phase planes.
     fn indirect(&self) -> bool {
-        matches!(self.mode, Mode::Rows | Mode::Wide)
+        matches!(self.mode, Mode::Rows | Mode::Wide | Mode::Pixels)
     }
 
     /// Tile `t` of an item: its first pixel in the output plane (in the wide grid for
@@ -900,6 +965,7 @@ fn fill_scratch() -> bool {
 struct ConvOps<'a> {
     x: &'a [f32],
     packed: &'a [f32],
+    layout: ConvLayout,
     /// The phase planes, the term offsets and the wide output (indirect convolutions;
     /// else empty).
     padded: &'a [f32],
@@ -1062,7 +1128,7 @@ fn conv_unit(
                     (wbuf[MR..].as_ptr(), wbuf.as_ptr())
                 }
                 None => (
-                    group.wrapping_add(conv_weight_at(p.panels, kk, co, r0)),
+                    group.wrapping_add(conv_weight_at(p.panels, kk, co, r0, ops.layout)),
                     group.wrapping_add(co),
                 ),
             };
@@ -1082,7 +1148,8 @@ fn conv_unit(
                         let off = b * s.xs[0] + (g * s.cin_g + r0) * s.xs[1] + p0;
                         (ops.x.as_ptr().wrapping_add(off), s.xs[1])
                     }
-                    Mode::Rows | Mode::Wide => {
+                    // (Pixel tiles never come here: `pixels::task`.)
+                    Mode::Rows | Mode::Wide | Mode::Pixels => {
                         let off = item * p.item_planes(s) + q0;
                         (ops.padded.as_ptr().wrapping_add(off), 0)
                     }
@@ -1099,6 +1166,12 @@ fn conv_unit(
                     k: r1 - r0,
                     a,
                     a_rs: 1,
+                    // Lazily packed blocks: panels.
+                    a_ks: if ops.lazy.is_some() {
+                        MR
+                    } else {
+                        ops.layout.row_step()
+                    },
                     b: bp,
                     b_ks,
                     bias,
@@ -1129,7 +1202,7 @@ fn conv_unit(
             for pc in panels.clone().step_by(np) {
                 let pe = panels.end.min(pc + np);
                 let (co, rows) = (pc * MR, (r1 - r0) * MR);
-                let a = group.wrapping_add(conv_weight_at(p.panels, kk, co, r0));
+                let a = group.wrapping_add(conv_weight_at(p.panels, kk, co, r0, ops.layout));
                 let chans = co..s.cout_g.min(pe * MR);
                 let mut tile = col_tile(s, p, ops, item, chans, r0..r1, (a, group), (lo, hi));
                 // Panel `j`'s rows of the block `rows · MR` after panel `j - 1`'s, its
@@ -1167,6 +1240,7 @@ fn col_tile(
         k: rs.len(),
         a,
         a_rs: 1,
+        a_ks: MR,
         b: ops.x.as_ptr().wrapping_add(x0),
         b_ks: s.xs[1],
         bias,
@@ -1182,17 +1256,19 @@ fn col_tile(
 }
 
 /// The convolution `out[b, g·cout_g + co, p] = clamp(bias + sum_r w[co, r] · col[r, p])`
-/// with weights `packed` by [`pack_conv`], split over the thread pool by tiles of pixels
-/// (and, when there are few of them, by ranges of output-channel panels).
+/// with weights `packed` by [`pack_conv`] in `layout`, split over the thread pool by tiles
+/// of pixels (and, when there are few of them, by ranges of output-channel panels), or
+/// (small planes, [`ConvLayout::Pairs`]) by groups of output channels.
 pub fn conv2d(
     s: &ConvShape,
     x: &[f32],
     packed: &[f32],
+    layout: ConvLayout,
     out: &mut [f32],
     lo: f32,
     hi: f32,
 ) -> Result<(), Refused> {
-    conv2d_with(s, x, Weights::Packed(packed), out, lo, hi, None)
+    conv2d_with(s, x, Weights::Packed(packed, layout), out, lo, hi, None)
 }
 
 /// Weights of a convolution: packed by [`pack_conv`], or rows of `kk` terms `ld` apart
@@ -1200,7 +1276,7 @@ pub fn conv2d(
 /// while the convolution runs.
 #[derive(Clone, Copy)]
 enum Weights<'a> {
-    Packed(&'a [f32]),
+    Packed(&'a [f32], ConvLayout),
     Unpacked {
         w: &'a [f32],
         ld: usize,
@@ -1257,7 +1333,11 @@ fn conv2d_with(
         return Err("the CPU has no AVX-512F");
     }
     let packed_ok = match weights {
-        Weights::Packed(p) => conv_packed_len(s.groups, s.cout_g, s.kk()) == Some(p.len()),
+        Weights::Packed(p, layout) => {
+            conv_packed_len(s.groups, s.cout_g, s.kk()) == Some(p.len())
+                && (layout == ConvLayout::Panels
+                    || (s.cout_g.is_multiple_of(16) && s.kernel != [1, 1]))
+        }
         Weights::Unpacked { .. } => s.groups == 1,
     };
     if !packed_ok || !s.fits(x.len(), out.len()) {
@@ -1265,7 +1345,8 @@ fn conv2d_with(
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let p = ConvPlan::new(s, force);
+        let pixels = matches!(weights, Weights::Packed(_, ConvLayout::Pairs)) && pixels::enabled();
+        let p = ConvPlan::new(s, force, pixels);
         let items = s.n * s.groups;
         // The last tile's windows may run past the last phase plane's end by up to
         // `NR + (kw - 1) · dw / sw` elements (into columns that are dropped).
@@ -1339,9 +1420,9 @@ fn conv2d_with(
                 cout_g: chunk.min(s.cout_g - c0),
                 ..*s
             };
-            let sp = ConvPlan::new(&sub, force);
+            let sp = ConvPlan::new(&sub, force, pixels);
             let packed: &[f32] = match weights {
-                Weights::Packed(w) => w,
+                Weights::Packed(w, _) => w,
                 Weights::Unpacked { .. } if lazy.is_some() => &[],
                 Weights::Unpacked { w, ld, bias } => {
                     let len = conv_packed_len(1, sub.cout_g, p.kk).unwrap_or(0);
@@ -1356,6 +1437,10 @@ fn conv2d_with(
             let ops = ConvOps {
                 x,
                 packed,
+                layout: match weights {
+                    Weights::Packed(_, layout) => layout,
+                    Weights::Unpacked { .. } => ConvLayout::Panels,
+                },
                 padded,
                 offs: &offs,
                 wide: SharedMut::new(&mut *wide),
@@ -1368,7 +1453,11 @@ fn conv2d_with(
                 // SAFETY: task `t` owns buffer `t` (`sp.tasks <= p.tasks`: fewer channels,
                 // no more work; the same im2col length).
                 let colt = unsafe { col.slice(t * task_len, task_len) };
-                conv_task(&sub, &sp, &ops, t, colt);
+                if sp.mode == Mode::Pixels {
+                    pixels::task(&sub, &sp, &ops, t, colt);
+                } else {
+                    conv_task(&sub, &sp, &ops, t, colt);
+                }
             });
         }
     }
@@ -1404,7 +1493,7 @@ fn pack_chunk(
             }
             for r0 in (0..kk).step_by(CONV_KC) {
                 let rows = CONV_KC.min(kk - r0);
-                let at = conv_weight_at(panels, kk, panel * MR, r0);
+                let at = conv_weight_at(panels, kk, panel * MR, r0, ConvLayout::Panels);
                 // SAFETY: as above (the block's rows of this panel).
                 let blk = unsafe { d.slice(at, rows * MR) };
                 for rr in 0..MR {

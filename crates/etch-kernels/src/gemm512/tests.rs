@@ -239,11 +239,19 @@ fn direct_matches_rows(rng: &mut Rng, (c, co, h, w): (usize, usize, usize, usize
     }
     let wt = rng.vec(co * c);
     let bias = rng.vec(co);
-    let packed = pack_conv(1, co, c, |a, r| wt[a * c + r], Some(&bias)).unwrap();
+    let packed = pack_conv(
+        1,
+        co,
+        c,
+        |a, r| wt[a * c + r],
+        Some(&bias),
+        ConvLayout::Panels,
+    )
+    .unwrap();
     let run = |s: &ConvShape, x: &[f32]| {
         both_thread_counts(|| {
             let mut out = vec![0f32; co * h * w];
-            conv2d(s, x, &packed, &mut out, -0.5, 2.0).unwrap();
+            conv2d(s, x, &packed, ConvLayout::Panels, &mut out, -0.5, 2.0).unwrap();
             out
         })
     };
@@ -262,7 +270,7 @@ fn direct_grown_groups_match_im2col() {
     let mut rng = Rng(11);
     for (c, co, h, w) in [(16, 96, 112, 112), (300, 24, 150, 151), (3, 40, 120, 117)] {
         let s = pointwise(c, co, h, w);
-        assert!(ConvPlan::new(&s, None).group > CONV_TILES);
+        assert!(ConvPlan::new(&s, None, true).group > CONV_TILES);
         direct_matches_rows(&mut rng, (c, co, h, w));
     }
 }
@@ -286,7 +294,7 @@ fn direct_by_panels_match_im2col() {
         {
             let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
             threads::set_num_threads(2);
-            let p = ConvPlan::new(&s, None);
+            let p = ConvPlan::new(&s, None, true);
             threads::set_num_threads(0);
             assert!(p.by_panels && p.tasks == 2, "{c} -> {co} on {h}x{w}");
         }
@@ -316,7 +324,7 @@ fn direct_columns_match_im2col() {
     ] {
         let (c, co, h, w) = shape;
         let s = pointwise(c, co, h, w);
-        assert_eq!(ConvPlan::new(&s, None).cols, cols);
+        assert_eq!(ConvPlan::new(&s, None, true).cols, cols);
         direct_matches_rows(&mut rng, shape);
     }
 }
@@ -388,8 +396,15 @@ fn conv2d_matches_f64() {
             pad,
             dil,
         };
-        let packed =
-            pack_conv(groups, cout_g, kk, |co, r| wt[co * kk + r], bias.as_deref()).unwrap();
+        let packed = pack_conv(
+            groups,
+            cout_g,
+            kk,
+            |co, r| wt[co * kk + r],
+            bias.as_deref(),
+            ConvLayout::Panels,
+        )
+        .unwrap();
         let (lo, hi) = if rng.below(3) == 0 {
             (0.0, 6.0)
         } else {
@@ -397,7 +412,7 @@ fn conv2d_matches_f64() {
         };
         let got = both_thread_counts(|| {
             let mut out = vec![0f32; n * os[0]];
-            conv2d(&s, &x, &packed, &mut out, lo, hi).unwrap();
+            conv2d(&s, &x, &packed, ConvLayout::Panels, &mut out, lo, hi).unwrap();
             out
         });
         let want = conv_ref(&s, &x, &wt, bias.as_deref());
@@ -429,7 +444,7 @@ fn conv2d_phase_planes_match_im2col() {
         let pad = [rng.below(kernel[0] / 2 + 1), rng.below(kernel[1] / 2 + 1)];
         let groups = [1, 1, 2][rng.below(3)];
         let cin_g = [1, 3, 8, 40][rng.below(4)];
-        let cout_g = [1, 8, 9, 24][rng.below(4)];
+        let cout_g = [1, 8, 9, 24, 16, 48][rng.below(6)];
         let n = 1 + rng.below(2);
         let h = kernel[0] * dil[0] + rng.below(30);
         let w = kernel[1] * dil[1] + rng.below(60);
@@ -463,32 +478,61 @@ fn conv2d_phase_planes_match_im2col() {
             pad,
             dil,
         };
-        let packed = pack_conv(groups, cout_g, kk, |co, r| wt[co * kk + r], Some(&bias));
-        let packed = packed.unwrap();
+        let pack = |layout| {
+            pack_conv(
+                groups,
+                cout_g,
+                kk,
+                |co, r| wt[co * kk + r],
+                Some(&bias),
+                layout,
+            )
+        };
+        let packed = pack(ConvLayout::Panels).unwrap();
+        let pairs = pack(ConvLayout::Pairs).filter(|_| kernel != [1, 1]);
         let (lo, hi) = if case % 4 == 0 {
             (0.0, 6.0)
         } else {
             (f32::MIN, f32::MAX)
         };
-        let run = |mode: Option<Mode>| {
+        let run_in = |mode: Option<Mode>, weights| {
             both_thread_counts(|| {
                 let mut out = vec![f32::NAN; n * os[0]];
-                conv2d_with(&s, &x, Weights::Packed(&packed), &mut out, lo, hi, mode).unwrap();
+                conv2d_with(&s, &x, weights, &mut out, lo, hi, mode).unwrap();
                 out
             })
         };
+        let run = |mode| run_in(mode, Weights::Packed(&packed, ConvLayout::Panels));
         let want = run(Some(Mode::Im2col));
         assert!(
             want.iter().all(|v| !v.is_nan()),
             "{s:?}: outputs not written"
         );
-        for mode in [None, Some(Mode::Rows), Some(Mode::Wide)] {
-            let got = run(mode);
+        if pairs.is_some() {
+            let p = ConvPlan::new(&s, Some(Mode::Pixels), true);
+            assert_eq!(p.mode, Mode::Pixels, "{s:?}");
+        }
+        // Pixel tiles need weights in pairs of panels; every mode runs on either layout.
+        let modes = [
+            None,
+            Some(Mode::Rows),
+            Some(Mode::Wide),
+            Some(Mode::Im2col),
+            Some(Mode::Pixels),
+        ];
+        let layouts = [Some(&packed), pairs.as_ref()];
+        for (mode, (li, w)) in modes
+            .into_iter()
+            .flat_map(|m| layouts.iter().enumerate().map(move |l| (m, l)))
+        {
+            let Some(w) = w else { continue };
+            let layout = [ConvLayout::Panels, ConvLayout::Pairs][li];
+            let got = run_in(mode, Weights::Packed(w, layout));
             for (i, (a, b)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(
                     a.to_bits(),
                     b.to_bits(),
-                    "{s:?} {mode:?}: element {i}: {a} vs {b}"
+                    "{s:?} {mode:?} {layout:?}: element {i}: {a} vs {b}"
                 );
             }
         }
@@ -547,10 +591,10 @@ fn conv2d_unpacked_matches_packed() {
         let wt = rng.vec(cout * ld);
         let wf = |co: usize, r: usize| wt[co * ld + r];
         let bias = (case % 3 != 0).then(|| rng.vec(cout));
-        let packed = pack_conv(1, cout, kk, wf, bias.as_deref()).unwrap();
+        let packed = pack_conv(1, cout, kk, wf, bias.as_deref(), ConvLayout::Panels).unwrap();
         let want = both_thread_counts(|| {
             let mut out = vec![0f32; s.n * s.os[0]];
-            conv2d(&s, &x, &packed, &mut out, f32::MIN, 6.0).unwrap();
+            conv2d(&s, &x, &packed, ConvLayout::Panels, &mut out, f32::MIN, 6.0).unwrap();
             out
         });
         let got = both_thread_counts(|| {
@@ -586,15 +630,26 @@ fn conv2d_checks_sizes() {
         pad: [1, 1],
         dil: [1, 1],
     };
-    let packed = pack_conv(1, 3, 18, |_, _| 1.0, None).unwrap();
+    let packed = pack_conv(1, 3, 18, |_, _| 1.0, None, ConvLayout::Panels).unwrap();
     let x = vec![1f32; 32];
     let mut out = vec![0f32; 48];
-    assert!(conv2d(&s, &x, &packed, &mut out, f32::NEG_INFINITY, f32::INFINITY).is_ok());
+    assert!(
+        conv2d(
+            &s,
+            &x,
+            &packed,
+            ConvLayout::Panels,
+            &mut out,
+            f32::NEG_INFINITY,
+            f32::INFINITY
+        )
+        .is_ok()
+    );
     assert_eq!(out[5], 18.0);
-    assert!(conv2d(&s, &x[1..], &packed, &mut out, 0.0, 1.0).is_err());
-    assert!(conv2d(&s, &x, &packed, &mut out[1..], 0.0, 1.0).is_err());
+    assert!(conv2d(&s, &x[1..], &packed, ConvLayout::Panels, &mut out, 0.0, 1.0).is_err());
+    assert!(conv2d(&s, &x, &packed, ConvLayout::Panels, &mut out[1..], 0.0, 1.0).is_err());
     let bad = ConvShape { oh: 5, ..s };
-    assert!(conv2d(&bad, &x, &packed, &mut out, 0.0, 1.0).is_err());
+    assert!(conv2d(&bad, &x, &packed, ConvLayout::Panels, &mut out, 0.0, 1.0).is_err());
 }
 
 /// Throughput of the micro-kernels on shapes of the bench models (one thread):
@@ -646,12 +701,21 @@ fn gemm512_speed() {
         let kk = c * kern * kern;
         let x = rng.vec(c * hw * hw);
         let w = rng.vec(co * kk);
-        let packed = pack_conv(1, co, kk, |a, r| w[a * kk + r], None).unwrap();
+        let packed = pack_conv(1, co, kk, |a, r| w[a * kk + r], None, ConvLayout::Panels).unwrap();
         let mut out = vec![0f32; co * o * o];
         let reps = 20;
         let t0 = std::time::Instant::now();
         for _ in 0..reps {
-            conv2d(&s, &x, &packed, &mut out, f32::MIN, f32::MAX).unwrap();
+            conv2d(
+                &s,
+                &x,
+                &packed,
+                ConvLayout::Panels,
+                &mut out,
+                f32::MIN,
+                f32::MAX,
+            )
+            .unwrap();
         }
         let dt = t0.elapsed().as_secs_f64() / reps as f64;
         println!(
@@ -703,7 +767,15 @@ fn pointwise_speed() {
         let x = rng.vec(c * npix);
         let w = rng.vec(co * c);
         let bias = rng.vec(co);
-        let packed = pack_conv(1, co, c, |a, r| w[a * c + r], Some(&bias)).unwrap();
+        let packed = pack_conv(
+            1,
+            co,
+            c,
+            |a, r| w[a * c + r],
+            Some(&bias),
+            ConvLayout::Panels,
+        )
+        .unwrap();
         let mut out = vec![0f32; co * npix];
         let (lo, hi) = if co > c {
             (0.0, 6.0)
@@ -715,7 +787,7 @@ fn pointwise_speed() {
         let mut best = f64::MAX;
         for _ in 0..200 {
             let t0 = std::time::Instant::now();
-            conv2d(&s, &x, &packed, &mut out, lo, hi).unwrap();
+            conv2d(&s, &x, &packed, ConvLayout::Panels, &mut out, lo, hi).unwrap();
             best = best.min(t0.elapsed().as_secs_f64());
         }
         total += best * calls as f64;
@@ -768,14 +840,14 @@ fn columns_speed() {
         let s = pointwise(c, co, hw, hw);
         let x = rng.vec(c * npix);
         let w = rng.vec(co * c);
-        let packed = pack_conv(1, co, c, |a, r| w[a * c + r], None).unwrap();
+        let packed = pack_conv(1, co, c, |a, r| w[a * c + r], None, ConvLayout::Panels).unwrap();
         let mut out = vec![0f32; co * npix];
         let mut best = [f64::MAX; 2];
         for _ in 0..300 {
             for (off, b) in best.iter_mut().enumerate() {
                 NO_COLS.store(off == 1, std::sync::atomic::Ordering::Relaxed);
                 let t0 = std::time::Instant::now();
-                conv2d(&s, &x, &packed, &mut out, 0.0, 6.0).unwrap();
+                conv2d(&s, &x, &packed, ConvLayout::Panels, &mut out, 0.0, 6.0).unwrap();
                 *b = b.min(t0.elapsed().as_secs_f64());
             }
         }
@@ -837,14 +909,14 @@ fn dirty_scratch_and_gather_match() {
         let kk = c * kern * kern;
         let x = rng.vec(2 * c * hw * hw);
         let w = rng.vec(co * kk);
-        let packed = pack_conv(1, co, kk, |a, r| w[a * kk + r], None).unwrap();
+        let packed = pack_conv(1, co, kk, |a, r| w[a * kk + r], None, ConvLayout::Panels).unwrap();
         let run = |old: bool| {
             both_thread_counts(|| {
                 OLD_PAD.store(old, std::sync::atomic::Ordering::Relaxed);
                 // Leave NaN in the pool's buffers.
                 drop(crate::scratch::take(1 << 20, f32::NAN));
                 let mut out = vec![0f32; 2 * co * o * o];
-                conv2d(&s, &x, &packed, &mut out, -1.0, 1.0).unwrap();
+                conv2d(&s, &x, &packed, ConvLayout::Panels, &mut out, -1.0, 1.0).unwrap();
                 OLD_PAD.store(false, std::sync::atomic::Ordering::Relaxed);
                 out
             })
@@ -878,14 +950,23 @@ fn pad_speed() {
         let kk = c * kern * kern;
         let x = rng.vec(c * hw * hw);
         let w = rng.vec(co * kk);
-        let packed = pack_conv(1, co, kk, |a, r| w[a * kk + r], None).unwrap();
+        let packed = pack_conv(1, co, kk, |a, r| w[a * kk + r], None, ConvLayout::Panels).unwrap();
         let mut out = vec![0f32; co * o * o];
         let mut best = [f64::MAX; 2];
         for _ in 0..300 {
             for (old, b) in best.iter_mut().enumerate() {
                 OLD_PAD.store(old == 1, std::sync::atomic::Ordering::Relaxed);
                 let t0 = std::time::Instant::now();
-                conv2d(&s, &x, &packed, &mut out, f32::MIN, f32::MAX).unwrap();
+                conv2d(
+                    &s,
+                    &x,
+                    &packed,
+                    ConvLayout::Panels,
+                    &mut out,
+                    f32::MIN,
+                    f32::MAX,
+                )
+                .unwrap();
                 *b = b.min(t0.elapsed().as_secs_f64());
             }
         }
@@ -914,7 +995,7 @@ fn resnet18_conv_speed() {
     let nt = bench_threads();
     threads::set_num_threads(nt);
     let mut rng = Rng(1);
-    let mut total = 0.0;
+    let mut total = [0.0; 2];
     for (c, co, hw, kern, stride, calls) in [
         (3, 64, 128, 7, 2, 1),
         (64, 64, 32, 3, 1, 4),
@@ -947,27 +1028,44 @@ fn resnet18_conv_speed() {
         } else {
             (48 << 20) / (co * kk * 4) + 1
         };
-        let packed: Vec<Vec<f32>> = (0..copies)
-            .map(|_| pack_conv(1, co, kk, |a, r| w[a * kk + r], None).unwrap())
-            .collect();
+        // The layout the shape calls for [0], and panels (no pixel tiles) [1].
+        let layouts = [conv_layout_for(&s), ConvLayout::Panels];
+        let packed = layouts.map(|layout| {
+            (0..copies)
+                .map(|_| pack_conv(1, co, kk, |a, r| w[a * kk + r], None, layout).unwrap())
+                .collect::<Vec<_>>()
+        });
         let mut out = vec![0f32; co * o * o];
         let reps = 30;
-        let mut best = f64::MAX;
+        // Best of 3 each way, interleaved.
+        let mut best = [f64::MAX; 2];
         for _ in 0..3 {
-            let t0 = std::time::Instant::now();
-            for rep in 0..reps {
-                let p = &packed[rep % copies];
-                conv2d(&s, &x, p, &mut out, f32::MIN, f32::MAX).unwrap();
+            for (off, best) in best.iter_mut().enumerate() {
+                let t0 = std::time::Instant::now();
+                for rep in 0..reps {
+                    let p = &packed[off][rep % copies];
+                    conv2d(&s, &x, p, layouts[off], &mut out, f32::MIN, f32::MAX).unwrap();
+                }
+                *best = best.min(t0.elapsed().as_secs_f64() / reps as f64);
             }
-            best = best.min(t0.elapsed().as_secs_f64() / reps as f64);
         }
-        total += best * calls as f64;
+        for (t, b) in total.iter_mut().zip(best) {
+            *t += b * calls as f64;
+        }
+        let rate = |b: f64| (co * o * o * kk) as f64 / b / 1e9;
         println!(
-            "conv {c}->{co} {hw}x{hw} k{kern} s{stride} x{calls}: {:.3} ms, {:.1} GMAC/s",
-            best * 1e3,
-            (co * o * o * kk) as f64 / best / 1e9
+            "conv {c}->{co} {hw}x{hw} k{kern} s{stride} x{calls}: {:.3} ms, {:.1} GMAC/s ({:?}); without pixel tiles {:.3} ms, {:.1} GMAC/s",
+            best[0] * 1e3,
+            rate(best[0]),
+            ConvPlan::new(&s, None, true).mode,
+            best[1] * 1e3,
+            rate(best[1]),
         );
     }
-    println!("total (both sizes, calls counted) {:.2} ms", total * 1e3);
+    println!(
+        "total (both sizes, calls counted) {:.2} ms; without pixel tiles {:.2} ms",
+        total[0] * 1e3,
+        total[1] * 1e3
+    );
     threads::set_num_threads(0);
 }

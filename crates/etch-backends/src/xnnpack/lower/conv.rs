@@ -167,7 +167,7 @@ pub fn convolution(b: &mut Builder<'_>, node: &Node, c: &ConvParams) -> Result<(
         && b.is_channels_first(c.output)
         && gemm512::available()
     {
-        return packed_convolution(b, node, c, (x, o), pad);
+        return packed_convolution(b, node, c, (x, o), pad, (xs, os));
     }
     if c.kind == ConvKind::Depthwise
         && go == 1
@@ -202,14 +202,15 @@ pub fn convolution(b: &mut Builder<'_>, node: &Node, c: &ConvParams) -> Result<(
 }
 
 /// An `XNNConv2d` with constant weights on AVX-512F whose output is laid out
-/// channels-first: the filter and bias packed at init for [`gemm512::conv2d`], the node's
-/// clamp fused.
+/// channels-first: the filter and bias packed at init for [`gemm512::conv2d`], in the
+/// layout the node's shapes (`xs`, `os`: NCHW) call for, the node's clamp fused.
 fn packed_convolution(
     b: &mut Builder<'_>,
     node: &Node,
     c: &ConvParams,
     (x, o): (u32, u32),
     pad: [i64; 2],
+    (xs, os): ([usize; 4], [usize; 4]),
 ) -> Result<()> {
     let [kh, kw] = c.kernel.map(|k| k as usize);
     let (g, gi, go) = (
@@ -233,7 +234,24 @@ fn packed_convolution(
         let (ci, ij) = (r / (kh * kw), r % (kh * kw));
         w[(co * kh * kw + ij) * gi + ci]
     };
-    let packed = gemm512::pack_conv(g, go, kk, at, bias.as_deref())
+    let shape = gemm512::ConvShape {
+        n: xs[0],
+        groups: g,
+        cin_g: gi,
+        cout_g: go,
+        h: xs[2],
+        w: xs[3],
+        xs: [xs[1] * xs[2] * xs[3], xs[2] * xs[3], xs[3], 1],
+        oh: os[2],
+        ow: os[3],
+        os: [os[1] * os[2] * os[3], os[2] * os[3]],
+        kernel: [kh, kw],
+        stride: c.stride.map(|v| v as usize),
+        pad: pad.map(|v| v as usize),
+        dil: c.dilation.map(|v| v as usize),
+    };
+    let layout = gemm512::conv_layout_for(&shape);
+    let packed = gemm512::pack_conv(g, go, kk, at, bias.as_deref(), layout)
         .ok_or_else(|| Error::invalid_program(format!("{}: filter size overflows", node.name)))?;
     let bytes: Vec<u8> = packed.iter().flat_map(|v| v.to_le_bytes()).collect();
     let p = b.owned(ScalarType::Float, &[packed.len()], &bytes)?;
@@ -247,6 +265,7 @@ fn packed_convolution(
         pad[1],
         c.dilation[0] as i64,
         c.dilation[1] as i64,
+        (layout == gemm512::ConvLayout::Pairs) as i64,
     ]);
     let (lo, hi) = b.clamp_bounds(node.clamp);
     b.kernel_fn(
@@ -258,15 +277,20 @@ fn packed_convolution(
 }
 
 /// Args `[x (NCHW view), packed filter, out (NCHW view, contiguous planes), [groups, kh,
-/// kw, stride h, stride w, pad h, pad w, dilation h, dilation w], lo, hi]`.
+/// kw, stride h, stride w, pad h, pad w, dilation h, dilation w, pairs (the filter's
+/// layout: 1 for `ConvLayout::Pairs`)], lo, hi]`.
 fn run_packed_convolution(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "xnnpack::f32_conv2d";
     let (x, p, mut o) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
     let q = ctx.int_list(3)?;
     let (lo, hi) = (ctx.double(4)? as f32, ctx.double(5)? as f32);
     let (xv, ov) = (view4(OP, &x, false)?, view4(OP, &o, false)?);
-    let &[g, kh, kw, sh, sw, ph, pw, dh, dw] = q else {
+    let &[g, kh, kw, sh, sw, ph, pw, dh, dw, pairs] = q else {
         return Err(Error::internal(format!("{OP}: {} parameters", q.len())));
+    };
+    let layout = match pairs {
+        0 => gemm512::ConvLayout::Panels,
+        _ => gemm512::ConvLayout::Pairs,
     };
     let [g, kh, kw, sh, sw, ph, pw, dh, dw] =
         [g, kh, kw, sh, sw, ph, pw, dh, dw].map(|v| v.max(0) as usize);
@@ -295,7 +319,7 @@ fn run_packed_convolution(ctx: &mut KernelContext<'_>) -> Result<()> {
         pad: [ph, pw],
         dil: [dh, dw],
     };
-    gemm512::conv2d(&s, x.data()?, p.data()?, o.data_mut()?, lo, hi)
+    gemm512::conv2d(&s, x.data()?, p.data()?, layout, o.data_mut()?, lo, hi)
         .map_err(|e| Error::internal(format!("{OP}: {e}")))
 }
 
