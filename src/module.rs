@@ -319,6 +319,8 @@ impl Module {
             device_constants: Some(Arc::clone(&self.device_constants)),
             // Transposes and casts of weights run once at load (ETCH_FOLD_CONSTANTS=0: not).
             fold_constants: std::env::var("ETCH_FOLD_CONSTANTS").map_or(true, |v| v != "0"),
+            // Weights packed once for their kernels (ETCH_PREPARE_KERNELS=0: on every call).
+            prepare_kernels: std::env::var("ETCH_PREPARE_KERNELS").map_or(true, |v| v != "0"),
             device_context: None,
         }
     }

@@ -108,6 +108,36 @@ class CNN(nn.Module):
         return self.fc(x)
 
 
+class ConvNet(nn.Module):
+    """Convolutions of the shapes etch's packed kernels take different paths for (pixel
+    vectors on 28x28 planes, pixel tiles on 14x14 and 7x7 with 32 or 48 output channels,
+    a 1x1 convolution, output channels not a multiple of 16), each weight a constant the
+    runtime packs at load (tests/prepare.rs), with batch norms and ReLUs between."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.convs = nn.ModuleList([
+            nn.Conv2d(8, 16, 3, padding=1),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1),
+            nn.Conv2d(32, 32, 3, padding=1),
+            nn.Conv2d(32, 48, 3, stride=2, padding=1),
+            nn.Conv2d(48, 24, 1),
+            nn.Conv2d(24, 48, 3, padding=1),
+            nn.Conv2d(48, 40, 3, padding=1),
+        ])
+        self.bns = nn.ModuleList([nn.BatchNorm2d(c.out_channels) for c in self.convs])
+        self.fc = nn.Linear(40, 10)
+        with torch.no_grad():
+            for bn in self.bns:
+                bn.running_mean.uniform_(-0.5, 0.5)
+                bn.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        for conv, bn in zip(self.convs, self.bns):
+            x = torch.relu(bn(conv(x)))
+        return self.fc(x.mean(dim=(2, 3)))
+
+
 class TokenModel(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -337,6 +367,16 @@ def build_cnn() -> Fixture:
     m = CNN().eval()
     x = torch.randn(2, 3, 16, 16)
     fx = Fixture("cnn")
+    fx.write_program(export_edge({"forward": copy.deepcopy(m)}, {"forward": (x,)}))
+    fx.add_case("forward", [x], eager(m, x), TOL_F32)
+    return fx
+
+
+def build_convnet() -> Fixture:
+    torch.manual_seed(12)
+    m = ConvNet().eval()
+    x = torch.randn(1, 8, 28, 28)
+    fx = Fixture("convnet")
     fx.write_program(export_edge({"forward": copy.deepcopy(m)}, {"forward": (x,)}))
     fx.add_case("forward", [x], eager(m, x), TOL_F32)
     return fx
@@ -904,7 +944,11 @@ def export_threads_fixture() -> None:
 
 def export_only(names: List[str]) -> int:
     """Re-exports the named fixtures only, replacing their manifest entries."""
-    builders = {"kv_cache": build_kv_cache, "kv_decoder": build_kv_decoder}
+    builders = {
+        "kv_cache": build_kv_cache,
+        "kv_decoder": build_kv_decoder,
+        "convnet": build_convnet,
+    }
     path = os.path.join(FIXTURES, "manifest.json")
     with open(path) as f:
         manifest = json.load(f)
@@ -935,6 +979,7 @@ def main() -> int:
     fixtures: List[Fixture] = []
     fixtures += build_mlp_family()
     fixtures.append(build_cnn())
+    fixtures.append(build_convnet())
     fixtures.append(build_transformer())
     fixtures.append(build_token_model())
     fixtures.append(build_stateful())

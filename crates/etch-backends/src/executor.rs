@@ -162,6 +162,7 @@ impl Backend for ExecutorBackend {
             shared_arenas: None,
             nesting_depth: config.nesting_depth + 1,
             fold_constants: config.fold_constants,
+            prepare_kernels: config.prepare_kernels,
             device_context: device_context.clone(),
             device_constants: config.device_constants.clone(),
         };

@@ -13,6 +13,18 @@ use std::collections::HashMap;
 /// A kernel: reads its arguments from the context, writes its `out` tensors.
 pub type KernelFn = fn(&mut KernelContext<'_>) -> Result<()>;
 
+/// What a kernel prepared for one call site when its method loaded (weights packed once,
+/// say), handed back to it on every call ([`KernelContext::prepared`]).
+pub type Prepared = std::sync::Arc<dyn std::any::Any + Send + Sync>;
+
+/// A kernel's load-time hook for one call site ([`KernelRegistry::register_prepare`]): it
+/// sees the call's arguments as they are at load, the constants with their data
+/// ([`KernelContext::is_constant`] says which are), and returns state for the call, or
+/// `None` when it has nothing to prepare. It must not write any argument; the kernel must
+/// give the same results with the state as without it (the state may be absent: a
+/// runtime may load without preparing).
+pub type PrepareFn = fn(&KernelContext<'_>) -> Result<Option<Prepared>>;
+
 /// A scalar argument (PyTorch's `Scalar`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Scalar {
@@ -90,6 +102,9 @@ pub struct KernelContext<'a> {
     devices: Option<&'a DeviceRegistry>,
     host_access: bool,
     device_ctx: Option<&'a (dyn std::any::Any + Send + Sync)>,
+    /// Which values are constants (load-time preparation only).
+    constant: Option<&'a [bool]>,
+    prepared: Option<&'a (dyn std::any::Any + Send + Sync)>,
 }
 
 impl<'a> KernelContext<'a> {
@@ -107,7 +122,33 @@ impl<'a> KernelContext<'a> {
             devices: None,
             host_access: false,
             device_ctx: None,
+            constant: None,
+            prepared: None,
         }
+    }
+
+    /// Says which of the method's values are constants (for a [`PrepareFn`] at load).
+    pub fn with_constants(mut self, constant: &'a [bool]) -> Self {
+        self.constant = Some(constant);
+        self
+    }
+
+    /// Whether argument `i` is a constant of the method (its data fixed for the method's
+    /// life); false when unknown (at run time, or out of range).
+    pub fn is_constant(&self, i: usize) -> bool {
+        let c = self.constant.zip(self.args.get(i));
+        c.is_some_and(|(c, &a)| c.get(a as usize).copied().unwrap_or(false))
+    }
+
+    /// Gives the kernel the state its [`PrepareFn`] made for this call site, if any.
+    pub fn with_prepared(mut self, p: Option<&'a (dyn std::any::Any + Send + Sync)>) -> Self {
+        self.prepared = p;
+        self
+    }
+
+    /// The state prepared for this call site at load, if there is one of type `T`.
+    pub fn prepared<T: std::any::Any>(&self) -> Option<&'a T> {
+        self.prepared.and_then(|p| p.downcast_ref::<T>())
     }
 
     /// Gives the kernel its delegate's device context (what a device's kernel crate made
@@ -459,6 +500,7 @@ impl<'a> KernelContext<'a> {
 #[derive(Clone, Default)]
 pub struct KernelRegistry {
     kernels: HashMap<String, KernelFn>,
+    prepares: HashMap<String, PrepareFn>,
 }
 
 impl KernelRegistry {
@@ -479,6 +521,15 @@ impl KernelRegistry {
     /// Registers a kernel, replacing any earlier one.
     pub fn register_or_replace(&mut self, name: &str, f: KernelFn) {
         self.kernels.insert(name.to_string(), f);
+    }
+    /// Registers the load-time hook of the kernel registered as `name` (replacing any
+    /// earlier one): the runtime calls it once per call site when a method loads.
+    pub fn register_prepare(&mut self, name: &str, f: PrepareFn) {
+        self.prepares.insert(name.to_string(), f);
+    }
+    /// The load-time hook registered for `name`, if any.
+    pub fn prepare_fn(&self, name: &str) -> Option<PrepareFn> {
+        self.prepares.get(name).copied()
     }
     /// Looks a kernel up by full name.
     pub fn get(&self, name: &str) -> Option<KernelFn> {

@@ -21,7 +21,9 @@ pub use error::{Error, ErrorCode, Result};
 pub use graph::{
     DeviceContext, DeviceExecHooks, DeviceGraph, DeviceGuard, DeviceOpTimer, lock_device,
 };
-pub use kernel::{Dims, KernelContext, KernelFn, KernelRegistry, Scalar, operator_name};
+pub use kernel::{
+    Dims, KernelContext, KernelFn, KernelRegistry, PrepareFn, Prepared, Scalar, operator_name,
+};
 pub use scalar::{Element, ScalarType};
 pub use source::{ByteSource, Prefix};
 pub use tensor::{

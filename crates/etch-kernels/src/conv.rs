@@ -11,7 +11,7 @@ use crate::linalg::{GemmDims, MatRef, gemm_batched};
 use crate::maxpool::{self, PoolGeom, window_max};
 use crate::threads::{self, SharedMut};
 use crate::util::*;
-use etch_core::{Error, KernelContext, KernelRegistry, Result, TensorRef};
+use etch_core::{Error, KernelContext, KernelRegistry, Prepared, Result, TensorRef};
 
 /// A 4-D view (N, C, H, W) of a 3-D or 4-D tensor: sizes and strides.
 #[derive(Clone, Copy, Debug)]
@@ -190,12 +190,15 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         oh,
         ow,
     };
-    if x.dtype() == etch_core::ScalarType::Float
-        && g == 1
-        && gemm512::available()
-        && packed_conv_f32(&geom, &x, &w, bias.as_ref(), &mut out)?
-    {
-        return Ok(());
+    if x.dtype() == etch_core::ScalarType::Float && g == 1 && gemm512::available() {
+        if let Some(p) = ctx.prepared::<PackedConv>()
+            && prepacked_conv_f32(&geom, p, &x, &w, &mut out)?
+        {
+            return Ok(());
+        }
+        if packed_conv_f32(&geom, &x, &w, bias.as_ref(), &mut out)? {
+            return Ok(());
+        }
     }
     dispatch_float!(x.dtype(), OP, "input", |T| {
         let bs = match &bias {
@@ -224,9 +227,27 @@ fn packed_conv_f32(
     bias: Option<&TensorRef<'_>>,
     out: &mut TensorRef<'_>,
 ) -> Result<bool> {
+    let Some((s, ld)) = packed_shape(c) else {
+        return Ok(false);
+    };
+    let ws = w.data::<f32>()?;
+    let bs = match bias {
+        Some(b) => Some(b.data::<f32>()?),
+        None => None,
+    };
+    let (lo, hi) = (f32::NEG_INFINITY, f32::INFINITY);
+    let o = out.data_mut::<f32>()?;
+    let xs = x.data::<f32>()?;
+    Ok(gemm512::conv2d_unpacked(&s, xs, ws, ld, bs, o, lo, hi).is_ok())
+}
+
+/// The [`gemm512`] shape of a one-group convolution and its weights' row stride, or `None`
+/// when the kernels do not take it (weights whose rows of terms are not contiguous, an
+/// output whose pixels are not contiguous within a channel).
+fn packed_shape(c: &Conv) -> Option<(gemm512::ConvShape, usize)> {
     let (xv, wv, ov) = (c.xv, c.wv, c.ov);
     if ov.s[3] != 1 || (c.oh > 1 && ov.s[2] != c.ow) {
-        return Ok(false);
+        return None;
     }
     let s = gemm512::ConvShape {
         n: xv.n,
@@ -250,17 +271,125 @@ fn packed_conv_f32(
         && (c.kh == 1 || wv.s[2] == c.kw)
         && (c.cin_g == 1 || wv.s[1] == c.kh * c.kw);
     if !rows || (c.cout_g > 1 && wv.s[0] < kk) {
+        return None;
+    }
+    Some((s, wv.s[0].max(kk)))
+}
+
+/// A constant weight and bias of a float32 one-group convolution, packed once when the
+/// method loads ([`convolution_prepare`]), in the layout its shapes at load call for.
+struct PackedConv {
+    packed: Vec<f32>,
+    layout: gemm512::ConvLayout,
+    /// The weight it was packed from (its data's address and sizes).
+    weight: (usize, [usize; 4]),
+}
+
+/// The convolution on weights packed at load: false (nothing written) when the weight is
+/// not the one they were packed from or the kernels do not take the call. The same sums
+/// in the same order as [`packed_conv_f32`].
+fn prepacked_conv_f32(
+    c: &Conv,
+    p: &PackedConv,
+    x: &TensorRef<'_>,
+    w: &TensorRef<'_>,
+    out: &mut TensorRef<'_>,
+) -> Result<bool> {
+    let wv = c.wv;
+    if p.weight != (w.data::<f32>()?.as_ptr() as usize, [wv.n, wv.c, wv.h, wv.w]) {
         return Ok(false);
     }
+    let Some((s, _)) = packed_shape(c) else {
+        return Ok(false);
+    };
+    let (lo, hi) = (f32::NEG_INFINITY, f32::INFINITY);
+    let (xs, o) = (x.data::<f32>()?, out.data_mut::<f32>()?);
+    Ok(gemm512::conv2d(&s, xs, &p.packed, p.layout, o, lo, hi).is_ok())
+}
+
+/// `aten::convolution.out`'s load-time hook: a float32 one-group convolution whose weight
+/// (and bias) are constants gets them packed once ([`PackedConv`]) instead of on every
+/// call. `None` for every other call (the kernel reports its errors when it runs).
+fn convolution_prepare(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
+    const OP: &str = "aten::convolution.out";
+    let bias = ctx.opt_tensor(2)?;
+    let f32s = |t: &TensorRef<'_>| t.dtype() == etch_core::ScalarType::Float;
+    let (x, w) = (ctx.tensor(0)?, ctx.tensor(1)?);
+    if !gemm512::available()
+        || !ctx.is_constant(1)
+        || bias.is_some() && !ctx.is_constant(2)
+        || ctx.bool(6)?
+        || ctx.int(8)? != 1
+        || !f32s(&x)
+        || !f32s(&w)
+        || bias
+            .as_ref()
+            .is_some_and(|b| !f32s(b) || b.numel() != w.sizes()[0])
+        || x.dim() != w.dim()
+        || !(x.dim() == 3 || x.dim() == 4)
+    {
+        return Ok(None);
+    }
+    let one_d = x.dim() == 3;
+    let geom = || -> Result<Conv> {
+        let (sh, sw) = pair(OP, "stride", ctx.int_list(3)?, one_d, 1)?;
+        let (ph, pw) = pair(OP, "padding", ctx.int_list(4)?, one_d, 0)?;
+        let (dh, dw) = pair(OP, "dilation", ctx.int_list(5)?, one_d, 1)?;
+        let (xv, wv) = (view4(OP, &x, true)?, view4(OP, &w, true)?);
+        let oh = conv_out_size(OP, xv.h, wv.h, sh, ph, dh)?;
+        let ow = conv_out_size(OP, xv.w, wv.w, sw, pw, dw)?;
+        // The output as the kernel makes it: contiguous planes.
+        let plane = oh * ow;
+        let ov = View4 {
+            n: xv.n,
+            c: wv.n,
+            h: oh,
+            w: ow,
+            s: [wv.n * plane, plane, ow, 1],
+        };
+        Ok(Conv {
+            xv,
+            wv,
+            ov,
+            g: 1,
+            cin_g: xv.c,
+            cout_g: wv.n,
+            kh: wv.h,
+            kw: wv.w,
+            stride: (sh, sw),
+            pad: (ph, pw),
+            dil: (dh, dw),
+            oh,
+            ow,
+        })
+    };
+    let Ok(c) = geom() else { return Ok(None) };
+    let Some((s, ld)) = packed_shape(&c).filter(|_| c.wv.c == c.cin_g) else {
+        return Ok(None);
+    };
     let ws = w.data::<f32>()?;
-    let bs = match bias {
+    let bs = match &bias {
         Some(b) => Some(b.data::<f32>()?),
         None => None,
     };
-    let (lo, hi) = (f32::NEG_INFINITY, f32::INFINITY);
-    let o = out.data_mut::<f32>()?;
-    let xs = x.data::<f32>()?;
-    Ok(gemm512::conv2d_unpacked(&s, xs, ws, wv.s[0].max(kk), bs, o, lo, hi).is_ok())
+    let layout = gemm512::conv_layout_for(&s);
+    let kk = s.cin_g * s.kernel[0] * s.kernel[1];
+    if s.cout_g == 0
+        || (s.cout_g - 1) * ld + kk > ws.len()
+        || bs.is_some_and(|b| b.len() < s.cout_g)
+    {
+        return Ok(None);
+    }
+    let Some(packed) = gemm512::pack_conv(1, s.cout_g, kk, |co, r| ws[co * ld + r], bs, layout)
+    else {
+        return Ok(None);
+    };
+    let wv = c.wv;
+    Ok(Some(std::sync::Arc::new(PackedConv {
+        packed,
+        layout,
+        weight: (ws.as_ptr() as usize, [wv.n, wv.c, wv.h, wv.w]),
+    })))
 }
 
 /// Multiply-adds of a convolution below which it stays on the calling thread, and the
@@ -1285,6 +1414,7 @@ fn adaptive_avg_pool2d_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 /// Registers this module's kernels.
 pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     reg.register("aten::convolution.out", convolution_out)?;
+    reg.register_prepare("aten::convolution.out", convolution_prepare);
     reg.register(
         "aten::max_pool2d_with_indices.out",
         max_pool2d_with_indices_out,

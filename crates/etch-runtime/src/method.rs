@@ -31,6 +31,9 @@ pub struct LoadConfig {
     pub target_device: Option<Device>,
     /// Fold constant work (transposes and casts of weights) once at load (default: on).
     pub fold_constants: bool,
+    /// Run the kernels' load-time hooks (`KernelRegistry::register_prepare`: weights
+    /// packed once for their call sites) when the method loads (default: on).
+    pub prepare_kernels: bool,
     /// The context a device's kernels get with every call of this (nested) method.
     pub device_context: Option<etch_core::DeviceContext>,
     /// Most bytes of planned memory a method may allocate (`None`: no limit). Loading a
@@ -126,12 +129,23 @@ impl LoadConfig {
             named_data: None,
             target_device: None,
             fold_constants: true,
+            prepare_kernels: true,
             device_context: None,
             max_planned_bytes: None,
             shared_arenas: None,
             nesting_depth: 0,
             device_constants: None,
         }
+    }
+}
+
+/// The state a kernel's load-time hook made for one call site.
+#[derive(Clone)]
+struct PreparedState(etch_core::Prepared);
+
+impl std::fmt::Debug for PreparedState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PreparedState")
     }
 }
 
@@ -142,6 +156,8 @@ enum Instr {
         args: Box<[u32]>,
         /// IntList arguments whose items may change at run time; refreshed before the call.
         refresh: Box<[u32]>,
+        /// What the kernel's load-time hook prepared for this call, if anything.
+        prepared: Option<PreparedState>,
     },
     Delegate {
         index: u32,
@@ -603,7 +619,9 @@ impl Method {
                 let refs: Vec<Option<crate::fold::KernelRef<'_>>> = chain
                     .iter()
                     .map(|i| match i {
-                        Instr::Kernel { op, args, refresh } => Some(crate::fold::KernelRef {
+                        Instr::Kernel {
+                            op, args, refresh, ..
+                        } => Some(crate::fold::KernelRef {
                             op: *op as usize,
                             args,
                             refreshed: !refresh.is_empty(),
@@ -618,6 +636,17 @@ impl Method {
                 }
                 drop_frees(chain, ids);
             }
+        }
+        if config.prepare_kernels {
+            let ctx = PrepareInput {
+                values: &mut values,
+                constant: &constant,
+                op_names: &op_names,
+                kernels: &config.kernels,
+                devices: &config.devices,
+                host_access,
+            };
+            prepare_kernels(ctx, &mut chains)?;
         }
         let input_set = vec![false; inputs.len()];
         Ok(Method {
@@ -954,6 +983,7 @@ impl Method {
                     op: op as u32,
                     args,
                     refresh,
+                    prepared: None,
                 })
             }
             Some(A::DelegateCall(d)) => {
@@ -1192,7 +1222,12 @@ impl Method {
             let mut pc = 0usize;
             while pc < chain.len() {
                 match &chain[pc] {
-                    Instr::Kernel { op, args, refresh } => {
+                    Instr::Kernel {
+                        op,
+                        args,
+                        refresh,
+                        prepared,
+                    } => {
                         for &l in refresh.iter() {
                             refresh_int_list(values, l as usize);
                         }
@@ -1203,7 +1238,8 @@ impl Method {
                         // a kernel aliased from those; all outlive this call.
                         let mut ctx = unsafe { KernelContext::new(values, args, &op_names[op]) }
                             .with_devices(devices, *host_access)
-                            .with_device_context(dctx);
+                            .with_device_context(dctx)
+                            .with_prepared(prepared.as_ref().map(|p| &*p.0));
                         let t0 = prof.as_mut().map(|p| p.kernel_start()).transpose()?;
                         f(&mut ctx).map_err(|e| {
                             e.context(format!(
@@ -1750,6 +1786,52 @@ pub fn tensor_to_owned(t: &TensorImpl, devices: &DeviceRegistry) -> Result<Tenso
         }
     }
     Ok(out)
+}
+
+/// What [`prepare_kernels`] needs of the method being loaded.
+struct PrepareInput<'a> {
+    values: &'a mut [EValue],
+    constant: &'a [bool],
+    op_names: &'a [String],
+    kernels: &'a KernelRegistry,
+    devices: &'a DeviceRegistry,
+    host_access: bool,
+}
+
+/// Runs the load-time hook of each kernel call that has one (`KernelRegistry::
+/// register_prepare`), once per call site, and keeps what it returns with the call. Calls
+/// whose int lists change at run time are left alone, and so are methods whose memory the
+/// host cannot read (on a device).
+fn prepare_kernels(p: PrepareInput<'_>, chains: &mut [Vec<Instr>]) -> Result<()> {
+    // Hooks read constants on the host.
+    if !p.host_access {
+        return Ok(());
+    }
+    for instr in chains.iter_mut().flatten() {
+        let Instr::Kernel {
+            op,
+            args,
+            refresh,
+            prepared,
+        } = instr
+        else {
+            continue;
+        };
+        let name = &p.op_names[*op as usize];
+        let Some(hook) = p.kernels.prepare_fn(name).filter(|_| refresh.is_empty()) else {
+            continue;
+        };
+        // SAFETY: every tensor in `values` points at memory the method owns (arenas,
+        // uploaded constants, folded results) or at the program's bytes, all alive while it
+        // loads; the hook only reads.
+        let ctx = unsafe { KernelContext::new(p.values, args, name) }
+            .with_devices(p.devices, p.host_access)
+            .with_constants(p.constant);
+        *prepared = hook(&ctx)
+            .map_err(|e| e.context(format!("preparing {name} at load")))?
+            .map(PreparedState);
+    }
+    Ok(())
 }
 
 /// Removes the `Free` instructions (the program's, and folded kernels) from a chain
