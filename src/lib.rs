@@ -31,7 +31,8 @@ pub use module::Module;
 pub use etch_core::{
     ByteSource, Device, DeviceAllocator, DeviceMemoryBuffer, DeviceOpTimer, DeviceRegistry,
     DeviceType, Dynamism, EValue, Error, ErrorCode, KernelContext, KernelFn, KernelRegistry,
-    Result, ScalarType, Tag, Tensor, TensorImpl, TensorRef, TransferStats, Value, bf16, f16,
+    PrepareFn, Prepared, Result, ScalarType, Tag, Tensor, TensorImpl, TensorRef, TransferStats,
+    Value, bf16, f16,
 };
 /// ETDump files (`.etdp`, what ExecuTorch's Inspector reads): the generated schema, writer
 /// and reader.

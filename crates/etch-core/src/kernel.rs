@@ -20,9 +20,9 @@ pub type Prepared = std::sync::Arc<dyn std::any::Any + Send + Sync>;
 /// A kernel's load-time hook for one call site ([`KernelRegistry::register_prepare`]): it
 /// sees the call's arguments as they are at load, the constants with their data
 /// ([`KernelContext::is_constant`] says which are), and returns state for the call, or
-/// `None` when it has nothing to prepare. It must not write any argument; the kernel must
-/// give the same results with the state as without it (the state may be absent: a
-/// runtime may load without preparing).
+/// `None` when it has nothing to prepare. It must not write any argument. The kernel must
+/// also run without the state (a runtime may load without preparing), and give the same
+/// values with it up to the order of its sums, which must not depend on the thread count.
 pub type PrepareFn = fn(&KernelContext<'_>) -> Result<Option<Prepared>>;
 
 /// A scalar argument (PyTorch's `Scalar`).

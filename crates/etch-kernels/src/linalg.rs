@@ -8,7 +8,9 @@
 use crate::gemm::{Axis, GemmElem, Plan, Strides};
 use crate::threads::{self, SharedMut};
 use crate::util::*;
-use etch_core::{Error, KernelContext, KernelRegistry, Result, ScalarType, TensorRef, bf16, f16};
+use etch_core::{
+    Error, KernelContext, KernelRegistry, Prepared, Result, ScalarType, TensorRef, bf16, f16,
+};
 
 /// A batched matrix operand: data plus (batch, row, col) strides in elements.
 #[derive(Clone, Copy)]
@@ -469,6 +471,14 @@ fn mm_like(ctx: &mut KernelContext<'_>, op: &str, batched: bool, with_bias: bool
     };
     let out_i = if with_bias { 5 } else { 2 };
     let mut out = ctx.resize_out(out_i, &oshape)?;
+    if !batched
+        && alpha == 1.0
+        && bias.as_ref().is_none_or(|b| b.beta == 1.0)
+        && let Some(p) = ctx.prepared::<PackedFc>()
+        && prepacked_fc(p, &a, &b, &mut out)?
+    {
+        return Ok(());
+    }
     let (ma, mb, mo) = if batched {
         (s3(&a), s3(&b), s3(&out))
     } else {
@@ -506,7 +516,123 @@ fn linear_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let last = oshape.len() - 1;
     oshape[last] = w.sizes()[0];
     let mut out = ctx.resize_out(3, &oshape)?;
+    if let Some(p) = ctx.prepared::<PackedFc>()
+        && prepacked_fc(p, &x, &w, &mut out)?
+    {
+        return Ok(());
+    }
     linear_into(OP, &x, &w, bias, &mut out)
+}
+
+/// A constant float32 right-hand matrix `[k, n]` of a product (the weight; `[n, k]` for
+/// `aten::linear`) and its bias row, packed once when the method loads for
+/// [`gemm512::fully_connected`] ([`fc_prepare`]).
+struct PackedFc {
+    packed: Vec<f32>,
+    k: usize,
+    n: usize,
+    /// The weight it was packed from (its data's address and sizes).
+    weight: (usize, [usize; 2]),
+}
+
+/// The product `out = x · w (+ bias)` on weights packed at load: false (nothing written)
+/// when `w` is not the weight they were packed from or `x` and `out` are not contiguous
+/// float32 rows of `k` and `n`. Each output is its bias, then one fused multiply-add per
+/// term in order: its own order, not `matmul`'s (whose blocked sums differ in the last
+/// bits), the same for any thread count.
+fn prepacked_fc(
+    p: &PackedFc,
+    x: &TensorRef<'_>,
+    w: &TensorRef<'_>,
+    out: &mut TensorRef<'_>,
+) -> Result<bool> {
+    let f32s = [x.dtype(), w.dtype(), out.dtype()] == [ScalarType::Float; 3];
+    if !f32s
+        || w.dim() != 2
+        || p.weight
+            != (
+                w.data::<f32>()?.as_ptr() as usize,
+                [w.sizes()[0], w.sizes()[1]],
+            )
+        || x.dim() == 0
+        || x.sizes()[x.dim() - 1] != p.k
+        || !x.is_default_dim_order()
+        || !out.is_default_dim_order()
+    {
+        return Ok(false);
+    }
+    let m = x.numel() / p.k.max(1);
+    if p.k == 0 || out.numel() != m * p.n {
+        return Ok(false);
+    }
+    let (xs, o) = (x.data::<f32>()?, out.data_mut::<f32>()?);
+    let (lo, hi) = (f32::NEG_INFINITY, f32::INFINITY);
+    Ok(crate::gemm512::fully_connected(xs, m, p.k, &p.packed, p.n, o, lo, hi).is_ok())
+}
+
+/// The load-time hook of `aten::mm.out`, `aten::addmm.out` (`beta` and `alpha` 1) and
+/// `aten::linear.out`: a constant float32 2-D weight (and a constant bias of `n`
+/// elements) packed once ([`PackedFc`]) for the AVX-512F fully-connected kernels. `None`
+/// for every other call.
+fn fc_prepare(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
+    let op = ctx.op_name();
+    // (weight argument, bias argument, whether the weight is `[n, k]`).
+    let (wi, bi, nk) = match op {
+        "aten::mm.out" => (1, None, false),
+        "aten::addmm.out" => {
+            let ones = ctx.scalar(3)?.to_f64() == 1.0 && ctx.scalar(4)?.to_f64() == 1.0;
+            if !ones {
+                return Ok(None);
+            }
+            (2, Some(0), false)
+        }
+        "aten::linear.out" => (1, Some(2), true),
+        _ => return Ok(None),
+    };
+    let w = ctx.tensor(wi)?;
+    let bias = match bi {
+        Some(i) => ctx.opt_tensor(i)?.map(|b| (i, b)),
+        None => None,
+    };
+    if !crate::gemm512::available()
+        || !ctx.is_constant(wi)
+        || w.dtype() != ScalarType::Float
+        || w.dim() != 2
+        || bias
+            .as_ref()
+            .is_some_and(|(i, b)| !ctx.is_constant(*i) || b.dtype() != ScalarType::Float)
+    {
+        return Ok(None);
+    }
+    let (ws, st) = (w.data::<f32>()?, w.strides());
+    let (k, n) = if nk {
+        (w.sizes()[1], w.sizes()[0])
+    } else {
+        (w.sizes()[0], w.sizes()[1])
+    };
+    // The bias row: `n` elements, contiguous, as `[n]` or `[1, n]`.
+    let bs = match &bias {
+        Some((_, b)) if b.numel() != n || !b.is_default_dim_order() => return Ok(None),
+        Some((_, b)) => Some(b.data::<f32>()?),
+        None => None,
+    };
+    let at = |j: usize, kk: usize| {
+        let i = if nk {
+            j * st[0] + kk * st[1]
+        } else {
+            kk * st[0] + j * st[1]
+        };
+        ws[i]
+    };
+    let Some(packed) = crate::gemm512::pack_fc(n, k, at, bs) else {
+        return Ok(None);
+    };
+    Ok(Some(std::sync::Arc::new(PackedFc {
+        packed,
+        k,
+        n,
+        weight: (ws.as_ptr() as usize, [w.sizes()[0], w.sizes()[1]]),
+    })))
 }
 
 /// `out = x @ w^T (+ bias)` into `out`, already shaped `[..., N]` (`aten::linear`, and each
@@ -565,5 +691,8 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     reg.register("aten::addmm.out", addmm_out)?;
     reg.register("aten::baddbmm.out", baddbmm_out)?;
     reg.register("aten::linear.out", linear_out)?;
+    for op in ["aten::mm.out", "aten::addmm.out", "aten::linear.out"] {
+        reg.register_prepare(op, fc_prepare);
+    }
     Ok(())
 }
