@@ -125,16 +125,11 @@ pub fn conv_out_size(op: &str, i: usize, k: usize, s: usize, p: usize, d: usize)
     Ok((i + 2 * p - eff) / s + 1)
 }
 
-/// `convolution`: args [input, weight, bias?, stride, padding, dilation, transposed,
-/// output_padding, groups, out].
-fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+/// The geometry of a (non-transposed) `convolution` call from its input, weight, stride,
+/// padding, dilation and groups (arguments 0, 1, 3, 4, 5, 8), with its output as the kernel
+/// makes it (contiguous planes; the kernel puts the out tensor's own view in `ov`).
+fn conv_geometry(ctx: &KernelContext<'_>, x: &TensorRef<'_>, w: &TensorRef<'_>) -> Result<Conv> {
     const OP: &str = "aten::convolution.out";
-    let x = ctx.tensor(0)?;
-    let w = ctx.tensor(1)?;
-    let bias = ctx.opt_tensor(2)?;
-    if ctx.bool(6)? {
-        return conv_transposed(ctx);
-    }
     let one_d = x.dim() == 3;
     if x.dim() != w.dim() || !(x.dim() == 3 || x.dim() == 4) {
         return Err(Error::invalid_argument(format!(
@@ -147,8 +142,8 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let (ph, pw) = pair(OP, "padding", ctx.int_list(4)?, one_d, 0)?;
     let (dh, dw) = pair(OP, "dilation", ctx.int_list(5)?, one_d, 1)?;
     let groups = ctx.int(8)?;
-    let xv = view4(OP, &x, true)?;
-    let wv = view4(OP, &w, true)?;
+    let xv = view4(OP, x, true)?;
+    let wv = view4(OP, w, true)?;
     if groups <= 0 || xv.c % groups as usize != 0 || wv.n % groups as usize != 0 {
         return Err(Error::invalid_argument(format!(
             "{OP}: groups={groups} does not divide {} input / {} output channels",
@@ -157,7 +152,6 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     }
     let g = groups as usize;
     let (cin_g, cout) = (xv.c / g, wv.n);
-    let cout_g = cout / g;
     if wv.c != cin_g {
         return Err(Error::invalid_argument(format!(
             "{OP}: weight {:?} expects {} input channels per group, input has {cin_g}",
@@ -168,20 +162,20 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let (kh, kw) = (wv.h, wv.w);
     let oh = conv_out_size(OP, xv.h, kh, sh, ph, dh)?;
     let ow = conv_out_size(OP, xv.w, kw, sw, pw, dw)?;
-    let (mut out, ov) = conv_out(ctx, &x, &w, bias.as_ref(), one_d, [xv.n, cout, oh, ow])?;
-    if ov.h > 1 && ov.s[2] != ov.w * ov.s[3] {
-        return Err(Error::not_supported(format!(
-            "{OP}: out dim order {:?} is not supported",
-            out.dim_order()
-        )));
-    }
-    let geom = Conv {
+    let plane = oh * ow;
+    Ok(Conv {
         xv,
         wv,
-        ov,
+        ov: View4 {
+            n: xv.n,
+            c: cout,
+            h: oh,
+            w: ow,
+            s: [cout * plane, plane, ow, 1],
+        },
         g,
         cin_g,
-        cout_g,
+        cout_g: cout / g,
         kh,
         kw,
         stride: (sh, sw),
@@ -189,7 +183,30 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         dil: (dh, dw),
         oh,
         ow,
-    };
+    })
+}
+
+/// `convolution`: args [input, weight, bias?, stride, padding, dilation, transposed,
+/// output_padding, groups, out].
+fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "aten::convolution.out";
+    let x = ctx.tensor(0)?;
+    let w = ctx.tensor(1)?;
+    let bias = ctx.opt_tensor(2)?;
+    if ctx.bool(6)? {
+        return conv_transposed(ctx);
+    }
+    let mut geom = conv_geometry(ctx, &x, &w)?;
+    let (g, cout) = (geom.g, geom.wv.n);
+    let shape = [geom.xv.n, cout, geom.oh, geom.ow];
+    let (mut out, ov) = conv_out(ctx, &x, &w, bias.as_ref(), x.dim() == 3, shape)?;
+    if ov.h > 1 && ov.s[2] != ov.w * ov.s[3] {
+        return Err(Error::not_supported(format!(
+            "{OP}: out dim order {:?} is not supported",
+            out.dim_order()
+        )));
+    }
+    geom.ov = ov;
     if x.dtype() == etch_core::ScalarType::Float && g == 1 && gemm512::available() {
         if let Some(p) = ctx.prepared::<PackedConv>()
             && prepacked_conv_f32(&geom, p, &x, &w, &mut out)?
@@ -309,9 +326,14 @@ fn prepacked_conv_f32(
 
 /// `aten::convolution.out`'s load-time hook: a float32 one-group convolution whose weight
 /// (and bias) are constants gets them packed once ([`PackedConv`]) instead of on every
-/// call. `None` for every other call (the kernel reports its errors when it runs).
+/// call. `None` for every other call, bad arguments included (the kernel reports those
+/// when it runs).
 fn convolution_prepare(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
-    const OP: &str = "aten::convolution.out";
+    Ok(pack_convolution(ctx).ok().flatten())
+}
+
+/// [`convolution_prepare`]'s packing, or why not.
+fn pack_convolution(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
     let bias = ctx.opt_tensor(2)?;
     let f32s = |t: &TensorRef<'_>| t.dtype() == etch_core::ScalarType::Float;
     let (x, w) = (ctx.tensor(0)?, ctx.tensor(1)?);
@@ -319,52 +341,16 @@ fn convolution_prepare(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
         || !ctx.is_constant(1)
         || bias.is_some() && !ctx.is_constant(2)
         || ctx.bool(6)?
-        || ctx.int(8)? != 1
         || !f32s(&x)
         || !f32s(&w)
-        || bias
-            .as_ref()
-            .is_some_and(|b| !f32s(b) || b.numel() != w.sizes()[0])
-        || x.dim() != w.dim()
-        || !(x.dim() == 3 || x.dim() == 4)
+        || bias.as_ref().is_some_and(|b| !f32s(b))
     {
         return Ok(None);
     }
-    let one_d = x.dim() == 3;
-    let geom = || -> Result<Conv> {
-        let (sh, sw) = pair(OP, "stride", ctx.int_list(3)?, one_d, 1)?;
-        let (ph, pw) = pair(OP, "padding", ctx.int_list(4)?, one_d, 0)?;
-        let (dh, dw) = pair(OP, "dilation", ctx.int_list(5)?, one_d, 1)?;
-        let (xv, wv) = (view4(OP, &x, true)?, view4(OP, &w, true)?);
-        let oh = conv_out_size(OP, xv.h, wv.h, sh, ph, dh)?;
-        let ow = conv_out_size(OP, xv.w, wv.w, sw, pw, dw)?;
-        // The output as the kernel makes it: contiguous planes.
-        let plane = oh * ow;
-        let ov = View4 {
-            n: xv.n,
-            c: wv.n,
-            h: oh,
-            w: ow,
-            s: [wv.n * plane, plane, ow, 1],
-        };
-        Ok(Conv {
-            xv,
-            wv,
-            ov,
-            g: 1,
-            cin_g: xv.c,
-            cout_g: wv.n,
-            kh: wv.h,
-            kw: wv.w,
-            stride: (sh, sw),
-            pad: (ph, pw),
-            dil: (dh, dw),
-            oh,
-            ow,
-        })
+    let Ok(c) = conv_geometry(ctx, &x, &w) else {
+        return Ok(None);
     };
-    let Ok(c) = geom() else { return Ok(None) };
-    let Some((s, ld)) = packed_shape(&c).filter(|_| c.wv.c == c.cin_g) else {
+    let Some((s, ld)) = packed_shape(&c).filter(|_| c.g == 1) else {
         return Ok(None);
     };
     let ws = w.data::<f32>()?;
@@ -374,10 +360,11 @@ fn convolution_prepare(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
     };
     let layout = gemm512::conv_layout_for(&s);
     let kk = s.cin_g * s.kernel[0] * s.kernel[1];
-    if s.cout_g == 0
-        || (s.cout_g - 1) * ld + kk > ws.len()
-        || bs.is_some_and(|b| b.len() < s.cout_g)
-    {
+    // (Sizes the kernel will reject when it runs: left to it.)
+    let span = (s.cout_g.checked_sub(1))
+        .and_then(|c| c.checked_mul(ld))
+        .and_then(|l| l.checked_add(kk));
+    if span.is_none_or(|l| l > ws.len()) || bs.is_some_and(|b| b.len() != s.cout_g) {
         return Ok(None);
     }
     let Some(packed) = gemm512::pack_conv(1, s.cout_g, kk, |co, r| ws[co * ld + r], bs, layout)

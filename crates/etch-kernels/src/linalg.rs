@@ -573,8 +573,13 @@ fn prepacked_fc(
 /// The load-time hook of `aten::mm.out`, `aten::addmm.out` (`beta` and `alpha` 1) and
 /// `aten::linear.out`: a constant float32 2-D weight (and a constant bias of `n`
 /// elements) packed once ([`PackedFc`]) for the AVX-512F fully-connected kernels. `None`
-/// for every other call.
+/// for every other call, bad arguments included (the kernel reports those when it runs).
 fn fc_prepare(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
+    Ok(pack_fc_weight(ctx).ok().flatten())
+}
+
+/// [`fc_prepare`]'s packing, or why not.
+fn pack_fc_weight(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
     let op = ctx.op_name();
     // (weight argument, bias argument, whether the weight is `[n, k]`).
     let (wi, bi, nk) = match op {

@@ -114,7 +114,12 @@ pub(crate) fn fold(f: &mut FoldInput<'_>, instrs: &[Option<KernelRef<'_>>]) -> R
         let seen = |l: &(u32, u64)| {
             let views_it = |u: &Option<usize>| match *u {
                 None => true,
-                Some(u) => u > i && writes[l].iter().all(|&w| w <= i || w >= u),
+                Some(u) => {
+                    u > i
+                        && writes
+                            .get(l)
+                            .is_none_or(|w| w.iter().all(|&w| w <= i || w >= u))
+                }
             };
             updated.contains(l) || views.get(l).is_some_and(|v| v.iter().any(views_it))
         };
