@@ -740,6 +740,13 @@ fn split_into<M: Mover>(
     let sstrides = Shape::from_slice(a.strides())?;
     for j in 0..n {
         let len = chunk(j);
+        // Chunks past the end would read outside the input.
+        if at.checked_add(len).is_none_or(|end| end > a.sizes()[dim]) {
+            return Err(Error::invalid_argument(format!(
+                "{op}: split sizes run past the {} elements along dim {dim}",
+                a.sizes()[dim]
+            )));
+        }
         let mut want = Shape::from_slice(a.sizes())?;
         want[dim] = len;
         // Dynamic shapes: outputs take the split's shape within their capacity.
