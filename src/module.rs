@@ -321,6 +321,9 @@ impl Module {
             fold_constants: std::env::var("ETCH_FOLD_CONSTANTS").map_or(true, |v| v != "0"),
             // Weights packed once for their kernels (ETCH_PREPARE_KERNELS=0: on every call).
             prepare_kernels: std::env::var("ETCH_PREPARE_KERNELS").map_or(true, |v| v != "0"),
+            // Convolutions fused with their batch norm and activation (ETCH_FUSE_KERNELS=0:
+            // each call on its own).
+            fuse_kernels: std::env::var("ETCH_FUSE_KERNELS").map_or(true, |v| v != "0"),
             device_context: None,
         }
     }

@@ -28,6 +28,8 @@ fn run_with(fixture: &str, prepare: bool, convs_only: bool) -> Vec<Vec<u8>> {
     }
     let mut config = LoadConfig::new(Arc::new(kernels), Arc::new(etch::default_backends()));
     config.prepare_kernels = prepare;
+    // Convolutions run on their own (fusion packs its own weights).
+    config.fuse_kernels = false;
     let mut method = Method::load(&program, "forward", &config).unwrap();
     method.set_inputs(&fx.cases[0].load_inputs()).unwrap();
     method.execute().unwrap();

@@ -138,6 +138,62 @@ class ConvNet(nn.Module):
         return self.fc(x.mean(dim=(2, 3)))
 
 
+def _bn(c: int) -> nn.BatchNorm2d:
+    bn = nn.BatchNorm2d(c)
+    with torch.no_grad():
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 1.5)
+        bn.weight.uniform_(0.5, 1.5)
+        bn.bias.uniform_(-0.2, 0.2)
+    return bn
+
+
+class FuseNet(nn.Module):
+    """Every chain etch fuses into a convolution at load (tests/fuse.rs), as torchvision's
+    mobilenets and efficientnet export them: batch norm with hardswish (exported as add,
+    clamps, product and division), ReLU6 (hardtanh), SiLU (sigmoid and product), ReLU, none;
+    depthwise 3x3 and 5x5, a residual add, a squeeze-and-excitation block, channel counts
+    on and off multiples of 16."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), _bn(16), nn.Hardswish())
+        self.dw = nn.Sequential(nn.Conv2d(16, 16, 3, 1, 1, groups=16, bias=False), _bn(16), nn.ReLU6())
+        self.pw = nn.Sequential(nn.Conv2d(16, 16, 1, bias=False), _bn(16))
+        self.expand = nn.Sequential(nn.Conv2d(16, 40, 1, bias=False), _bn(40), nn.SiLU())
+        self.dw5 = nn.Sequential(nn.Conv2d(40, 40, 5, 2, 2, groups=40, bias=False), _bn(40), nn.SiLU())
+        self.se1 = nn.Conv2d(40, 8, 1)
+        self.se2 = nn.Conv2d(8, 40, 1)
+        self.proj = nn.Sequential(nn.Conv2d(40, 24, 1, bias=False), _bn(24), nn.ReLU())
+        self.fc = nn.Linear(24, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = x + self.pw(self.dw(x))
+        x = self.dw5(self.expand(x))
+        s = torch.sigmoid(self.se2(nn.functional.silu(self.se1(x.mean((2, 3), keepdim=True)))))
+        x = self.proj(x * s)
+        return self.fc(x.mean((2, 3)))
+
+
+class FusePlain(nn.Module):
+    """Chains without a batch norm (the fused call gives the unfused calls' bits):
+    convolution + ReLU, + SiLU, + ReLU6 (depthwise), + hardswish."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.c2 = nn.Conv2d(16, 32, 1)
+        self.dw = nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        self.c3 = nn.Conv2d(32, 20, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        x = torch.relu(self.c1(x))
+        x = nn.functional.silu(self.c2(x))
+        x = nn.functional.relu6(self.dw(x))
+        return nn.functional.hardswish(self.c3(x))
+
+
 class TokenModel(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -379,6 +435,22 @@ def build_convnet() -> Fixture:
     fx = Fixture("convnet")
     fx.write_program(export_edge({"forward": copy.deepcopy(m)}, {"forward": (x,)}))
     fx.add_case("forward", [x], eager(m, x), TOL_F32)
+    return fx
+
+
+def build_fusenet() -> Fixture:
+    torch.manual_seed(13)
+    m, plain = FuseNet().eval(), FusePlain().eval()
+    x = torch.randn(1, 3, 24, 24)
+    fx = Fixture("fusenet")
+    fx.write_program(
+        export_edge(
+            {"forward": copy.deepcopy(m), "plain": copy.deepcopy(plain)},
+            {"forward": (x,), "plain": (x,)},
+        )
+    )
+    fx.add_case("forward", [x], eager(m, x), TOL_F32)
+    fx.add_case("plain", [x], eager(plain, x), TOL_F32)
     return fx
 
 
@@ -948,6 +1020,7 @@ def export_only(names: List[str]) -> int:
         "kv_cache": build_kv_cache,
         "kv_decoder": build_kv_decoder,
         "convnet": build_convnet,
+        "fusenet": build_fusenet,
     }
     path = os.path.join(FIXTURES, "manifest.json")
     with open(path) as f:
@@ -980,6 +1053,7 @@ def main() -> int:
     fixtures += build_mlp_family()
     fixtures.append(build_cnn())
     fixtures.append(build_convnet())
+    fixtures.append(build_fusenet())
     fixtures.append(build_transformer())
     fixtures.append(build_token_model())
     fixtures.append(build_stateful())

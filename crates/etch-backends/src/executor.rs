@@ -163,6 +163,7 @@ impl Backend for ExecutorBackend {
             nesting_depth: config.nesting_depth + 1,
             fold_constants: config.fold_constants,
             prepare_kernels: config.prepare_kernels,
+            fuse_kernels: config.fuse_kernels,
             device_context: device_context.clone(),
             device_constants: config.device_constants.clone(),
         };

@@ -25,6 +25,55 @@ pub type Prepared = std::sync::Arc<dyn std::any::Any + Send + Sync>;
 /// values with it up to the order of its sums, which must not depend on the thread count.
 pub type PrepareFn = fn(&KernelContext<'_>) -> Result<Option<Prepared>>;
 
+/// One call of a chain offered to a [`FuseFn`]: its operator and where its arguments lie
+/// in the chain's context (call `k`'s argument `j` is the context's argument
+/// `args.start + j`).
+#[derive(Debug, Clone)]
+pub struct ChainCall<'a> {
+    /// The operator's full name (`"aten::hardtanh.out"`).
+    pub op: &'a str,
+    /// Its arguments' indices in the chain's context.
+    pub args: std::ops::Range<usize>,
+}
+
+/// What a [`FuseFn`] made of the first `calls` calls of a chain.
+pub struct Fused {
+    /// How many calls, from the first, the fused kernel replaces (at least 2).
+    pub calls: usize,
+    /// The kernel run in their place, where the last of them ran, on a context over the
+    /// same concatenated arguments as the [`FuseFn`]'s (with [`Fused::prepared`]).
+    pub kernel: KernelFn,
+    /// Its name in profiles and errors (`"etch::fused_conv"`).
+    pub name: &'static str,
+    /// Its state, handed to it on every call ([`KernelContext::prepared`]).
+    pub prepared: Prepared,
+    /// Whether the kernel takes a scratch tensor: where the last call's outputs share
+    /// memory with what the prefix reads, the runtime may then append one more argument, a
+    /// tensor of at least the first output's bytes that the kernel computes into before it
+    /// writes its outputs (an intermediate the last call read, which nothing else uses
+    /// there). Without one the prefix is not fused in that case.
+    pub takes_scratch: bool,
+}
+
+/// A load-time fusion of kernel calls ([`KernelRegistry::register_fusion`]), asked about
+/// each chain of calls that starts with the operator it is registered for. The runtime
+/// offers calls `c0, c1, ...` (at least two) that run one right after the other, where every
+/// value that a call other than the last writes is a plain intermediate (planned memory, not
+/// a method input or output, no view of it) that only later calls of the chain read; the
+/// context holds their arguments one call after the other ([`ChainCall::args`]) and says
+/// which values are constants. The hook checks the data flow it expects (which output feeds
+/// which argument) and returns the fused kernel for a prefix of the chain, or `None`; it
+/// must not write any argument. A prefix whose dropped calls' results a call after it reads
+/// is not fused: the runtime then asks again with a shorter chain.
+///
+/// The fused kernel runs in place of the last call of the prefix and must write what that
+/// call writes; what the earlier calls write is then never written. The runtime fuses only
+/// where the last call's outputs share no memory with the tensors the prefix reads from
+/// outside it. The values may differ from the unfused calls' in the last bits (weights
+/// folded, another order of sums; a runtime may load without fusing), but must not depend
+/// on the thread count.
+pub type FuseFn = fn(&KernelContext<'_>, &[ChainCall<'_>]) -> Result<Option<Fused>>;
+
 /// A scalar argument (PyTorch's `Scalar`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Scalar {
@@ -183,6 +232,11 @@ impl<'a> KernelContext<'a> {
     /// holding it does not borrow the context).
     pub fn op_name(&self) -> &'a str {
         self.op
+    }
+    /// The index of argument `i`'s value in the method (to see which arguments of the
+    /// calls of a [`FuseFn`]'s chain are the same value), if there is an argument `i`.
+    pub fn value_index(&self, i: usize) -> Option<u32> {
+        self.args.get(i).copied()
     }
     /// Number of arguments.
     pub fn num_args(&self) -> usize {
@@ -501,6 +555,7 @@ impl<'a> KernelContext<'a> {
 pub struct KernelRegistry {
     kernels: HashMap<String, KernelFn>,
     prepares: HashMap<String, PrepareFn>,
+    fusions: HashMap<String, FuseFn>,
 }
 
 impl KernelRegistry {
@@ -530,6 +585,15 @@ impl KernelRegistry {
     /// The load-time hook registered for `name`, if any.
     pub fn prepare_fn(&self, name: &str) -> Option<PrepareFn> {
         self.prepares.get(name).copied()
+    }
+    /// Registers a load-time fusion of the chains of calls that start with `head` (replacing
+    /// any earlier one; see [`FuseFn`]).
+    pub fn register_fusion(&mut self, head: &str, f: FuseFn) {
+        self.fusions.insert(head.to_string(), f);
+    }
+    /// The fusion registered for chains starting with `head`, if any.
+    pub fn fusion_fn(&self, head: &str) -> Option<FuseFn> {
+        self.fusions.get(head).copied()
     }
     /// Looks a kernel up by full name.
     pub fn get(&self, name: &str) -> Option<KernelFn> {

@@ -5,6 +5,8 @@ use crate::dispatch_float;
 
 #[path = "conv/dw512.rs"]
 mod dw512;
+#[path = "conv/fused.rs"]
+mod fused;
 use crate::gemm::{Axis, Plan, Strides};
 use crate::gemm512;
 use crate::linalg::{GemmDims, MatRef, gemm_batched};
@@ -1402,6 +1404,7 @@ fn adaptive_avg_pool2d_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     reg.register("aten::convolution.out", convolution_out)?;
     reg.register_prepare("aten::convolution.out", convolution_prepare);
+    reg.register_fusion("aten::convolution.out", fused::fuse_convolution);
     reg.register(
         "aten::max_pool2d_with_indices.out",
         max_pool2d_with_indices_out,

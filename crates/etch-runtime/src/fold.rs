@@ -66,7 +66,7 @@ pub(crate) fn fold(f: &mut FoldInput<'_>, instrs: &[Option<KernelRef<'_>>]) -> R
     let mut in_place = vec![false; f.values.len()];
     for k in instrs.iter().flatten() {
         let inplace = f.op_names[k.op].ends_with('_');
-        for &a in written_by(k.args) {
+        for &a in written_by(f.values, k.args) {
             writers[a as usize] += 1;
             in_place[a as usize] |= inplace;
         }
@@ -79,7 +79,7 @@ pub(crate) fn fold(f: &mut FoldInput<'_>, instrs: &[Option<KernelRef<'_>>]) -> R
         for &a in k.args {
             first_use[a as usize].get_or_insert(i);
         }
-        for &a in written_by(k.args) {
+        for &a in written_by(f.values, k.args) {
             if let Some(l) = f.location[a as usize] {
                 writes.entry(l).or_default().push(i);
             }
@@ -151,14 +151,22 @@ pub(crate) fn fold(f: &mut FoldInput<'_>, instrs: &[Option<KernelRef<'_>>]) -> R
 
 /// The values a kernel call writes. ExecuTorch passes an out-variant's out arguments again
 /// as its return values, so the call ends with a block equal to the block before it
-/// (`[x, x, out, out]`, `[a, dim, keep, vals, idx, vals, idx]`); an in-place operator
+/// (`[x, x, out, out]`, `[a, dim, keep, vals, idx, vals, idx]`), or with a tensor list of
+/// them (`[x, .., out0, out1, out2, [out0, out1, out2]]`, batch norm); an in-place operator
 /// returns its first argument (`[self, src, non_blocking, self]`).
-fn written_by(args: &[u32]) -> &[u32] {
+pub(crate) fn written_by<'a>(values: &[EValue], args: &'a [u32]) -> &'a [u32] {
     let n = args.len();
     for k in (1..=n / 2).rev() {
         if args[n - k..] == args[n - 2 * k..n - k] {
             return &args[n - k..];
         }
+    }
+    if let Some(EValue::TensorList(items)) = args.last().and_then(|&a| values.get(a as usize))
+        && !items.is_empty()
+        && items.len() < n
+        && args[n - 1 - items.len()..n - 1] == items[..]
+    {
+        return &args[n - 1 - items.len()..n - 1];
     }
     match (args.first(), args.last()) {
         (Some(a), Some(b)) if n >= 2 && a == b => &args[..1],
@@ -174,7 +182,7 @@ fn fold_target(
     seen: &dyn Fn(&(u32, u64)) -> bool,
 ) -> Option<usize> {
     let mut out = None;
-    let outs = written_by(k.args);
+    let outs = written_by(f.values, k.args);
     for &a in k.args.iter() {
         let i = a as usize;
         match f.values.get(i)? {
@@ -306,13 +314,20 @@ mod tests {
 
     #[test]
     fn written_values_of_kernel_calls() {
+        let none = vec![EValue::None; 10];
         // mul(x, x, out) + return
-        assert_eq!(written_by(&[1, 1, 2, 2]), &[2]);
+        assert_eq!(written_by(&none, &[1, 1, 2, 2]), &[2]);
         // max.dim(a, dim, keepdim, values, indices) + returns
-        assert_eq!(written_by(&[1, 2, 3, 4, 5, 4, 5]), &[4, 5]);
+        assert_eq!(written_by(&none, &[1, 2, 3, 4, 5, 4, 5]), &[4, 5]);
         // copy_(self, src, non_blocking) returning self
-        assert_eq!(written_by(&[7, 8, 9, 7]), &[7]);
+        assert_eq!(written_by(&none, &[7, 8, 9, 7]), &[7]);
         // nothing written
-        assert!(written_by(&[1, 2, 3]).is_empty());
+        assert!(written_by(&none, &[1, 2, 3]).is_empty());
+        // batch norm(x, .., out0, out1, out2) returning [out0, out1, out2]
+        let mut values = none.clone();
+        values[9] = EValue::TensorList(vec![5, 6, 7].into());
+        assert_eq!(written_by(&values, &[1, 2, 3, 4, 5, 6, 7, 9]), &[5, 6, 7]);
+        values[9] = EValue::TensorList(vec![5, 7].into());
+        assert!(written_by(&values, &[1, 2, 3, 4, 5, 6, 7, 9]).is_empty());
     }
 }

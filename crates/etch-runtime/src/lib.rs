@@ -8,6 +8,7 @@
 
 pub mod backend;
 mod fold;
+mod fuse;
 pub mod memory;
 pub mod meta;
 pub mod method;

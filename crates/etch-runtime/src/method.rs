@@ -34,6 +34,10 @@ pub struct LoadConfig {
     /// Run the kernels' load-time hooks (`KernelRegistry::register_prepare`: weights
     /// packed once for their call sites) when the method loads (default: on).
     pub prepare_kernels: bool,
+    /// Fuse chains of kernel calls at load (`KernelRegistry::register_fusion`: a
+    /// convolution with the batch norm and activation after it) where the host runs them
+    /// (default: on). Fused calls may differ from the unfused ones in the last bits.
+    pub fuse_kernels: bool,
     /// The context a device's kernels get with every call of this (nested) method.
     pub device_context: Option<etch_core::DeviceContext>,
     /// Most bytes of planned memory a method may allocate (`None`: no limit). Loading a
@@ -130,6 +134,7 @@ impl LoadConfig {
             target_device: None,
             fold_constants: true,
             prepare_kernels: true,
+            fuse_kernels: true,
             device_context: None,
             max_planned_bytes: None,
             shared_arenas: None,
@@ -587,7 +592,7 @@ impl Method {
         }
 
         // Every operator resolved (checked just above).
-        let kernels: Vec<KernelFn> = kernels.into_iter().flatten().collect();
+        let mut kernels: Vec<KernelFn> = kernels.into_iter().flatten().collect();
         let host_access = arenas
             .iter()
             .map(|a| a.as_ref())
@@ -635,6 +640,60 @@ impl Method {
                     chain[d] = Instr::Free;
                 }
                 drop_frees(chain, ids);
+            }
+        }
+        if straight && config.fuse_kernels && host_access {
+            let mut f = crate::fuse::FuseInput {
+                values: &mut values,
+                constant: &constant,
+                intermediate: &intermediate,
+                io: &io,
+                op_names: &op_names,
+                kernels: &config.kernels,
+                devices: &config.devices,
+            };
+            let mut made = Vec::new();
+            for (ci, chain) in chains.iter().enumerate() {
+                let refs: Vec<crate::fuse::CallRef<'_>> = chain
+                    .iter()
+                    .map(|i| match i {
+                        Instr::Kernel {
+                            op, args, refresh, ..
+                        } => crate::fuse::CallRef {
+                            op: Some(*op as usize),
+                            args,
+                            refreshed: !refresh.is_empty(),
+                        },
+                        Instr::Delegate { args, .. } => crate::fuse::CallRef {
+                            op: None,
+                            args,
+                            refreshed: false,
+                        },
+                        _ => crate::fuse::CallRef {
+                            op: None,
+                            args: &[],
+                            refreshed: false,
+                        },
+                    })
+                    .collect();
+                made.push((ci, crate::fuse::plan(&mut f, &refs)?));
+            }
+            for (ci, fusions) in made {
+                for z in fusions {
+                    let op = kernels.len() as u32;
+                    kernels.push(z.fused.kernel);
+                    op_names.push(z.fused.name.to_string());
+                    for &c in &z.calls {
+                        chains[ci][c] = Instr::Free;
+                    }
+                    chains[ci][z.calls[z.calls.len() - 1]] = Instr::Kernel {
+                        op,
+                        args: z.args,
+                        refresh: Box::new([]),
+                        prepared: Some(PreparedState(z.fused.prepared)),
+                    };
+                }
+                drop_frees(&mut chains[ci], &mut instr_ids[ci]);
             }
         }
         if config.prepare_kernels {
@@ -1043,6 +1102,17 @@ impl Method {
     /// The method's metadata.
     pub fn meta(&self) -> &MethodMeta {
         &self.meta
+    }
+
+    /// The operators of the method's kernel calls in the order they run, after the work
+    /// done once at load: folded calls are gone, and each fused chain is one call (named
+    /// by its kernel, `etch::fused_convolution`).
+    pub fn kernel_calls(&self) -> Vec<&str> {
+        let ops = self.chains.iter().flatten().filter_map(|i| match i {
+            Instr::Kernel { op, .. } => Some(self.op_names[*op as usize].as_str()),
+            _ => None,
+        });
+        ops.collect()
     }
 
     /// Number of inputs.

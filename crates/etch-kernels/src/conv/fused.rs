@@ -1,0 +1,590 @@
+//! A convolution fused at load with the batch norm and elementwise activation after it
+//! (`KernelRegistry::register_fusion` on `aten::convolution.out`): what exported portable
+//! programs of torchvision's nets run as three to seven calls (convolution, batch norm,
+//! ReLU / ReLU6 / SiLU as sigmoid and product / hardswish as add, clamps, product and
+//! division, a residual add) becomes one.
+//!
+//! The batch norm is folded into the convolution's weights and bias once (in `f64`, rounded
+//! to `f32`), as PyTorch's `fuse_conv_bn_eval` and ExecuTorch's XNNPACK exporter do: the
+//! results differ from the unfused calls' in the last bits. Clamps alone are applied where
+//! the convolution stores its tiles; other steps run over the output after it, each with
+//! the unfused kernel's arithmetic (the same sigmoid, one rounding a step), so a chain
+//! without a batch norm gives the unfused calls' values.
+
+use super::{Conv, View4, conv_geometry, depthwise_f32, packed_shape};
+use crate::gemm512;
+use crate::threads::{self, SharedMut};
+use crate::util::{ELEMENTWISE_TASK, contiguous_strides};
+use etch_core::{
+    ChainCall, Dynamism, Error, Fused, KernelContext, Result, Scalar, ScalarType, TensorRef,
+};
+
+const CONV: &str = "aten::convolution.out";
+const BATCH_NORM: &str = "aten::_native_batch_norm_legit_no_training.out";
+
+/// One elementwise step after the convolution (and batch norm).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Step {
+    /// `clamp` / `hardtanh` / `relu` (`relu` as `clamp(0, inf)`: `-0` stays `-0`).
+    Clamp(f32, f32),
+    Sigmoid,
+    /// `x · sigmoid(x)` with the sigmoid rounded first: `Sigmoid` then `MulPre` as the
+    /// first two steps, in one pass.
+    SigmoidMul,
+    /// Times the value before the first step (SiLU's and hardswish's product).
+    MulPre,
+    Add(f32),
+    Mul(f32),
+    Div(f32),
+    /// Plus the tensor of this argument (a residual; same shape, contiguous).
+    AddTensor(usize),
+}
+
+/// The convolution's weights, folded and packed at load.
+enum Weights {
+    /// One group, packed for [`gemm512::conv2d`].
+    Packed {
+        packed: Vec<f32>,
+        layout: gemm512::ConvLayout,
+    },
+    /// Depthwise: `[c, kh, kw]` and a bias; `fma`: one fused multiply-add a tap.
+    Depthwise {
+        w: Vec<f32>,
+        b: Option<Vec<f32>>,
+        fma: bool,
+    },
+}
+
+/// What a fused call runs (its [`Fused::prepared`]).
+struct FusedConv {
+    weights: Weights,
+    /// Input sizes at load (static).
+    x_sizes: [usize; 4],
+    /// Clamp at the tile store (every step a clamp), else none and `steps` after.
+    clamp: (f32, f32),
+    steps: Vec<Step>,
+    /// The argument the fused call writes (the last call's out).
+    out: usize,
+    /// The batch norm's saved statistics (empty), when it is the last call.
+    stats: Option<[usize; 2]>,
+    /// The fused calls' arguments; one more is a scratch tensor (`Fused::takes_scratch`).
+    nargs: usize,
+}
+
+/// `aten::convolution.out`'s fusion hook: `None` for anything it does not fuse, bad
+/// arguments included (the kernels report those when they run).
+pub(super) fn fuse_convolution(
+    ctx: &KernelContext<'_>,
+    chain: &[ChainCall<'_>],
+) -> Result<Option<Fused>> {
+    Ok(plan(ctx, chain).ok().flatten())
+}
+
+fn f32s(t: &TensorRef<'_>) -> bool {
+    t.dtype() == ScalarType::Float
+}
+
+/// A contiguous float32 tensor of these sizes.
+fn plain(t: &TensorRef<'_>, sizes: &[usize]) -> bool {
+    f32s(t)
+        && t.sizes() == sizes
+        && *t.strides() == *contiguous_strides(sizes)
+        && t.dynamism() == Dynamism::Static
+}
+
+/// The value of a constant one-element float32 tensor argument.
+fn constant_scalar(ctx: &KernelContext<'_>, i: usize) -> Option<f32> {
+    let t = ctx.tensor(i).ok()?;
+    let v = t.data::<f32>().ok()?;
+    (ctx.is_constant(i) && v.len() == 1 && t.numel() == 1).then(|| v[0])
+}
+
+fn scalar_f32(s: Option<Scalar>, none: f32) -> Option<f32> {
+    match s {
+        None => Some(none),
+        Some(Scalar::Int(v)) => Some(v as f32),
+        Some(Scalar::Double(v)) => Some(v as f32),
+        Some(Scalar::Bool(_)) => None,
+    }
+}
+
+/// The fusion of a prefix of `chain`, or why not.
+fn plan(ctx: &KernelContext<'_>, chain: &[ChainCall<'_>]) -> Result<Option<Fused>> {
+    let (x, w) = (ctx.tensor(0)?, ctx.tensor(1)?);
+    let bias = ctx.opt_tensor(2)?;
+    let no = Ok(None);
+    if chain.len() < 2
+        || chain[0].op != CONV
+        || x.dim() != 4
+        || ctx.bool(6)?
+        || !ctx.is_constant(1)
+        || bias
+            .as_ref()
+            .is_some_and(|b| !ctx.is_constant(2) || !f32s(b))
+        || !f32s(&x)
+        || !f32s(&w)
+        || x.dynamism() != Dynamism::Static
+    {
+        return no;
+    }
+    let c = conv_geometry(ctx, &x, &w)?;
+    let shape = [c.xv.n, c.wv.n, c.oh, c.ow];
+    let id = |i: usize| ctx.value_index(i);
+    // Per-channel scale and shift of the batch norm, if the chain has one.
+    let mut k = 1;
+    let mut out = 9;
+    let mut stats = None;
+    let mut affine = None;
+    if chain[1].op == BATCH_NORM && id(chain[1].args.start) == id(9) {
+        let a = chain[1].args.start;
+        affine = batch_norm_affine(ctx, a, shape[1]);
+        if affine.is_none() {
+            return no;
+        }
+        (k, out, stats) = (2, a + 7, Some([a + 8, a + 9]));
+    }
+    let pre = id(out);
+    let mut made = vec![id(9), pre];
+    let mut steps = Vec::new();
+    while let Some(call) = chain.get(k) {
+        let Some((step, o)) = step_of(ctx, call, id(out), pre, &made, &shape) else {
+            break;
+        };
+        if !ctx.tensor(o).is_ok_and(|t| plain(&t, &shape)) {
+            break;
+        }
+        steps.push(step);
+        made.push(id(o));
+        (k, out, stats) = (k + 1, o, None);
+    }
+    if k < 2 || !ctx.tensor(out).is_ok_and(|t| plain(&t, &shape)) {
+        return no;
+    }
+    let Some(weights) = fold_weights(&c, affine.as_ref(), &w, bias.as_ref())? else {
+        return no;
+    };
+    // Clamps alone go to the tile store, merged (when their ranges meet).
+    let mut clamp = (f32::NEG_INFINITY, f32::INFINITY);
+    let clamps_only = steps.iter().all(|s| matches!(s, Step::Clamp(..)));
+    if clamps_only {
+        for s in &steps {
+            if let Step::Clamp(lo, hi) = *s {
+                clamp = (clamp.0.max(lo), clamp.1.min(hi));
+            }
+        }
+        // Merged clamps equal the sequence only when the ranges meet (NaN bounds: no).
+        if clamp.0.is_nan() || clamp.1.is_nan() || clamp.0 > clamp.1 {
+            return no;
+        }
+        steps.clear();
+    }
+    if steps.starts_with(&[Step::Sigmoid, Step::MulPre]) {
+        steps.splice(..2, [Step::SigmoidMul]);
+    }
+    let s = x.sizes();
+    Ok(Some(Fused {
+        calls: k,
+        kernel: fused_conv,
+        name: "etch::fused_convolution",
+        prepared: std::sync::Arc::new(FusedConv {
+            weights,
+            x_sizes: [s[0], s[1], s[2], s[3]],
+            clamp,
+            steps,
+            out,
+            stats,
+            nargs: chain[k - 1].args.end,
+        }),
+        takes_scratch: true,
+    }))
+}
+
+/// `(scale, shift)` per channel of a `_native_batch_norm_legit_no_training` call whose
+/// arguments start at `a` (`f64`: `scale = weight / sqrt(var + eps)`, `shift = bias -
+/// mean · scale`), if its parameters are float32 constants of `c` channels.
+fn batch_norm_affine(ctx: &KernelContext<'_>, a: usize, c: usize) -> Option<Vec<(f64, f64)>> {
+    let param = |i: usize, optional: bool| -> Option<Option<&[f32]>> {
+        match ctx.opt_tensor(a + i).ok()? {
+            None if optional => Some(None),
+            None => None,
+            Some(t) => {
+                let ok = ctx.is_constant(a + i) && f32s(&t) && t.numel() == c;
+                ok.then(|| t.data::<f32>().ok()).flatten().map(Some)
+            }
+        }
+    };
+    let (w, b) = (param(1, true)?, param(2, true)?);
+    let (m, v) = (param(3, false)??, param(4, false)??);
+    let eps = ctx.double(a + 6).ok()?;
+    Some(
+        (0..c)
+            .map(|ch| {
+                let scale = w.map_or(1.0, |w| w[ch] as f64) / (v[ch] as f64 + eps).sqrt();
+                let shift = b.map_or(0.0, |b| b[ch] as f64) - m[ch] as f64 * scale;
+                (scale, shift)
+            })
+            .collect(),
+    )
+}
+
+/// The step `call` adds to the chain (reading `cur`, the chain's value so far) and the
+/// argument it writes, if it is one the fused kernel runs.
+fn step_of(
+    ctx: &KernelContext<'_>,
+    call: &ChainCall<'_>,
+    cur: Option<u32>,
+    pre: Option<u32>,
+    made: &[Option<u32>],
+    shape: &[usize; 4],
+) -> Option<(Step, usize)> {
+    let a = call.args.start;
+    let id = |i: usize| ctx.value_index(a + i);
+    let unary = |o: usize| (id(0) == cur).then_some(o);
+    let one = |s: Result<Scalar>| s.is_ok_and(|s| s.to_f64() == 1.0);
+    match call.op {
+        "aten::relu.out" => Some((Step::Clamp(0.0, f32::INFINITY), a + unary(1)?)),
+        "aten::sigmoid.out" => Some((Step::Sigmoid, a + unary(1)?)),
+        "aten::hardtanh.out" => {
+            let lo = scalar_f32(Some(ctx.scalar(a + 1).ok()?), 0.0)?;
+            let hi = scalar_f32(Some(ctx.scalar(a + 2).ok()?), 0.0)?;
+            Some((Step::Clamp(lo, hi), a + unary(3)?))
+        }
+        "aten::clamp.out" => {
+            let lo = scalar_f32(ctx.opt_scalar(a + 1).ok()?, f32::NEG_INFINITY)?;
+            let hi = scalar_f32(ctx.opt_scalar(a + 2).ok()?, f32::INFINITY)?;
+            Some((Step::Clamp(lo, hi), a + unary(3)?))
+        }
+        "aten::div.out" => Some((Step::Div(constant_scalar(ctx, a + 1)?), a + unary(2)?)),
+        "aten::mul.out" => {
+            let (p, q) = (id(0), id(1));
+            let step = if cur != pre && (p, q) == (cur, pre) || (p, q) == (pre, cur) {
+                Step::MulPre
+            } else if p == cur {
+                Step::Mul(constant_scalar(ctx, a + 1)?)
+            } else if q == cur {
+                Step::Mul(constant_scalar(ctx, a)?)
+            } else {
+                return None;
+            };
+            Some((step, a + 2))
+        }
+        "aten::add.out" if one(ctx.scalar(a + 2)) => {
+            let other = match (id(0) == cur, id(1) == cur) {
+                (true, false) => 1,
+                (false, true) => 0,
+                _ => return None,
+            };
+            let step = match constant_scalar(ctx, a + other) {
+                Some(v) => Step::Add(v),
+                // A residual: a tensor from outside the chain, of the output's shape.
+                None if !made.contains(&id(other))
+                    && ctx.tensor(a + other).is_ok_and(|t| plain(&t, shape)) =>
+                {
+                    Step::AddTensor(a + other)
+                }
+                None => return None,
+            };
+            Some((step, a + 3))
+        }
+        _ => None,
+    }
+}
+
+/// The convolution's weights with the batch norm folded in (`affine`), packed for the
+/// kernel that runs it: one group on [`gemm512`], depthwise on [`depthwise_f32`].
+fn fold_weights(
+    c: &Conv,
+    affine: Option<&Vec<(f64, f64)>>,
+    w: &TensorRef<'_>,
+    bias: Option<&TensorRef<'_>>,
+) -> Result<Option<Weights>> {
+    let ws = w.data::<f32>()?;
+    let bs = match bias {
+        Some(b) => Some(b.data::<f32>()?),
+        None => None,
+    };
+    let (cout, kk) = (c.wv.n, c.cin_g * c.kh * c.kw);
+    if bs.is_some_and(|b| b.len() != cout) {
+        return Ok(None);
+    }
+    let wv = c.wv;
+    // Weight `co`'s term `r` (input channel, row, column), through the strides.
+    let term = |co: usize, r: usize| -> Option<f32> {
+        let (ci, rest) = (r / (c.kh * c.kw), r % (c.kh * c.kw));
+        let i = co * wv.s[0] + ci * wv.s[1] + (rest / c.kw) * wv.s[2] + (rest % c.kw) * wv.s[3];
+        ws.get(i).copied()
+    };
+    let scale = |co: usize| affine.map_or(1.0, |a| a[co].0);
+    let folded: Option<Vec<f32>> = (0..cout * kk)
+        .map(|i| term(i / kk, i % kk).map(|t| (t as f64 * scale(i / kk)) as f32))
+        .collect();
+    let Some(folded) = folded else {
+        return Ok(None);
+    };
+    let bias: Option<Vec<f32>> = match (affine, bs) {
+        (None, b) => b.map(|b| b.to_vec()),
+        (Some(a), b) => Some(
+            (0..cout)
+                .map(|co| (b.map_or(0.0, |b| b[co] as f64) * a[co].0 + a[co].1) as f32)
+                .collect(),
+        ),
+    };
+    if c.g == 1 && gemm512::available() {
+        let Some((s, _)) = packed_shape(c) else {
+            return Ok(None);
+        };
+        let layout = gemm512::conv_layout_for(&s);
+        let packed = gemm512::pack_conv(
+            1,
+            cout,
+            kk,
+            |co, r| folded[co * kk + r],
+            bias.as_deref(),
+            layout,
+        );
+        return Ok(packed.map(|packed| Weights::Packed { packed, layout }));
+    }
+    if c.g == c.xv.c && c.cin_g == 1 && c.cout_g == 1 {
+        // Without a batch norm, the portable depthwise sums (product, then sum) keep the
+        // unfused call's values.
+        return Ok(Some(Weights::Depthwise {
+            w: folded,
+            b: bias,
+            fma: affine.is_some(),
+        }));
+    }
+    Ok(None)
+}
+
+/// The fused call: the convolution into the last call's out, then the steps.
+fn fused_conv(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let op = ctx.op_name();
+    let p = ctx
+        .prepared::<FusedConv>()
+        .ok_or_else(|| Error::invalid_state(format!("{op}: called without its load-time state")))?;
+    let (x, w) = (ctx.tensor(0)?, ctx.tensor(1)?);
+    if x.sizes() != p.x_sizes {
+        return Err(Error::invalid_argument(format!(
+            "{op}: input {:?} is not the {:?} it was fused for at load",
+            x.sizes(),
+            p.x_sizes
+        )));
+    }
+    let mut geom = conv_geometry(ctx, &x, &w)?;
+    let shape = [geom.xv.n, geom.wv.n, geom.oh, geom.ow];
+    let plane = geom.oh * geom.ow;
+    let mut out = ctx.resize_out(p.out, &shape)?;
+    if let Some([s1, s2]) = p.stats {
+        ctx.resize_out(s1, &[0])?;
+        ctx.resize_out(s2, &[0])?;
+    }
+    geom.ov = View4 {
+        n: shape[0],
+        c: shape[1],
+        h: shape[2],
+        w: shape[3],
+        s: [shape[1] * plane, plane, shape[3], 1],
+    };
+    let xs = x.data::<f32>()?;
+    let o = out.data_mut::<f32>()?;
+    let n = o.len();
+    // With a scratch tensor (the output shares memory with the input), the convolution
+    // goes there first.
+    let mut scratch = match ctx.num_args() > p.nargs {
+        true => {
+            let t = ctx.tensor(p.nargs)?;
+            Some(ctx.resize_out(p.nargs, t.sizes())?)
+        }
+        false => None,
+    };
+    let scratch = match scratch.as_mut() {
+        Some(t) => {
+            let s = t.data_mut::<f32>()?;
+            let len = s.len();
+            Some(s.get_mut(..n).ok_or_else(|| {
+                Error::invalid_state(format!("{op}: scratch of {len} elements, {n} needed"))
+            })?)
+        }
+        None => None,
+    };
+    let has_scratch = scratch.is_some();
+    let (dst, o) = match scratch {
+        Some(s) => (s, Some(o)),
+        None => (o, None),
+    };
+    match &p.weights {
+        Weights::Packed { packed, layout } => {
+            let s = packed_shape(&geom).map(|(s, _)| s);
+            s.and_then(|s| {
+                gemm512::conv2d(&s, xs, packed, *layout, dst, p.clamp.0, p.clamp.1).ok()
+            })
+            .ok_or_else(|| Error::invalid_state(format!("{op}: the packed kernel refused")))?;
+        }
+        Weights::Depthwise { w, b, fma } => depthwise_f32(
+            (geom.xv, xs),
+            (w, b.as_deref()),
+            (geom.ov, dst),
+            [geom.kh, geom.kw],
+            [geom.stride.0, geom.stride.1],
+            [geom.pad.0, geom.pad.1],
+            [geom.dil.0, geom.dil.1],
+            p.clamp,
+            *fma,
+        )?,
+    }
+    if p.steps.is_empty() && !has_scratch {
+        return Ok(());
+    }
+    let mut adds: Vec<&[f32]> = Vec::new();
+    for s in &p.steps {
+        if let Step::AddTensor(i) = *s {
+            let t = ctx.tensor(i)?;
+            if t.sizes() != shape {
+                return Err(Error::invalid_argument(format!(
+                    "{op}: residual {:?} is not the output's {shape:?}",
+                    t.sizes()
+                )));
+            }
+            adds.push(t.data::<f32>()?);
+        }
+    }
+    // In place, or from the scratch tensor to the output; with a residual (which may share
+    // memory with the output) every step reads before the output is written.
+    match o {
+        // Chunk by chunk from the scratch tensor to the output.
+        Some(o) if adds.is_empty() && !p.steps.is_empty() => run_steps(&p.steps, Some(dst), o, &[]),
+        Some(o) => {
+            run_steps(&p.steps, None, dst, &adds);
+            o.copy_from_slice(dst);
+        }
+        None => run_steps(&p.steps, None, dst, &adds),
+    }
+    Ok(())
+}
+
+/// Elements a task handles at once (one pass a step over them, in L1).
+const CHUNK: usize = 256;
+
+/// Runs `steps` over `o` in place (over `src`'s values into `o` when given), a chunk at a
+/// time (each element on its own, so the split over threads changes nothing).
+fn run_steps(steps: &[Step], src: Option<&[f32]>, o: &mut [f32], adds: &[&[f32]]) {
+    if steps.is_empty() {
+        return;
+    }
+    let n = o.len();
+    let chunks = n.div_ceil(CHUNK);
+    let tasks = threads::tasks_for(n * steps.len(), ELEMENTWISE_TASK).clamp(1, chunks.max(1));
+    let needs_pre = steps.contains(&Step::MulPre);
+    let out = SharedMut::new(o);
+    threads::run_parts(chunks, tasks, &|part| {
+        let mut pre = [0f32; CHUNK];
+        let mut tmp = [0f32; CHUNK];
+        for ch in part {
+            let start = ch * CHUNK;
+            let len = CHUNK.min(n - start);
+            // SAFETY: chunk `ch` is this task's alone.
+            let cur = unsafe { out.slice(start, len) };
+            if let Some(src) = src {
+                cur.copy_from_slice(&src[start..start + len]);
+            }
+            if needs_pre {
+                pre[..len].copy_from_slice(cur);
+            }
+            let mut residual = adds.iter();
+            for s in steps {
+                match *s {
+                    Step::Clamp(lo, hi) => {
+                        // `aten::clamp`'s order: the lower bound, then the upper.
+                        for v in cur.iter_mut() {
+                            let y = if *v < lo { lo } else { *v };
+                            *v = if y > hi { hi } else { y };
+                        }
+                    }
+                    Step::Sigmoid => {
+                        let t = &mut tmp[..len];
+                        if !crate::vmath::sigmoid(cur, t) {
+                            for (d, &v) in t.iter_mut().zip(cur.iter()) {
+                                *d = 1.0 / (1.0 + (-v).exp());
+                            }
+                        }
+                        cur.copy_from_slice(t);
+                    }
+                    Step::SigmoidMul => {
+                        let t = &mut tmp[..len];
+                        if !crate::vmath::sigmoid_mul(cur, t) {
+                            for (d, &v) in t.iter_mut().zip(cur.iter()) {
+                                *d = v * (1.0 / (1.0 + (-v).exp()));
+                            }
+                        }
+                        cur.copy_from_slice(t);
+                    }
+                    Step::MulPre => cur.iter_mut().zip(&pre).for_each(|(v, p)| *v *= p),
+                    Step::Add(c) => cur.iter_mut().for_each(|v| *v += c),
+                    Step::Mul(c) => cur.iter_mut().for_each(|v| *v *= c),
+                    Step::Div(c) => cur.iter_mut().for_each(|v| *v /= c),
+                    Step::AddTensor(_) => {
+                        if let Some(r) = residual.next() {
+                            let r = &r[start..start + len];
+                            cur.iter_mut().zip(r).for_each(|(v, r)| *v += r);
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The steps over chunks and threads give what each op gives over the whole tensor
+    /// (the unfused kernels' arithmetic: the same sigmoid, one rounding a step).
+    #[test]
+    fn steps_match_the_ops_one_after_the_other() {
+        let n = 100 * CHUNK + 17;
+        let x: Vec<f32> = (0..n)
+            .map(|i| ((i * 37) % 101) as f32 * 0.17 - 8.0)
+            .collect();
+        let r: Vec<f32> = (0..n).map(|i| ((i * 13) % 29) as f32 * 0.5 - 7.0).collect();
+        // SiLU, then hardswish's add, clamps, product with the value before the steps and
+        // division, then a residual.
+        let steps = [
+            Step::Sigmoid,
+            Step::MulPre,
+            Step::Add(3.0),
+            Step::Clamp(0.0, f32::INFINITY),
+            Step::Clamp(f32::NEG_INFINITY, 6.0),
+            Step::MulPre,
+            Step::Div(6.0),
+            Step::Mul(0.5),
+            Step::AddTensor(0),
+        ];
+        let mut sig = vec![0f32; n];
+        if !crate::vmath::sigmoid(&x, &mut sig) {
+            sig.iter_mut()
+                .zip(&x)
+                .for_each(|(s, v)| *s = 1.0 / (1.0 + (-v).exp()));
+        }
+        let want: Vec<f32> = (0..n)
+            .map(|i| {
+                let silu = sig[i] * x[i];
+                let c = (silu + 3.0).clamp(0.0, 6.0);
+                (c * x[i] / 6.0) * 0.5 + r[i]
+            })
+            .collect();
+        for threads in [1, 3] {
+            crate::threads::set_num_threads(threads);
+            let mut o = x.clone();
+            run_steps(&steps, None, &mut o, &[&r]);
+            assert!(o == want, "in place, {threads} threads");
+            // The same from a scratch tensor, and with the SiLU pair as one step.
+            let mut steps2 = steps.to_vec();
+            steps2.splice(..2, [Step::SigmoidMul]);
+            let mut o2 = vec![0f32; n];
+            run_steps(&steps2, Some(&x), &mut o2, &[&r]);
+            assert!(o2 == want, "from scratch, {threads} threads");
+        }
+        crate::threads::set_num_threads(0);
+    }
+}
