@@ -121,6 +121,8 @@ fn execute_does_not_allocate() {
         "mlp/model.pte",
         "mlp_bf16/model.pte",
         "cnn/model.pte",
+        "convnet/model.pte",
+        "fusenet/model.pte",
         "transformer/model.pte",
         "token_model/model.pte",
         "stateful/model.pte",

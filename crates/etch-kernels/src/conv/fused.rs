@@ -20,6 +20,8 @@ use etch_core::{
 };
 
 const CONV: &str = "aten::convolution.out";
+/// The most steps after a convolution (a fused chain has at most 8 calls).
+const MAX_STEPS: usize = 8;
 const BATCH_NORM: &str = "aten::_native_batch_norm_legit_no_training.out";
 
 /// One elementwise step after the convolution (and batch norm).
@@ -146,7 +148,7 @@ fn plan(ctx: &KernelContext<'_>, chain: &[ChainCall<'_>]) -> Result<Option<Fused
     let pre = id(out);
     let mut made = vec![id(9), pre];
     let mut steps = Vec::new();
-    while let Some(call) = chain.get(k) {
+    while let Some(call) = chain.get(k).filter(|_| steps.len() < MAX_STEPS) {
         let Some((step, o)) = step_of(ctx, call, id(out), pre, &made, &shape) else {
             break;
         };
@@ -435,29 +437,33 @@ fn fused_conv(ctx: &mut KernelContext<'_>) -> Result<()> {
     if p.steps.is_empty() && !has_scratch {
         return Ok(());
     }
-    let mut adds: Vec<&[f32]> = Vec::new();
+    // The residuals, in step order (at most one a step; no allocation here).
+    let mut adds: [&[f32]; MAX_STEPS] = [&[]; MAX_STEPS];
+    let mut n_adds = 0;
     for s in &p.steps {
         if let Step::AddTensor(i) = *s {
             let t = ctx.tensor(i)?;
-            if t.sizes() != shape {
+            if t.sizes() != shape || n_adds == MAX_STEPS {
                 return Err(Error::invalid_argument(format!(
                     "{op}: residual {:?} is not the output's {shape:?}",
                     t.sizes()
                 )));
             }
-            adds.push(t.data::<f32>()?);
+            adds[n_adds] = t.data::<f32>()?;
+            n_adds += 1;
         }
     }
+    let adds = &adds[..n_adds];
     // In place, or from the scratch tensor to the output; with a residual (which may share
     // memory with the output) every step reads before the output is written.
     match o {
         // Chunk by chunk from the scratch tensor to the output.
         Some(o) if adds.is_empty() && !p.steps.is_empty() => run_steps(&p.steps, Some(dst), o, &[]),
         Some(o) => {
-            run_steps(&p.steps, None, dst, &adds);
+            run_steps(&p.steps, None, dst, adds);
             o.copy_from_slice(dst);
         }
-        None => run_steps(&p.steps, None, dst, &adds),
+        None => run_steps(&p.steps, None, dst, adds),
     }
     Ok(())
 }
