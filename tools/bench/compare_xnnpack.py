@@ -241,6 +241,8 @@ def main():
     ap.add_argument("--baseline-etch", default="",
                     help="another etch binary (e.g. before a change) timed on the XNNPACK .pte in "
                          "the same interleaved rounds; its figures go to stderr and --json only")
+    ap.add_argument("--baseline-on", choices=["xnnpack", "portable", "both"], default="xnnpack",
+                    help="which .pte the baseline binary runs (default: the XNNPACK one)")
     ap.add_argument("--max-load", type=float, default=1.2,
                     help="first wait (up to 10 minutes) for the 1-minute load average to fall below this")
     ap.add_argument("--export-only", action="store_true")
@@ -279,9 +281,14 @@ def main():
                 except Exception as e:  # noqa: BLE001
                     print(f"{name} {key}: {e}", file=sys.stderr)
                     row[f"{key}_error"] = str(e)[:200]
-            if args.baseline_etch and "etch_xnnpack" in engines:
+            if args.baseline_etch and "etch_xnnpack" in engines and args.baseline_on != "portable":
                 row["etch_baseline_diff"] = rel_diff(etch_outputs(args.baseline_etch, xnn, inputs, t), ref)
                 engines["etch_baseline"] = lambda: etch_bench(args.baseline_etch, xnn, inputs, t, args.iterations)
+            if args.baseline_etch and "etch_portable" in engines and args.baseline_on != "xnnpack":
+                row["etch_baseline_portable_diff"] = rel_diff(
+                    etch_outputs(args.baseline_etch, portable, inputs, t), ref)
+                engines["etch_baseline_portable"] = lambda: etch_bench(
+                    args.baseline_etch, portable, inputs, t, args.iterations)
             engines["executorch_xnnpack"] = lambda: et.bench(args.iterations)
             rounds = {k: [] for k in engines}
             for _ in range(args.rounds):

@@ -322,3 +322,155 @@ fn outputs_apart(values: &[EValue], instrs: &[CallRef<'_>], calls: &[usize]) -> 
         .filter_map(|v| range_of(values, v))
         .all(|r| outs.iter().all(|o| !overlaps(o, &r)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{CallRef, FuseInput, plan};
+    use etch_core::{
+        ChainCall, Device, DeviceRegistry, Dynamism, EValue, Fused, KernelContext, KernelRegistry,
+        Result, ScalarType, TensorImpl,
+    };
+    use std::collections::HashSet;
+
+    fn noop(_: &mut KernelContext<'_>) -> Result<()> {
+        Ok(())
+    }
+
+    /// Fuses the first two calls, taking a scratch tensor.
+    fn fuse_two(_: &KernelContext<'_>, _: &[ChainCall<'_>]) -> Result<Option<Fused>> {
+        Ok(Some(Fused {
+            calls: 2,
+            kernel: noop,
+            name: "test::fused",
+            prepared: std::sync::Arc::new(()),
+            takes_scratch: true,
+        }))
+    }
+
+    /// The same without a scratch tensor.
+    fn fuse_two_no_scratch(c: &KernelContext<'_>, ch: &[ChainCall<'_>]) -> Result<Option<Fused>> {
+        Ok(fuse_two(c, ch)?.map(|f| Fused {
+            takes_scratch: false,
+            ..f
+        }))
+    }
+
+    /// A 4-float tensor at float `at` of `arena`.
+    fn tensor(arena: &mut [f32], at: usize) -> EValue {
+        let p = arena[at..].as_mut_ptr() as *mut u8;
+        let t = TensorImpl::new(
+            ScalarType::Float,
+            &[4],
+            None,
+            Dynamism::Static,
+            Device::CPU,
+            p,
+            16,
+        );
+        EValue::Tensor(t.unwrap())
+    }
+
+    /// `head(x) -> a`, `tail(a) -> c`, then `other(..) -> d` reading `a` (`other_reads_a`),
+    /// else the never-written intermediate (a static view) at `view_at` if there is one,
+    /// else `c`; `x` at float 0, `a` at 4, `c` at `c_at`, `d` at 12. Returns the fused
+    /// calls and their arguments.
+    fn fuse(
+        c_at: usize,
+        other_reads_a: bool,
+        view_at: Option<usize>,
+        scratch: bool,
+    ) -> Option<(Vec<usize>, Vec<u32>)> {
+        let mut arena = [0f32; 32];
+        // 0: x, 1: a, 2: c, 3: view, 4: d (other's out).
+        let mut values = vec![
+            tensor(&mut arena, 0),
+            tensor(&mut arena, 4),
+            tensor(&mut arena, c_at),
+            tensor(&mut arena, view_at.unwrap_or(28)),
+            tensor(&mut arena, 12),
+        ];
+        let intermediate = [false, true, true, view_at.is_some(), true];
+        let io: HashSet<u32> = [0].into_iter().collect();
+        let names: Vec<String> = ["test::head", "test::tail", "test::other"]
+            .map(String::from)
+            .into();
+        let mut reg = KernelRegistry::new();
+        reg.register_fusion(
+            "test::head",
+            if scratch {
+                fuse_two
+            } else {
+                fuse_two_no_scratch
+            },
+        );
+        let devices = DeviceRegistry::new();
+        let mut f = FuseInput {
+            values: &mut values,
+            constant: &[false; 5],
+            intermediate: &intermediate,
+            io: &io,
+            op_names: &names,
+            kernels: &reg,
+            devices: &devices,
+        };
+        let other: Vec<u32> = match (other_reads_a, view_at) {
+            (true, _) => vec![1, 4, 4],
+            (false, Some(_)) => vec![3, 4, 4],
+            (false, None) => vec![2, 4, 4],
+        };
+        let instrs = [
+            CallRef {
+                op: Some(0),
+                args: &[0, 1, 1],
+                refreshed: false,
+            },
+            CallRef {
+                op: Some(1),
+                args: &[1, 2, 2],
+                refreshed: false,
+            },
+            CallRef {
+                op: Some(2),
+                args: &other,
+                refreshed: false,
+            },
+        ];
+        let mut made = plan(&mut f, &instrs).unwrap();
+        assert!(made.len() <= 1);
+        made.pop().map(|z| (z.calls, z.args.to_vec()))
+    }
+
+    #[test]
+    fn fuses_a_chain_whose_intermediates_stay_inside() {
+        // `c` apart from `x`: the two calls' arguments, no scratch.
+        assert_eq!(
+            fuse(8, false, None, true),
+            Some((vec![0, 1], vec![0, 1, 1, 1, 2, 2]))
+        );
+        // `a` read after the chain: not fused (the hook's prefix of two drops its write).
+        assert_eq!(fuse(8, true, None, true), None);
+    }
+
+    #[test]
+    fn an_output_over_an_input_needs_a_scratch_tensor() {
+        // `c` over `x` (the plan reused the dead input's memory): `a`, which the last call
+        // reads, comes as scratch; without scratch support, no fusion.
+        assert_eq!(
+            fuse(0, false, None, true),
+            Some((vec![0, 1], vec![0, 1, 1, 1, 2, 2, 1]))
+        );
+        assert_eq!(fuse(0, false, None, false), None);
+    }
+
+    #[test]
+    fn a_static_view_of_a_dropped_write_blocks_fusion() {
+        // A never-written tensor over `a`'s memory, first used after the chain: it views
+        // `a`, whose write fusion drops.
+        assert_eq!(fuse(8, false, Some(4), true), None);
+        // Over other memory: fused.
+        assert_eq!(
+            fuse(8, false, Some(20), true).map(|z| z.0),
+            Some(vec![0, 1])
+        );
+    }
+}
