@@ -390,8 +390,11 @@ fn fused_conv(ctx: &mut KernelContext<'_>) -> Result<()> {
     let xs = x.data::<f32>()?;
     let o = out.data_mut::<f32>()?;
     let n = o.len();
-    // With a scratch tensor (the output shares memory with the input), the convolution
-    // goes there first.
+    let (adds, n_adds) = residuals(ctx, p, &shape)?;
+    let adds = &adds[..n_adds];
+    // With a scratch tensor (the output shares memory with the input): a copy of the input
+    // when it is smaller than the output (and no residual could share memory with the
+    // output), else the convolution goes there first.
     let mut scratch = match ctx.num_args() > p.nargs {
         true => {
             let t = ctx.tensor(p.nargs)?;
@@ -400,27 +403,72 @@ fn fused_conv(ctx: &mut KernelContext<'_>) -> Result<()> {
         false => None,
     };
     let scratch = match scratch.as_mut() {
-        Some(t) => {
-            let s = t.data_mut::<f32>()?;
-            let len = s.len();
-            Some(s.get_mut(..n).ok_or_else(|| {
-                Error::invalid_state(format!("{op}: scratch of {len} elements, {n} needed"))
-            })?)
-        }
+        Some(t) => Some(t.data_mut::<f32>()?),
         None => None,
     };
-    let has_scratch = scratch.is_some();
-    let (dst, o) = match scratch {
-        Some(s) => (s, Some(o)),
-        None => (o, None),
-    };
+    match scratch {
+        None => {
+            convolve(op, p, &geom, xs, o)?;
+            run_steps(&p.steps, None, o, adds);
+        }
+        Some(s) if adds.is_empty() && xs.len() < n && xs.len() <= s.len() => {
+            let xc = &mut s[..xs.len()];
+            xc.copy_from_slice(xs);
+            convolve(op, p, &geom, xc, o)?;
+            run_steps(&p.steps, None, o, adds);
+        }
+        Some(s) => {
+            let len = s.len();
+            let s = s.get_mut(..n).ok_or_else(|| {
+                Error::invalid_state(format!("{op}: scratch of {len} elements, {n} needed"))
+            })?;
+            convolve(op, p, &geom, xs, s)?;
+            if adds.is_empty() && !p.steps.is_empty() {
+                // Chunk by chunk from the scratch tensor to the output.
+                run_steps(&p.steps, Some(s), o, adds);
+            } else {
+                // In place, then copied: a residual may share memory with the output, so
+                // every step reads before the output is written.
+                run_steps(&p.steps, None, s, adds);
+                o.copy_from_slice(s);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The residuals a fused call adds, in step order (a fixed array: no allocation).
+fn residuals<'a>(
+    ctx: &KernelContext<'a>,
+    p: &FusedConv,
+    shape: &[usize; 4],
+) -> Result<([&'a [f32]; MAX_STEPS], usize)> {
+    let mut adds: [&[f32]; MAX_STEPS] = [&[]; MAX_STEPS];
+    let mut n = 0;
+    for s in &p.steps {
+        if let Step::AddTensor(i) = *s {
+            let t = ctx.tensor(i)?;
+            if t.sizes() != shape || n == MAX_STEPS {
+                return Err(Error::invalid_argument(format!(
+                    "{}: residual {:?} is not the output's {shape:?}",
+                    ctx.op_name(),
+                    t.sizes()
+                )));
+            }
+            adds[n] = t.data::<f32>()?;
+            n += 1;
+        }
+    }
+    Ok((adds, n))
+}
+
+/// The convolution of `xs` into `dst` on the folded weights (clamps at the store).
+fn convolve(op: &str, p: &FusedConv, geom: &Conv, xs: &[f32], dst: &mut [f32]) -> Result<()> {
     match &p.weights {
         Weights::Packed { packed, layout } => {
-            let s = packed_shape(&geom).map(|(s, _)| s);
-            s.and_then(|s| {
-                gemm512::conv2d(&s, xs, packed, *layout, dst, p.clamp.0, p.clamp.1).ok()
-            })
-            .ok_or_else(|| Error::invalid_state(format!("{op}: the packed kernel refused")))?;
+            let s = packed_shape(geom).map(|(s, _)| s);
+            s.and_then(|s| gemm512::conv2d(&s, xs, packed, *layout, dst, p.clamp.0, p.clamp.1).ok())
+                .ok_or_else(|| Error::invalid_state(format!("{op}: the packed kernel refused")))
         }
         Weights::Depthwise { w, b, fma } => depthwise_f32(
             (geom.xv, xs),
@@ -432,40 +480,8 @@ fn fused_conv(ctx: &mut KernelContext<'_>) -> Result<()> {
             [geom.dil.0, geom.dil.1],
             p.clamp,
             *fma,
-        )?,
+        ),
     }
-    if p.steps.is_empty() && !has_scratch {
-        return Ok(());
-    }
-    // The residuals, in step order (at most one a step; no allocation here).
-    let mut adds: [&[f32]; MAX_STEPS] = [&[]; MAX_STEPS];
-    let mut n_adds = 0;
-    for s in &p.steps {
-        if let Step::AddTensor(i) = *s {
-            let t = ctx.tensor(i)?;
-            if t.sizes() != shape || n_adds == MAX_STEPS {
-                return Err(Error::invalid_argument(format!(
-                    "{op}: residual {:?} is not the output's {shape:?}",
-                    t.sizes()
-                )));
-            }
-            adds[n_adds] = t.data::<f32>()?;
-            n_adds += 1;
-        }
-    }
-    let adds = &adds[..n_adds];
-    // In place, or from the scratch tensor to the output; with a residual (which may share
-    // memory with the output) every step reads before the output is written.
-    match o {
-        // Chunk by chunk from the scratch tensor to the output.
-        Some(o) if adds.is_empty() && !p.steps.is_empty() => run_steps(&p.steps, Some(dst), o, &[]),
-        Some(o) => {
-            run_steps(&p.steps, None, dst, adds);
-            o.copy_from_slice(dst);
-        }
-        None => run_steps(&p.steps, None, dst, adds),
-    }
-    Ok(())
 }
 
 /// Elements a task handles at once (one pass a step over them, in L1).
