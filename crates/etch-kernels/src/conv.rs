@@ -5,6 +5,9 @@ use crate::dispatch_float;
 
 #[path = "conv/dw512.rs"]
 mod dw512;
+#[cfg(target_arch = "x86_64")]
+#[path = "conv/dw_small.rs"]
+mod dw_small;
 #[path = "conv/fused.rs"]
 mod fused;
 use crate::gemm::{Axis, Plan, Strides};
@@ -819,6 +822,10 @@ pub fn depthwise_f32(
         oh: ov.h,
         ow: ov.w,
     };
+    #[cfg(target_arch = "x86_64")]
+    if dw_small::run(&c, xs, (w, bs), o, (lo, hi), fused) {
+        return Ok(());
+    }
     let mode = if fused { DwMode::Fused } else { DwMode::Fast };
     if !depthwise(&c, xs, w, bs, o, mode, (lo, hi))
         && (lo > f32::NEG_INFINITY || hi < f32::INFINITY)
@@ -1546,68 +1553,84 @@ mod tests {
             (56, 20),
             (112, 9),
             (3, 2),
+            // Small planes (`dw_small`): 4x4, 8x8, 6x5.
+            (4, 4),
+            (8, 8),
+            (6, 5),
         ] {
-            for k in [3, 5] {
-                for s in [1, 2] {
-                    for pad in [0, k / 2] {
-                        if h + 2 * pad < k || w + 2 * pad < k {
-                            continue;
-                        }
-                        case += 1;
-                        let (n, ch) = (2, 3);
-                        let (oh, ow) = ((h + 2 * pad - k) / s + 1, (w + 2 * pad - k) / s + 1);
-                        let (xv, ov) = (view(n, ch, h, w), view(n, ch, oh, ow));
-                        let xs = values(n * ch * h * w, case);
-                        let wf = values(ch * k * k, case + 1000);
-                        let bias = values(ch, case + 2000);
-                        let mut want = vec![0f32; n * ch * oh * ow];
-                        for (idx, o) in want.iter_mut().enumerate() {
-                            let (x, y, c, b) = (
-                                idx % ow,
-                                idx / ow % oh,
-                                idx / (ow * oh) % ch,
-                                idx / (ow * oh * ch),
-                            );
-                            let mut acc = 0f32;
-                            for i in 0..k {
-                                for j in 0..k {
-                                    let (iy, ix) = (
-                                        (y * s + i) as isize - pad as isize,
-                                        (x * s + j) as isize - pad as isize,
-                                    );
-                                    let v =
-                                        if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize
+            for fused in [true, false] {
+                for k in [3, 5] {
+                    for s in [1, 2] {
+                        for pad in [0, k / 2] {
+                            if h + 2 * pad < k || w + 2 * pad < k {
+                                continue;
+                            }
+                            case += 1;
+                            let (n, ch) = (2, 3);
+                            let (oh, ow) = ((h + 2 * pad - k) / s + 1, (w + 2 * pad - k) / s + 1);
+                            let (xv, ov) = (view(n, ch, h, w), view(n, ch, oh, ow));
+                            let xs = values(n * ch * h * w, case);
+                            let wf = values(ch * k * k, case + 1000);
+                            let bias = values(ch, case + 2000);
+                            let mut want = vec![0f32; n * ch * oh * ow];
+                            for (idx, o) in want.iter_mut().enumerate() {
+                                let (x, y, c, b) = (
+                                    idx % ow,
+                                    idx / ow % oh,
+                                    idx / (ow * oh) % ch,
+                                    idx / (ow * oh * ch),
+                                );
+                                let mut acc = 0f32;
+                                for i in 0..k {
+                                    for j in 0..k {
+                                        let (iy, ix) = (
+                                            (y * s + i) as isize - pad as isize,
+                                            (x * s + j) as isize - pad as isize,
+                                        );
+                                        let v = if iy < 0
+                                            || ix < 0
+                                            || iy >= h as isize
+                                            || ix >= w as isize
                                         {
                                             0.0
                                         } else {
                                             xs[((b * ch + c) * h + iy as usize) * w + ix as usize]
                                         };
-                                    acc = wf[(c * k + i) * k + j].mul_add(v, acc);
+                                        let wt = wf[(c * k + i) * k + j];
+                                        acc = if fused {
+                                            wt.mul_add(v, acc)
+                                        } else {
+                                            acc + wt * v
+                                        };
+                                    }
                                 }
+                                *o = clamp_f32(acc + bias[c], -0.3, 0.4);
                             }
-                            *o = clamp_f32(acc + bias[c], -0.3, 0.4);
-                        }
-                        for threads in [1, 2] {
-                            threads::set_num_threads(threads);
-                            let mut got = vec![f32::NAN; want.len()];
-                            depthwise_f32(
-                                (xv, &xs),
-                                (&wf, Some(&bias)),
-                                (ov, &mut got),
-                                [k, k],
-                                [s, s],
-                                [pad, pad],
-                                [1, 1],
-                                (-0.3, 0.4),
-                                true,
-                            )
-                            .unwrap();
-                            if !gemm512::available() {
-                                continue;
+                            for threads in [1, 2] {
+                                threads::set_num_threads(threads);
+                                let mut got = vec![f32::NAN; want.len()];
+                                depthwise_f32(
+                                    (xv, &xs),
+                                    (&wf, Some(&bias)),
+                                    (ov, &mut got),
+                                    [k, k],
+                                    [s, s],
+                                    [pad, pad],
+                                    [1, 1],
+                                    (-0.3, 0.4),
+                                    fused,
+                                )
+                                .unwrap();
+                                if !gemm512::available() {
+                                    continue;
+                                }
+                                let a: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
+                                let b: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+                                assert_eq!(
+                                    a, b,
+                                    "w {w} h {h} k {k} stride {s} pad {pad} fused {fused}"
+                                );
                             }
-                            let a: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
-                            let b: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
-                            assert_eq!(a, b, "w {w} h {h} k {k} stride {s} pad {pad}");
                         }
                     }
                 }
