@@ -208,10 +208,7 @@ fn fold_target(
 #[cfg(test)]
 mod tests {
     use super::{FoldInput, KernelRef, fold, written_by};
-    use etch_core::{
-        Device, DeviceRegistry, Dynamism, EValue, KernelContext, KernelFn, Result, ScalarType,
-        TensorImpl,
-    };
+    use etch_core::{DeviceRegistry, EValue, KernelContext, KernelFn, Result};
     use std::collections::HashSet;
 
     /// A stand-in for a copy kernel: writes 7 into its out tensor's first element.
@@ -227,18 +224,7 @@ mod tests {
     fn folds_with_view_used_at(view_uses: &[usize], rewrite: bool) -> bool {
         let mut w = [1f32; 4];
         let mut arena = [0f32; 4];
-        let tensor = |p: *mut f32| {
-            let t = TensorImpl::new(
-                ScalarType::Float,
-                &[4],
-                None,
-                Dynamism::Static,
-                Device::CPU,
-                p as *mut u8,
-                16,
-            );
-            EValue::Tensor(t.unwrap())
-        };
+        let tensor = crate::test_tensor;
         // 0: constant weight, 1: the copy's out, 2: a view at the same location, 3: a
         // later tensor there.
         let mut values = vec![

@@ -327,8 +327,7 @@ fn outputs_apart(values: &[EValue], instrs: &[CallRef<'_>], calls: &[usize]) -> 
 mod tests {
     use super::{CallRef, FuseInput, plan};
     use etch_core::{
-        ChainCall, Device, DeviceRegistry, Dynamism, EValue, Fused, KernelContext, KernelRegistry,
-        Result, ScalarType, TensorImpl,
+        ChainCall, DeviceRegistry, EValue, Fused, KernelContext, KernelRegistry, Result,
     };
     use std::collections::HashSet;
 
@@ -357,17 +356,7 @@ mod tests {
 
     /// A 4-float tensor at float `at` of `arena`.
     fn tensor(arena: &mut [f32], at: usize) -> EValue {
-        let p = arena[at..].as_mut_ptr() as *mut u8;
-        let t = TensorImpl::new(
-            ScalarType::Float,
-            &[4],
-            None,
-            Dynamism::Static,
-            Device::CPU,
-            p,
-            16,
-        );
-        EValue::Tensor(t.unwrap())
+        crate::test_tensor(arena[at..].as_mut_ptr())
     }
 
     /// `head(x) -> a`, `tail(a) -> c`, then `other(..) -> d` reading `a` (`other_reads_a`),

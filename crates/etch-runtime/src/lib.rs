@@ -22,3 +22,18 @@ pub use meta::{DelegateInfo, IoInfo, MethodMeta, NamedTensor, TensorInfo};
 pub use method::{DeviceConstants, LoadConfig, Method, evalue_to_value, tensor_to_owned};
 
 pub use etch_format::{NamedDataMap, Program, PtdFile};
+
+/// A static float32 tensor of 4 elements at `p`, for the load-time passes' unit tests.
+#[cfg(test)]
+pub(crate) fn test_tensor(p: *mut f32) -> etch_core::EValue {
+    let t = etch_core::TensorImpl::new(
+        etch_core::ScalarType::Float,
+        &[4],
+        None,
+        etch_core::Dynamism::Static,
+        etch_core::Device::CPU,
+        p as *mut u8,
+        16,
+    );
+    etch_core::EValue::Tensor(t.unwrap())
+}
