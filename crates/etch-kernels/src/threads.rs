@@ -97,6 +97,8 @@ struct State {
     limit: usize,
     sleeping: usize,
     workers: usize,
+    /// Workers whose thread has started (its start-up allocations done).
+    started: usize,
     /// The caller sleeps until the workers let go of its job.
     waiting: bool,
 }
@@ -122,6 +124,7 @@ static POOL: Pool = Pool {
         limit: 0,
         sleeping: 0,
         workers: 0,
+        started: 0,
         waiting: false,
     }),
     work: Condvar::new(),
@@ -263,6 +266,9 @@ fn work(job: &Job) {
 /// Starts workers until there are `want` (on first use; allocates then). False when none
 /// could be started.
 fn start_workers(want: usize) -> bool {
+    // The CPU count (read from cgroup files, which allocates) before any worker spins on
+    // it, so that it is never first read during a call.
+    cpus();
     let mut st = lock();
     while st.workers < want {
         let name = format!("etch-worker-{}", st.workers);
@@ -275,11 +281,18 @@ fn start_workers(want: usize) -> bool {
         }
         st.workers += 1;
     }
+    // Wait until every worker runs: a thread allocates while it starts (its name for the
+    // stack-overflow handler), which must not happen during a later call.
+    while st.started < st.workers {
+        st = POOL.idle.wait(st).unwrap_or_else(|e| e.into_inner());
+    }
     st.workers > 0
 }
 
 fn worker() {
     IN_TASK.with(|t| t.set(true));
+    lock().started += 1;
+    POOL.idle.notify_all();
     let mut seen = 0u64;
     loop {
         let start = Instant::now();
