@@ -298,6 +298,19 @@ fn packed_shape(c: &Conv) -> Option<(gemm512::ConvShape, usize)> {
     Some((s, wv.s[0].max(kk)))
 }
 
+/// The weight rows of `c` in `ws` (one an output channel, `kk` contiguous terms, `ld`
+/// apart, all inside `ws`) with the [`gemm512`] shape: `(shape, ld, kk)`, or `None` where
+/// they are not laid out so.
+fn weight_rows(c: &Conv, ws: &[f32]) -> Option<(gemm512::ConvShape, usize, usize)> {
+    let (s, ld) = packed_shape(c)?;
+    let kk = c.cin_g * c.kh * c.kw;
+    if c.wv.n > 1 && c.wv.s[0] != ld {
+        return None;
+    }
+    let span = c.wv.n.checked_sub(1)?.checked_mul(ld)?.checked_add(kk)?;
+    (span <= ws.len()).then_some((s, ld, kk))
+}
+
 /// A constant weight and bias of a float32 one-group convolution, packed once when the
 /// method loads ([`convolution_prepare`]), in the layout its shapes at load call for.
 struct PackedConv {
@@ -355,23 +368,19 @@ fn pack_convolution(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
     let Ok(c) = conv_geometry(ctx, &x, &w) else {
         return Ok(None);
     };
-    let Some((s, ld)) = packed_shape(&c).filter(|_| c.g == 1) else {
-        return Ok(None);
-    };
     let ws = w.data::<f32>()?;
     let bs = match &bias {
         Some(b) => Some(b.data::<f32>()?),
         None => None,
     };
-    let layout = gemm512::conv_layout_for(&s);
-    let kk = s.cin_g * s.kernel[0] * s.kernel[1];
     // (Sizes the kernel will reject when it runs: left to it.)
-    let span = (s.cout_g.checked_sub(1))
-        .and_then(|c| c.checked_mul(ld))
-        .and_then(|l| l.checked_add(kk));
-    if span.is_none_or(|l| l > ws.len()) || bs.is_some_and(|b| b.len() != s.cout_g) {
+    let Some((s, ld, kk)) = weight_rows(&c, ws).filter(|_| c.g == 1) else {
+        return Ok(None);
+    };
+    if bs.is_some_and(|b| b.len() != s.cout_g) {
         return Ok(None);
     }
+    let layout = gemm512::conv_layout_for(&s);
     let Some(packed) = gemm512::pack_conv(1, s.cout_g, kk, |co, r| ws[co * ld + r], bs, layout)
     else {
         return Ok(None);

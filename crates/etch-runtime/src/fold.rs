@@ -48,17 +48,38 @@ pub(crate) struct FoldInput<'a> {
     pub device_context: Option<&'a (dyn std::any::Any + Send + Sync)>,
 }
 
-/// One instruction of a chain as the folder sees it: operator index, arguments, whether
-/// any int list argument changes at run time.
-pub(crate) struct KernelRef<'a> {
-    pub op: usize,
+/// One instruction of a chain as the load-time passes (folding, fusion) see it: a kernel
+/// call (`op`: its operator index) or another instruction reading `args` (a delegate
+/// call; no arguments for the rest).
+pub(crate) struct CallRef<'a> {
+    pub op: Option<usize>,
     pub args: &'a [u32],
+    /// Some int list argument changes at run time.
     pub refreshed: bool,
 }
 
-/// Folds what it can of `instrs` (kernel instructions in execution order, `None` for
-/// others); returns the indices of the folded ones.
-pub(crate) fn fold(f: &mut FoldInput<'_>, instrs: &[Option<KernelRef<'_>>]) -> Result<Vec<usize>> {
+/// A kernel call of a chain: its operator, arguments, whether an int list changes at run
+/// time.
+struct KernelRef<'a> {
+    op: usize,
+    args: &'a [u32],
+    refreshed: bool,
+}
+
+impl<'a> CallRef<'a> {
+    fn kernel(&self) -> Option<KernelRef<'a>> {
+        self.op.map(|op| KernelRef {
+            op,
+            args: self.args,
+            refreshed: self.refreshed,
+        })
+    }
+}
+
+/// Folds what it can of the kernel calls of `instrs` (one chain, in execution order; the
+/// folder looks at kernel calls only); returns the indices of the folded ones.
+pub(crate) fn fold(f: &mut FoldInput<'_>, instrs: &[CallRef<'_>]) -> Result<Vec<usize>> {
+    let instrs: Vec<Option<KernelRef<'_>>> = instrs.iter().map(CallRef::kernel).collect();
     // A value an instruction writes appears twice in its arguments (ExecuTorch passes each
     // out argument again as a return value). Count the instructions writing each value, and
     // note the values in-place operators (`aten::copy_`, ...) write.
@@ -207,7 +228,7 @@ fn fold_target(
 
 #[cfg(test)]
 mod tests {
-    use super::{FoldInput, KernelRef, fold, written_by};
+    use super::{CallRef, FoldInput, fold, written_by};
     use etch_core::{DeviceRegistry, EValue, KernelContext, KernelFn, Result};
     use std::collections::HashSet;
 
@@ -269,15 +290,13 @@ mod tests {
                 a
             })
             .collect();
-        let instrs: Vec<Option<KernelRef<'_>>> = args
+        let instrs: Vec<CallRef<'_>> = args
             .iter()
             .enumerate()
-            .map(|(i, a)| {
-                (!a.is_empty()).then_some(KernelRef {
-                    op: (i != 1) as usize,
-                    args: a,
-                    refreshed: false,
-                })
+            .map(|(i, a)| CallRef {
+                op: (!a.is_empty()).then_some((i != 1) as usize),
+                args: a,
+                refreshed: false,
             })
             .collect();
         let done = fold(&mut f, &instrs).unwrap();

@@ -11,6 +11,7 @@
 //! the time it put them there. What remains to check is that those outputs share no memory
 //! with what the fused call reads (the plan may have reused a dead input's memory for them).
 
+pub(crate) use crate::fold::CallRef;
 use crate::fold::written_by;
 use etch_core::{ChainCall, DeviceRegistry, EValue, Fused, KernelContext, KernelRegistry, Result};
 use std::collections::HashSet;
@@ -30,15 +31,6 @@ pub(crate) struct FuseInput<'a> {
     pub op_names: &'a [String],
     pub kernels: &'a KernelRegistry,
     pub devices: &'a DeviceRegistry,
-}
-
-/// One instruction of a chain as the pass sees it: a kernel call (`op: Some`), or another
-/// instruction reading `args` (a delegate call).
-pub(crate) struct CallRef<'a> {
-    pub op: Option<usize>,
-    pub args: &'a [u32],
-    /// Some int list argument changes at run time.
-    pub refreshed: bool,
 }
 
 /// A fusion to apply: the instructions it replaces (in order; the fused call takes the

@@ -11,7 +11,7 @@ use etch_core::{
 };
 use etch_format::schema::pte;
 use etch_format::{NamedDataMap, Program, fb_err};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// What loading a method needs besides the program: kernels, backends, device allocators
@@ -621,19 +621,7 @@ impl Method {
                 device_context: config.device_context.as_deref(),
             };
             for (chain, ids) in chains.iter_mut().zip(instr_ids.iter_mut()) {
-                let refs: Vec<Option<crate::fold::KernelRef<'_>>> = chain
-                    .iter()
-                    .map(|i| match i {
-                        Instr::Kernel {
-                            op, args, refresh, ..
-                        } => Some(crate::fold::KernelRef {
-                            op: *op as usize,
-                            args,
-                            refreshed: !refresh.is_empty(),
-                        }),
-                        _ => None,
-                    })
-                    .collect();
+                let refs = call_refs(chain);
                 let done = crate::fold::fold(&mut f, &refs)?;
                 drop(refs);
                 for &d in done.iter() {
@@ -654,35 +642,19 @@ impl Method {
             };
             let mut made = Vec::new();
             for (ci, chain) in chains.iter().enumerate() {
-                let refs: Vec<crate::fuse::CallRef<'_>> = chain
-                    .iter()
-                    .map(|i| match i {
-                        Instr::Kernel {
-                            op, args, refresh, ..
-                        } => crate::fuse::CallRef {
-                            op: Some(*op as usize),
-                            args,
-                            refreshed: !refresh.is_empty(),
-                        },
-                        Instr::Delegate { args, .. } => crate::fuse::CallRef {
-                            op: None,
-                            args,
-                            refreshed: false,
-                        },
-                        _ => crate::fuse::CallRef {
-                            op: None,
-                            args: &[],
-                            refreshed: false,
-                        },
-                    })
-                    .collect();
+                let refs = call_refs(chain);
                 made.push((ci, crate::fuse::plan(&mut f, &refs)?));
             }
+            // Fused kernels as operators of their own, one entry a kernel.
+            let mut fused_ops: HashMap<(&'static str, usize), u32> = HashMap::new();
             for (ci, fusions) in made {
                 for z in fusions {
-                    let op = kernels.len() as u32;
-                    kernels.push(z.fused.kernel);
-                    op_names.push(z.fused.name.to_string());
+                    let key = (z.fused.name, z.fused.kernel as usize);
+                    let op = *fused_ops.entry(key).or_insert_with(|| {
+                        kernels.push(z.fused.kernel);
+                        op_names.push(z.fused.name.to_string());
+                        (kernels.len() - 1) as u32
+                    });
                     for &c in &z.calls {
                         chains[ci][c] = Instr::Free;
                     }
@@ -1902,6 +1874,25 @@ fn prepare_kernels(p: PrepareInput<'_>, chains: &mut [Vec<Instr>]) -> Result<()>
             .map(PreparedState);
     }
     Ok(())
+}
+
+/// The instructions of a chain as the load-time passes see them.
+fn call_refs(chain: &[Instr]) -> Vec<crate::fold::CallRef<'_>> {
+    let call = |op, args, refreshed| crate::fold::CallRef {
+        op,
+        args,
+        refreshed,
+    };
+    chain
+        .iter()
+        .map(|i| match i {
+            Instr::Kernel {
+                op, args, refresh, ..
+            } => call(Some(*op as usize), args, !refresh.is_empty()),
+            Instr::Delegate { args, .. } => call(None, args, false),
+            _ => call(None, &[], false),
+        })
+        .collect()
 }
 
 /// Removes the `Free` instructions (the program's, and folded kernels) from a chain

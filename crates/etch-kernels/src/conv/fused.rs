@@ -11,7 +11,7 @@
 //! the unfused kernel's arithmetic (the same sigmoid, one rounding a step), so a chain
 //! without a batch norm gives the unfused calls' values.
 
-use super::{Conv, View4, conv_geometry, depthwise_f32, packed_shape};
+use super::{Conv, View4, conv_geometry, depthwise_f32, packed_shape, weight_rows};
 use crate::gemm512;
 use crate::threads::{self, SharedMut};
 use crate::util::{ELEMENTWISE_TASK, contiguous_strides};
@@ -259,7 +259,7 @@ fn step_of(
         "aten::div.out" => Some((Step::Div(constant_scalar(ctx, a + 1)?), a + unary(2)?)),
         "aten::mul.out" => {
             let (p, q) = (id(0), id(1));
-            let step = if cur != pre && (p, q) == (cur, pre) || (p, q) == (pre, cur) {
+            let step = if (p, q) == (cur, pre) || (p, q) == (pre, cur) {
                 Step::MulPre
             } else if p == cur {
                 Step::Mul(constant_scalar(ctx, a + 1)?)
@@ -305,24 +305,17 @@ fn fold_weights(
         Some(b) => Some(b.data::<f32>()?),
         None => None,
     };
-    let (cout, kk) = (c.wv.n, c.cin_g * c.kh * c.kw);
+    let cout = c.wv.n;
+    let Some((s, ld, kk)) = weight_rows(c, ws) else {
+        return Ok(None);
+    };
     if bs.is_some_and(|b| b.len() != cout) {
         return Ok(None);
     }
-    let wv = c.wv;
-    // Weight `co`'s term `r` (input channel, row, column), through the strides.
-    let term = |co: usize, r: usize| -> Option<f32> {
-        let (ci, rest) = (r / (c.kh * c.kw), r % (c.kh * c.kw));
-        let i = co * wv.s[0] + ci * wv.s[1] + (rest / c.kw) * wv.s[2] + (rest % c.kw) * wv.s[3];
-        ws.get(i).copied()
-    };
     let scale = |co: usize| affine.map_or(1.0, |a| a[co].0);
-    let folded: Option<Vec<f32>> = (0..cout * kk)
-        .map(|i| term(i / kk, i % kk).map(|t| (t as f64 * scale(i / kk)) as f32))
+    let folded: Vec<f32> = (0..cout * kk)
+        .map(|i| (ws[i / kk * ld + i % kk] as f64 * scale(i / kk)) as f32)
         .collect();
-    let Some(folded) = folded else {
-        return Ok(None);
-    };
     let bias: Option<Vec<f32>> = match (affine, bs) {
         (None, b) => b.map(|b| b.to_vec()),
         (Some(a), b) => Some(
@@ -332,9 +325,6 @@ fn fold_weights(
         ),
     };
     if c.g == 1 && gemm512::available() {
-        let Some((s, _)) = packed_shape(c) else {
-            return Ok(None);
-        };
         let layout = gemm512::conv_layout_for(&s);
         let packed = gemm512::pack_conv(
             1,
