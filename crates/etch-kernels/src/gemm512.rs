@@ -587,6 +587,12 @@ impl ConvShape {
 
 /// Copies `col` rows `rows` (terms `r = (ci · kh + i) · kw + j`) of pixels `p0..p0 + len`
 /// of (batch item, group) `(b, g)` into `col` (`NR` elements per row).
+///
+/// Kernel position by kernel position: the tile's pixels read the same offsets in every
+/// input channel, so their offsets (or padding) are worked out once per position and the
+/// channels' rows are then plain copies (a contiguous run) or gathers through that table.
+/// Dividing out `(ci, i, j)` and each pixel's row for every `col` row took 8 % of a
+/// resnet18 run at 128² (its 4×4 layers: 16 pixels, 4608 rows).
 #[allow(clippy::too_many_arguments)]
 fn im2col(
     s: &ConvShape,
@@ -600,38 +606,47 @@ fn im2col(
 ) {
     let [kh, kw] = s.kernel;
     let ([sh, sw], [ph, pw], [dh, dw]) = (s.stride, s.pad, s.dil);
-    for r in rows.clone() {
-        let (ci, i, j) = (r / (kh * kw), r / kw % kh, r % kw);
-        let cbase = b * s.xs[0] + (g * s.cin_g + ci) * s.xs[1];
-        let row = &mut col[(r - rows.start) * NR..(r - rows.start) * NR + len];
-        // Output columns whose input column is inside the image.
-        let lo = pw.saturating_sub(j * dw).div_ceil(sw);
-        let hi = (s.w + pw).saturating_sub(j * dw).div_ceil(sw);
-        let mut p = p0;
-        while p < p0 + len {
-            let (y, x0) = (p / s.ow, p % s.ow);
-            let x1 = s.ow.min(x0 + p0 + len - p);
-            let seg = &mut row[p - p0..p - p0 + (x1 - x0)];
-            p += x1 - x0;
-            let ih = (y * sh + i * dh) as isize - ph as isize;
-            if ih < 0 || ih as usize >= s.h {
-                seg.fill(0.0);
-                continue;
-            }
-            let (a, e) = (lo.clamp(x0, x1), hi.clamp(lo.clamp(x0, x1), x1));
-            seg[..a - x0].fill(0.0);
-            seg[e - x0..].fill(0.0);
-            if a == e {
-                continue;
-            }
-            let first = cbase + ih as usize * s.xs[2] + (a * sw + j * dw - pw) * s.xs[3];
-            let step = sw * s.xs[3];
-            let dst = &mut seg[a - x0..e - x0];
-            if step == 1 {
-                dst.copy_from_slice(&x[first..first + dst.len()]);
+    let taps = kh * kw;
+    let base = b * s.xs[0] + g * s.cin_g * s.xs[1];
+    // Each pixel's input offset from its channel's first element, `usize::MAX`: padding.
+    let mut offs = [0usize; NR];
+    let offs = &mut offs[..len];
+    for tap in 0..taps {
+        // Rows `ci · taps + tap` inside `rows`.
+        let first = rows.start.saturating_sub(tap).div_ceil(taps);
+        let end = rows.end.saturating_sub(tap).div_ceil(taps);
+        if first >= end {
+            continue;
+        }
+        let (i, j) = (tap / kw, tap % kw);
+        let (mut y, mut ox) = (p0 / s.ow, p0 % s.ow);
+        for o in offs.iter_mut() {
+            let ih = (y * sh + i * dh).wrapping_sub(ph);
+            let iw = (ox * sw + j * dw).wrapping_sub(pw);
+            *o = if ih < s.h && iw < s.w {
+                ih * s.xs[2] + iw * s.xs[3]
             } else {
-                for (q, v) in dst.iter_mut().enumerate() {
-                    *v = x[first + q * step];
+                usize::MAX
+            };
+            ox += 1;
+            if ox == s.ow {
+                (y, ox) = (y + 1, 0);
+            }
+        }
+        let run = offs[0] != usize::MAX
+            && offs
+                .iter()
+                .enumerate()
+                .all(|(q, &o)| o == offs[0].wrapping_add(q));
+        for ci in first..end {
+            let at = (ci * taps + tap - rows.start) * NR;
+            let dst = &mut col[at..at + len];
+            let src = base + ci * s.xs[1];
+            if run {
+                dst.copy_from_slice(&x[src + offs[0]..src + offs[0] + len]);
+            } else {
+                for (d, &o) in dst.iter_mut().zip(offs.iter()) {
+                    *d = if o == usize::MAX { 0.0 } else { x[src + o] };
                 }
             }
         }
