@@ -129,17 +129,42 @@ mod avx512 {
     /// independent chains of compares, interleaved).
     const NB: usize = 4;
 
-    /// See [`super::plane_f32`]: output rows, then groups of up to [`NB`] blocks of 16
-    /// columns (see [`blocks`]).
+    /// Window widths up to which [`plane`] works out each window column's lanes once per
+    /// group of blocks rather than for every output row (wider windows: every time).
+    const MAX_KW: usize = 16;
+
+    /// Window column `j` of block `b` of the group at output column `x0`: the lanes that
+    /// read inside the image (none past the row's end) and the input column of lane 0.
+    fn column(g: &PoolGeom, x0: usize, b: usize, j: usize) -> (u16, isize) {
+        let lanes = g.ow.saturating_sub(x0 + 16 * b).min(16);
+        let c0 = ((x0 + 16 * b) * g.stride[1] + j * g.dil[1]) as isize - g.pad[1] as isize;
+        let (lo, hi) = inside(c0, g.stride[1], g.w, lanes);
+        let m = if lo < hi { bits(lo, hi) as u16 } else { 0 };
+        (m, c0)
+    }
+
+    /// See [`super::plane_f32`]: groups of up to [`NB`] blocks of 16 columns, then output
+    /// rows (see [`blocks`]).
     ///
     /// # Safety
     /// AVX-512F; the slices hold their planes; `h · w` fits `i32`.
     #[target_feature(enable = "avx512f")]
     pub unsafe fn plane(g: &PoolGeom, x: &[f32], out: &mut [f32], mut idx: Option<&mut [i64]>) {
-        for y in 0..g.oh {
-            for x0 in (0..g.ow).step_by(16 * NB) {
+        let kw = g.kernel[1];
+        for x0 in (0..g.ow).step_by(16 * NB) {
+            // Which lanes each window column reads is the same on every output row.
+            let mut cols = [[(0u16, 0isize); NB]; MAX_KW];
+            if kw <= MAX_KW {
+                for (j, row) in cols.iter_mut().enumerate().take(kw) {
+                    for (b, c) in row.iter_mut().enumerate() {
+                        *c = column(g, x0, b, j);
+                    }
+                }
+            }
+            let cols = (kw <= MAX_KW).then_some(&cols);
+            for y in 0..g.oh {
                 // SAFETY: the caller's contract.
-                let (best, bi) = unsafe { blocks(g, x, y, x0) };
+                let (best, bi) = unsafe { blocks(g, x, y, x0, cols) };
                 for (b, (best, bi)) in best.iter().zip(&bi).enumerate() {
                     let Some(lanes) = g.ow.checked_sub(x0 + 16 * b).filter(|&l| l > 0) else {
                         break;
@@ -167,7 +192,8 @@ mod avx512 {
     /// `x0` (blocks past the row's end are left at `-inf`). Per window element in the
     /// rule's order, lane `l` reads column `c0 + l · sw` (one load for stride 1, two and an
     /// even-lane permutation for stride 2, a gather otherwise; lanes outside the image are
-    /// masked off, never read) and takes it by the rule.
+    /// masked off, never read) and takes it by the rule. `cols`: each window column's
+    /// [`column`] for this group, when [`plane`] worked them out.
     ///
     /// # Safety
     /// As [`plane`].
@@ -178,9 +204,10 @@ mod avx512 {
         x: &[f32],
         y: usize,
         x0: usize,
+        cols: Option<&[[(u16, isize); NB]; MAX_KW]>,
     ) -> ([__m512; NB], [__m512i; NB]) {
         let [kh, kw] = g.kernel;
-        let ([sh, sw], [ph, pw], [dh, dw]) = (g.stride, g.pad, g.dil);
+        let ([sh, sw], ph, dh) = (g.stride, g.pad[0], g.dil[0]);
         let lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         let lane_sw = _mm512_mullo_epi32(lane, _mm512_set1_epi32(sw as i32));
         let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -188,7 +215,6 @@ mod avx512 {
         let mut best = [_mm512_set1_ps(f32::NEG_INFINITY); NB];
         let mut bi = [_mm512_setzero_si512(); NB];
         let mut have = [0u16; NB];
-        let lanes: [usize; NB] = std::array::from_fn(|b| g.ow.saturating_sub(x0 + 16 * b).min(16));
         for i in 0..kh {
             let ih = (y * sh + i * dh) as isize - ph as isize;
             if ih < 0 || ih as usize >= g.h {
@@ -197,12 +223,13 @@ mod avx512 {
             let row = ih * g.w as isize;
             for j in 0..kw {
                 for b in 0..NB {
-                    let c0 = ((x0 + 16 * b) * sw + j * dw) as isize - pw as isize;
-                    let (lo, hi) = inside(c0, sw, g.w, lanes[b]);
-                    if lo >= hi {
+                    let (m, c0) = match cols {
+                        Some(cols) => cols[j][b],
+                        None => column(g, x0, b, j),
+                    };
+                    if m == 0 {
                         continue;
                     }
-                    let m = bits(lo, hi) as u16;
                     let at = row + c0;
                     // Column `c0` of row `ih`; may lie outside `x`, only lanes inside the
                     // row are read through it (or, unmasked, a span inside `x`).
@@ -219,6 +246,9 @@ mod avx512 {
                                 _mm512_permutex2var_ps(a, even, c)
                             }
                             2 => {
+                                // The mask's lanes are `lo..hi`, contiguous.
+                                let lo = m.trailing_zeros() as usize;
+                                let hi = 16 - m.leading_zeros() as usize;
                                 let m2 = bits(2 * lo, 2 * hi - 1);
                                 let a = _mm512_maskz_loadu_ps(m2 as u16, p);
                                 let q = p.wrapping_add(16);
@@ -231,10 +261,10 @@ mod avx512 {
                             }
                         }
                     };
-                    let gt = _mm512_mask_cmp_ps_mask::<_CMP_GT_OQ>(m, v, best[b]);
-                    let nan = _mm512_mask_cmp_ps_mask::<_CMP_UNORD_Q>(m, v, v)
+                    // Greater, or NaN (compares unordered), while the maximum is not NaN.
+                    let up = _mm512_mask_cmp_ps_mask::<_CMP_NLE_UQ>(m, v, best[b])
                         & _mm512_cmp_ps_mask::<_CMP_ORD_Q>(best[b], best[b]);
-                    let take = (m & !have[b]) | gt | nan;
+                    let take = (m & !have[b]) | up;
                     best[b] = _mm512_mask_mov_ps(best[b], take, v);
                     let at = _mm512_add_epi32(lane_sw, _mm512_set1_epi32(at as i32));
                     bi[b] = _mm512_mask_mov_epi32(bi[b], take, at);
