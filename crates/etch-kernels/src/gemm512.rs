@@ -1158,6 +1158,10 @@ fn conv_unit(
                 if len == 0 {
                     continue;
                 }
+                if p.mode == Mode::Direct {
+                    let first = panel == panels.start;
+                    prefetch_direct(s, ops, item, co, r0..r1, p0, first);
+                }
                 let (bp, b_ks) = match p.mode {
                     Mode::Direct => {
                         let off = b * s.xs[0] + (g * s.cin_g + r0) * s.xs[1] + p0;
@@ -1231,6 +1235,71 @@ fn conv_unit(
             }
         }
     }
+}
+
+/// Direct tiles of planes of at least this many pixels prefetch ahead
+/// ([`prefetch_direct`]); smaller planes stay in cache between layers.
+const PF_MIN_PIXELS: usize = 1024;
+/// How many tiles ahead a direct tile prefetches its input rows (the first panel of a
+/// unit, which reads them from memory) and its output rows (every panel).
+const PF_IN_TILES: usize = 2;
+const PF_OUT_TILES: usize = 4;
+
+/// Whether direct tiles prefetch (`ETCH_CONV_PREFETCH=0`: never, for comparisons).
+fn prefetch_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ETCH_CONV_PREFETCH").map_or(true, |v| v != "0"))
+}
+
+/// Before a direct tile at pixel `p0` of (batch item, group) `item`, channels from `co`,
+/// terms `rs`: prefetches the output rows of the panel [`PF_OUT_TILES`] tiles ahead and,
+/// for the unit's `first` panel, the input rows [`PF_IN_TILES`] ahead. Large 1×1 layers
+/// (mobilenet_v2's 16 -> 96 and 32 -> 16 at 112²) read 16-144 input planes and write as
+/// many output planes at once, more streams than the hardware prefetchers follow: with
+/// inputs and outputs out of cache they ran at 20-50 GMAC/s, and these hints took the
+/// six such layers of mobilenet_v2_224 from 0.96-1.16 to 0.82-0.91 ms in the network.
+fn prefetch_direct(
+    s: &ConvShape,
+    ops: &ConvOps<'_>,
+    item: usize,
+    co: usize,
+    rs: std::ops::Range<usize>,
+    p0: usize,
+    first: bool,
+) {
+    let npix = s.oh * s.ow;
+    if npix < PF_MIN_PIXELS || !prefetch_enabled() {
+        return;
+    }
+    let (b, g) = (item / s.groups, item % s.groups);
+    let ahead = p0 + PF_OUT_TILES * NR;
+    if ahead < npix {
+        let off = b * s.os[0] + (g * s.cout_g + co) * s.os[1] + ahead;
+        let rows = MR.min(s.cout_g - co);
+        prefetch_rows(ops.out.as_ptr().wrapping_add(off), rows, s.os[1]);
+    }
+    let ahead = p0 + PF_IN_TILES * NR;
+    if first && ahead < npix {
+        let off = b * s.xs[0] + (g * s.cin_g + rs.start) * s.xs[1] + ahead;
+        prefetch_rows(ops.x.as_ptr().wrapping_add(off), rs.len(), s.xs[1]);
+    }
+}
+
+/// Prefetches the [`NR`] elements at `x` of `rows` rows `step` apart into L1 (a hint: the
+/// addresses need not be valid).
+fn prefetch_rows(x: *const f32, rows: usize, step: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for r in 0..rows {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let p = x.wrapping_add(r * step);
+        // SAFETY: a prefetch never faults, whatever the address.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(16) as *const i8);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (x, rows, step);
 }
 
 /// The column tile of a direct convolution's (batch item, group) `item`, channels `chans`

@@ -996,7 +996,17 @@ fn resnet18_conv_speed() {
     threads::set_num_threads(nt);
     let mut rng = Rng(1);
     let mut total = [0.0; 2];
-    for (c, co, hw, kern, stride, calls) in [
+    // `ETCH_BENCH_SHAPES="3,32,224,3,2;16,96,112,1,1"`: other shapes (channels in, out,
+    // side, kernel, stride), one call each.
+    let shapes: Option<Vec<_>> = std::env::var("ETCH_BENCH_SHAPES").ok().map(|v| {
+        v.split(';')
+            .map(|s| {
+                let d: Vec<usize> = s.split(',').map(|n| n.trim().parse().unwrap()).collect();
+                (d[0], d[1], d[2], d[3], d[4], 1)
+            })
+            .collect()
+    });
+    let resnet = [
         (3, 64, 128, 7, 2, 1),
         (64, 64, 32, 3, 1, 4),
         (64, 128, 32, 3, 2, 1),
@@ -1016,7 +1026,8 @@ fn resnet18_conv_speed() {
         (256, 256, 14, 3, 1, 3),
         (256, 512, 14, 3, 2, 1),
         (512, 512, 7, 3, 1, 3),
-    ] {
+    ];
+    for (c, co, hw, kern, stride, calls) in shapes.unwrap_or(resnet.to_vec()) {
         let s = square_conv(c, co, hw, kern, stride);
         let o = s.oh;
         let kk = c * kern * kern;
@@ -1035,7 +1046,15 @@ fn resnet18_conv_speed() {
                 .map(|_| pack_conv(1, co, kk, |a, r| w[a * kk + r], None, layout).unwrap())
                 .collect::<Vec<_>>()
         });
-        let mut out = vec![0f32; co * o * o];
+        // `ETCH_BENCH_COLD_IO`: inputs and outputs rotate through copies larger than L3,
+        // as a network's activations come and go (else the same, warm, every call).
+        let io = if std::env::var("ETCH_BENCH_COLD_IO").is_ok() {
+            (48 << 20) / ((c * hw * hw + co * o * o) * 4) + 1
+        } else {
+            1
+        };
+        let xs: Vec<Vec<f32>> = (0..io).map(|_| x.clone()).collect();
+        let mut outs: Vec<Vec<f32>> = (0..io).map(|_| vec![0f32; co * o * o]).collect();
         let reps = 30;
         // Best of 3 each way, interleaved.
         let mut best = [f64::MAX; 2];
@@ -1044,7 +1063,8 @@ fn resnet18_conv_speed() {
                 let t0 = std::time::Instant::now();
                 for rep in 0..reps {
                     let p = &packed[off][rep % copies];
-                    conv2d(&s, &x, p, layouts[off], &mut out, f32::MIN, f32::MAX).unwrap();
+                    let (x, out) = (&xs[rep % io], &mut outs[rep % io]);
+                    conv2d(&s, x, p, layouts[off], out, f32::MIN, f32::MAX).unwrap();
                 }
                 *best = best.min(t0.elapsed().as_secs_f64() / reps as f64);
             }
