@@ -124,7 +124,7 @@ Hardswish, |x| {
     let t = x + k::<F>(3.0);
     let t = if t < F::ZERO { F::ZERO } else if t > k::<F>(6.0) { k::<F>(6.0) } else { t };
     (x * t).div(k::<F>(6.0))
-});
+}, f32_row = crate::vmath::hardswish);
 
 float_op!(
     /// `tan`.

@@ -35,6 +35,13 @@ pub fn sigmoid_mul(x: &[f32], out: &mut [f32]) -> bool {
     map(x, out, Kind::SigmoidMul)
 }
 
+/// `out[i] = x[i] * clamp(x[i] + 3, 0, 6) / 6` with the scalar formula's roundings (the
+/// sum, the clamp keeping NaN, the product, then the division), bit for bit; `false` if the
+/// CPU has no vector variant.
+pub fn hardswish(x: &[f32], out: &mut [f32]) -> bool {
+    map(x, out, Kind::Hardswish)
+}
+
 /// Whether this CPU has a vector variant (AVX-512F, or AVX2 and FMA), i.e. whether the
 /// functions below do the work rather than return `false`.
 pub fn available() -> bool {
@@ -62,6 +69,7 @@ enum Kind {
     SigmoidMul,
     Silu,
     ExpNegAbs,
+    Hardswish,
 }
 
 fn map(x: &[f32], out: &mut [f32], kind: Kind) -> bool {
@@ -113,6 +121,8 @@ mod x86 {
         unsafe fn fma(self, b: Self, c: Self) -> Self;
         /// `max(self, b)` as `maxps`: `b` where either is NaN.
         unsafe fn max(self, b: Self) -> Self;
+        /// `min(self, b)` as `minps`: `b` where either is NaN.
+        unsafe fn min(self, b: Self) -> Self;
         /// The bitwise or.
         unsafe fn or(self, b: Self) -> Self;
         /// The bits shifted left by 23 (a small integer in the low bits → an exponent).
@@ -141,6 +151,7 @@ mod x86 {
             div(b) => _mm512_div_ps;
             fma(b, c) => _mm512_fmadd_ps;
             max(b) => _mm512_max_ps;
+            min(b) => _mm512_min_ps;
         }
         #[inline(always)]
         unsafe fn tail(n: usize) -> __mmask16 {
@@ -196,6 +207,7 @@ mod x86 {
             div(b) => _mm256_div_ps;
             fma(b, c) => _mm256_fmadd_ps;
             max(b) => _mm256_max_ps;
+            min(b) => _mm256_min_ps;
         }
         #[inline(always)]
         unsafe fn tail(n: usize) -> __m256i {
@@ -293,14 +305,13 @@ mod x86 {
     unsafe fn lanes<V: Lanes>(x: V, kind: Kind) -> V {
         // SAFETY: as in `exp_neg_abs`.
         unsafe {
-            let (e_up, e) = exp_neg_abs(x);
             let (zero, one) = (V::splat(0.0), V::splat(1.0));
-            let d = e.add(one);
             let down = V::splat(SCALE_DOWN);
             match kind {
                 Kind::Sigmoid | Kind::SigmoidMul => {
                     // sigmoid(-|x|) = e / (1 + e); sigmoid(|x|) = 1 - that.
-                    let q = e_up.div(d).mul(down);
+                    let (e_up, e) = exp_neg_abs(x);
+                    let q = e_up.div(e.add(one)).mul(down);
                     let s = x.if_gt(zero, one.sub(q), q);
                     if matches!(kind, Kind::SigmoidMul) {
                         x.mul(s)
@@ -308,14 +319,22 @@ mod x86 {
                         s
                     }
                 }
-                Kind::ExpNegAbs => e,
+                Kind::ExpNegAbs => exp_neg_abs(x).1,
                 Kind::Silu => {
                     // x > 0: x / (1 + e); otherwise x·e / (1 + e), scaled back.
+                    let (e_up, e) = exp_neg_abs(x);
                     let num = x.if_gt(zero, x, x.mul(e_up));
-                    let y = num.div(d).mul(x.if_gt(zero, one, down));
+                    let y = num.div(e.add(one)).mul(x.if_gt(zero, one, down));
                     // Below the clamp x·e^x rounds to -0: x·0 (NaN for -inf, as in
                     // PyTorch's formula).
                     V::splat(CLAMP).if_gt(x, x.mul(zero), y)
+                }
+                Kind::Hardswish => {
+                    // `t < 0 ? 0 : t > 6 ? 6 : t` as `maxps`/`minps` with `t` second (kept
+                    // when NaN; `max(0, -0)` is -0 as in the formula).
+                    let t = x.add(V::splat(3.0));
+                    let t = V::splat(6.0).min(zero.max(t));
+                    x.mul(t).div(V::splat(6.0))
                 }
             }
         }
@@ -475,6 +494,7 @@ mod tests {
                     Kind::SigmoidMul => "x * sigmoid",
                     Kind::Silu => "silu",
                     Kind::ExpNegAbs => "exp(-|x|)",
+                    Kind::Hardswish => "hardswish",
                 };
                 eprintln!("{name} {label}: max {e:.3} ulp at x = {x:e}");
                 assert!(e <= bound, "{name} {label}: {e} ulp at {x:e}");
@@ -506,6 +526,35 @@ mod tests {
             assert!(super::sigmoid_mul(chunk, &mut y));
             for ((&x, &s), &y) in chunk.iter().zip(&s).zip(&y) {
                 assert_eq!((x * s).to_bits(), y.to_bits(), "x = {x:e}");
+            }
+        }
+    }
+
+    /// `hardswish` equals the scalar formula (`crate::unary::Hardswish`) bit for bit on
+    /// every variant, over every 97th f32 and the edges (NaN, ±0, ±inf, -3, 3, ±6).
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn hardswish_is_the_formula() {
+        use crate::unary::{FloatOp, Hardswish};
+        let mut x: Vec<f32> = (0..u32::MAX / 97).map(|i| f32::from_bits(i * 97)).collect();
+        x.extend([
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -f32::NAN,
+        ]);
+        x.extend([-3.0, 3.0, -6.0, 6.0, -3.0000002, -2.9999998, 2.9999998]);
+        for chunk in x.chunks(1 << 20) {
+            for (_, f) in variants() {
+                let mut y = vec![0.0; chunk.len()];
+                // SAFETY: `variants` lists only what this CPU has.
+                unsafe { f(chunk, &mut y, Kind::Hardswish) };
+                for (&x, &y) in chunk.iter().zip(&y) {
+                    let want = Hardswish.apply(x);
+                    assert_eq!(want.to_bits(), y.to_bits(), "x = {x:e}: {y:e} vs {want:e}");
+                }
             }
         }
     }
@@ -592,7 +641,7 @@ mod tests {
         let x: Vec<f32> = (0..1000)
             .map(|i| (i as f32 * 0.7361).sin() * 30.0 - 5.0)
             .collect();
-        for kind in [Kind::Sigmoid, Kind::SigmoidMul, Kind::Silu] {
+        for kind in [Kind::Sigmoid, Kind::SigmoidMul, Kind::Silu, Kind::Hardswish] {
             let mut whole = vec![0.0; x.len()];
             map(&x, &mut whole, kind);
             for (_, f) in variants() {
@@ -642,6 +691,7 @@ mod tests {
             ("sigmoid", Kind::Sigmoid),
             ("silu", Kind::Silu),
             ("exp(-|x|)", Kind::ExpNegAbs),
+            ("hardswish", Kind::Hardswish),
         ] {
             for n in [4096, 65536, 1 << 22] {
                 let scalar = rate(n, &|x, y| {
@@ -651,6 +701,10 @@ mod tests {
                             Kind::SigmoidMul => x * (1.0 / (1.0 + (-x).exp())),
                             Kind::Silu => x / (1.0 + (-x).exp()),
                             Kind::ExpNegAbs => (-x.abs()).exp(),
+                            Kind::Hardswish => {
+                                use crate::unary::{FloatOp, Hardswish};
+                                Hardswish.apply(x)
+                            }
                         };
                     }
                 });
