@@ -727,6 +727,58 @@ fn gemm512_speed() {
     threads::set_num_threads(0);
 }
 
+/// One-row products of the classifier heads (mobilenet_v3's 960 -> 1280 and 1280 -> 1000,
+/// resnet18's 512 -> 1000), weights out of cache (copies past L3), against a plain read of
+/// the same bytes: `cargo test --release -p etch-kernels fc_row_speed -- --ignored
+/// --nocapture` (`ETCH_BENCH_THREADS` threads, 1 by default).
+#[test]
+#[ignore]
+fn fc_row_speed() {
+    if !available() {
+        return;
+    }
+    let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+    threads::set_num_threads(bench_threads());
+    let mut rng = Rng(1);
+    for (k, n) in [(960, 1280), (1280, 1000), (512, 1000)] {
+        let x = rng.vec(k);
+        let w = rng.vec(n * k);
+        let copies = (96 << 20) / (n * k * 4) + 1;
+        let packed: Vec<Vec<f32>> = (0..copies)
+            .map(|_| pack_fc(n, k, |j, kk| w[j * k + kk], None).unwrap())
+            .collect();
+        let mut out = vec![0f32; n];
+        let (mut best, mut read) = (f64::MAX, f64::MAX);
+        for _ in 0..5 {
+            let t0 = std::time::Instant::now();
+            for p in &packed {
+                fully_connected(&x, 1, k, p, n, &mut out, f32::MIN, f32::MAX).unwrap();
+            }
+            best = best.min(t0.elapsed().as_secs_f64() / copies as f64);
+            let t0 = std::time::Instant::now();
+            let mut acc = [0f32; 16];
+            for p in &packed {
+                for c in p.chunks_exact(16) {
+                    for (a, &v) in acc.iter_mut().zip(c) {
+                        *a += v;
+                    }
+                }
+            }
+            std::hint::black_box(acc);
+            read = read.min(t0.elapsed().as_secs_f64() / copies as f64);
+        }
+        let gb = |t: f64| (n * (k + 1) * 4) as f64 / t / 1e9;
+        println!(
+            "fc 1x{k} -> {n}: {:.1} us, {:.1} GB/s (a plain read: {:.1} us, {:.1} GB/s)",
+            best * 1e6,
+            gb(best),
+            read * 1e6,
+            gb(read)
+        );
+    }
+    threads::set_num_threads(0);
+}
+
 /// mobilenet_v2's 1×1 convolutions at 224² (calls counted; ReLU6 on the expansions),
 /// best of 200 calls: `cargo test --release -p etch-kernels pointwise_speed --
 /// --ignored --nocapture` (`ETCH_BENCH_THREADS` threads, 1 by default).
