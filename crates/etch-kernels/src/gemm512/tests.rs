@@ -431,6 +431,59 @@ fn conv2d_matches_f64() {
 /// Phase planes (each indirect mode) against an im2col: the same bits, on
 /// strides 1-3, dilation, padding, groups, channels-last and padded inputs, several
 /// blocks of terms, a clamp, 1 and 2 threads.
+/// Im2col tiles of at most 16 pixels (a 4×4 output: resnet18's last layers at 128²) give
+/// the same bits as pixel tiles and the rows mode, with and without a clamp, over channel
+/// counts that end in a single panel, and with terms split into blocks.
+#[test]
+fn small_plane_modes_agree() {
+    if !available() {
+        return;
+    }
+    let mut rng = Rng(5);
+    let shapes = [
+        (40, 48, 4, 1),
+        (300, 24, 4, 1),
+        (64, 32, 8, 2),
+        (7, 16, 3, 1),
+    ];
+    for (cin, cout, hw, stride) in shapes {
+        let s = square_conv(cin, cout, hw, 3, stride);
+        let kk = cin * 9;
+        let x = rng.vec(cin * hw * hw);
+        let (wt, bias) = (rng.vec(cout * kk), rng.vec(cout));
+        // Pairs where the channels allow (pixel tiles need them), else panels.
+        let layout = match cout % 16 {
+            0 => ConvLayout::Pairs,
+            _ => ConvLayout::Panels,
+        };
+        let packed = pack_conv(1, cout, kk, |co, r| wt[co * kk + r], Some(&bias), layout).unwrap();
+        for (lo, hi) in [(f32::MIN, f32::MAX), (0.0, 6.0)] {
+            let run = |mode| {
+                both_thread_counts(|| {
+                    let mut out = vec![f32::NAN; cout * s.oh * s.ow];
+                    let w = Weights::Packed(&packed, layout);
+                    conv2d_with(&s, &x, w, &mut out, lo, hi, Some(mode)).unwrap();
+                    out
+                })
+            };
+            let want = run(Mode::Rows);
+            assert!(want.iter().all(|v| !v.is_nan()));
+            for mode in [Mode::Im2col, Mode::Pixels] {
+                if mode == Mode::Pixels && layout == ConvLayout::Panels {
+                    continue;
+                }
+                let got = run(mode);
+                assert!(
+                    got.iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{s:?} {mode:?}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn conv2d_phase_planes_match_im2col() {
     if !available() {
