@@ -92,6 +92,37 @@ fn map(x: &[f32], out: &mut [f32], kind: Kind) -> bool {
     false
 }
 
+/// [`sigmoid`] in place: `buf[i] = sigmoid(buf[i])`, the same bits; `false` (nothing
+/// written) if the CPU has no vector variant.
+pub fn sigmoid_in_place(buf: &mut [f32]) -> bool {
+    in_place(buf, Kind::Sigmoid)
+}
+
+/// [`sigmoid_mul`] in place, the same bits; `false` (nothing written) if the CPU has no
+/// vector variant.
+pub fn sigmoid_mul_in_place(buf: &mut [f32]) -> bool {
+    in_place(buf, Kind::SigmoidMul)
+}
+
+fn in_place(buf: &mut [f32], kind: Kind) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx512f") {
+            // SAFETY: the CPU has AVX-512F.
+            unsafe { x86::in_place_avx512(buf, kind) };
+            return true;
+        }
+        if has!("avx2") && has!("fma") {
+            // SAFETY: the CPU has AVX2 and FMA.
+            unsafe { x86::in_place_avx2(buf, kind) };
+            return true;
+        }
+    }
+    let _ = (buf, kind);
+    false
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::Kind;
@@ -344,10 +375,20 @@ mod x86 {
     #[inline(always)]
     unsafe fn map_lanes<V: Lanes>(x: &[f32], out: &mut [f32], kind: Kind) {
         let n = x.len().min(out.len());
-        let (xp, op) = (x.as_ptr(), out.as_mut_ptr());
+        // SAFETY: both slices hold `n` elements.
+        unsafe { map_ptr::<V>(x.as_ptr(), out.as_mut_ptr(), n, kind) }
+    }
+
+    /// [`map_lanes`] over `n` elements from `xp` to `op`, which may be the same buffer
+    /// (each vector is loaded before it is stored).
+    ///
+    /// # Safety
+    /// `xp` readable and `op` writable for `n` elements; the features of `V`.
+    #[inline(always)]
+    unsafe fn map_ptr<V: Lanes>(xp: *const f32, op: *mut f32, n: usize, kind: Kind) {
         let mut i = 0;
         // SAFETY: `i + N <= n` for the full vectors and the tail mask covers `n - i < N`
-        // lanes, so every access is within both slices.
+        // lanes, so every access is within both buffers (the caller's).
         unsafe {
             while i + V::N <= n {
                 lanes(V::load(xp.add(i)), kind).store(op.add(i));
@@ -374,6 +415,28 @@ mod x86 {
     pub(super) unsafe fn map_avx2(x: &[f32], out: &mut [f32], kind: Kind) {
         // SAFETY: AVX2 and FMA are enabled here, as `__m256`'s methods need.
         unsafe { map_lanes::<__m256>(x, out, kind) }
+    }
+
+    /// [`map_avx512`] in place.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn in_place_avx512(buf: &mut [f32], kind: Kind) {
+        let (p, n) = (buf.as_mut_ptr(), buf.len());
+        // SAFETY: AVX-512F; `buf` holds `n` elements, read and written through one pointer.
+        unsafe { map_ptr::<__m512>(p, p, n, kind) }
+    }
+
+    /// [`map_avx2`] in place.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn in_place_avx2(buf: &mut [f32], kind: Kind) {
+        let (p, n) = (buf.as_mut_ptr(), buf.len());
+        // SAFETY: AVX2 and FMA; as above.
+        unsafe { map_ptr::<__m256>(p, p, n, kind) }
     }
 }
 
@@ -502,22 +565,20 @@ mod tests {
         }
     }
 
+    /// Every 97th `f32` bit pattern, then ±0, ±inf, NaN and `extra`.
+    fn every_97th(extra: &[f32]) -> Vec<f32> {
+        let mut x: Vec<f32> = (0..u32::MAX / 97).map(|i| f32::from_bits(i * 97)).collect();
+        x.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN]);
+        x.extend(extra);
+        x
+    }
+
     /// `sigmoid_mul` is `sigmoid` followed by a multiplication, bit for bit (the two
     /// XNNPACK nodes it replaces), over every 97th f32 and the edges.
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn sigmoid_mul_is_sigmoid_then_multiply() {
-        let mut x: Vec<f32> = (0..u32::MAX / 97).map(|i| f32::from_bits(i * 97)).collect();
-        x.extend([
-            0.0,
-            -0.0,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            f32::NAN,
-            -110.0,
-            -104.0,
-            88.0,
-        ]);
+        let x = every_97th(&[-110.0, -104.0, 88.0]);
         for chunk in x.chunks(1 << 20) {
             let (mut s, mut y) = (vec![0.0; chunk.len()], vec![0.0; chunk.len()]);
             if !super::sigmoid(chunk, &mut s) {
@@ -536,16 +597,16 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     fn hardswish_is_the_formula() {
         use crate::unary::{FloatOp, Hardswish};
-        let mut x: Vec<f32> = (0..u32::MAX / 97).map(|i| f32::from_bits(i * 97)).collect();
-        x.extend([
-            0.0,
-            -0.0,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            f32::NAN,
+        let x = every_97th(&[
             -f32::NAN,
+            -3.0,
+            3.0,
+            -6.0,
+            6.0,
+            -3.0000002,
+            -2.9999998,
+            2.9999998,
         ]);
-        x.extend([-3.0, 3.0, -6.0, 6.0, -3.0000002, -2.9999998, 2.9999998]);
         for chunk in x.chunks(1 << 20) {
             for (_, f) in variants() {
                 let mut y = vec![0.0; chunk.len()];
@@ -630,6 +691,20 @@ mod tests {
             assert_eq!(&y[..4], &[1.0, 1.0, 0.0, 0.0]);
             assert!(y[4].is_nan());
             assert_eq!((y[5], y[6]), (0.0, 0.0));
+        }
+    }
+
+    /// In place gives the same bits as into another buffer.
+    #[test]
+    fn in_place_matches() {
+        let x: Vec<f32> = (0..1003).map(|i| (i as f32 * 0.37).sin() * 40.0).collect();
+        let (mut a, mut b) = (vec![0.0; x.len()], x.clone());
+        if sigmoid(&x, &mut a) {
+            assert!(sigmoid_in_place(&mut b));
+            assert_eq!(bits(&a), bits(&b));
+            let mut b = x.clone();
+            assert!(sigmoid_mul(&x, &mut a) && sigmoid_mul_in_place(&mut b));
+            assert_eq!(bits(&a), bits(&b));
         }
     }
 
