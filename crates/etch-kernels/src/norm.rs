@@ -97,6 +97,7 @@ fn softmax_impl(ctx: &mut KernelContext<'_>, op: &str, log: bool) -> Result<()> 
 /// order), added lane 0 to 15, then the tail of fewer than 16 elements in order. Every
 /// softmax row sums this way, vector or scalar, any dtype. (A sum in order waits 4 cycles
 /// per element; with 128-element attention rows it took most of the softmax time.)
+#[inline(always)]
 fn lane_sum<F: Float>(n: usize, mut e: impl FnMut(usize) -> F) -> F {
     let mut acc = [F::ZERO; 16];
     let full = n - n % 16;
