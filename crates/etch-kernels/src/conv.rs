@@ -417,6 +417,35 @@ struct Conv {
     ow: usize,
 }
 
+impl Conv {
+    /// A depthwise convolution (one input and one output channel a group) of `xv` into
+    /// `ov` (whose height and width are the output's); the weights' view is `xv`'s.
+    fn depthwise(
+        xv: View4,
+        ov: View4,
+        [kh, kw]: [usize; 2],
+        stride: [usize; 2],
+        pad: [usize; 2],
+        dil: [usize; 2],
+    ) -> Self {
+        Conv {
+            xv,
+            wv: xv,
+            ov,
+            g: xv.c,
+            cin_g: 1,
+            cout_g: 1,
+            kh,
+            kw,
+            stride: (stride[0], stride[1]),
+            pad: (pad[0], pad[1]),
+            dil: (dil[0], dil[1]),
+            oh: ov.h,
+            ow: ov.w,
+        }
+    }
+}
+
 /// `s` as a slice of `F` when `T` is `F` (the `f32` and `f64` paths use tensors in place).
 fn as_same<T: 'static, F: 'static>(s: &[T]) -> Option<&[F]> {
     if std::any::TypeId::of::<T>() == std::any::TypeId::of::<F>() {
@@ -816,21 +845,7 @@ pub fn depthwise_f32(
     if xv.n * xv.c * ov.h * ov.w == 0 {
         return Ok(());
     }
-    let c = Conv {
-        xv,
-        wv: xv,
-        ov,
-        g: xv.c,
-        cin_g: 1,
-        cout_g: 1,
-        kh,
-        kw,
-        stride: (stride[0], stride[1]),
-        pad: (pad[0], pad[1]),
-        dil: (dil[0], dil[1]),
-        oh: ov.h,
-        ow: ov.w,
-    };
+    let c = Conv::depthwise(xv, ov, kernel, stride, pad, dil);
     #[cfg(target_arch = "x86_64")]
     if dw_small::run(&c, xs, (w, bs), o, (lo, hi), fused) {
         return Ok(());
@@ -1490,21 +1505,8 @@ mod tests {
                         case += 1;
                         let (n, ch) = (2, 3);
                         let (oh, ow) = ((h + 2 * pad - eff) / sh + 1, (w + 2 * pad - eff) / sw + 1);
-                        let c = Conv {
-                            xv: view(n, ch, h, w),
-                            wv: view(ch, 1, k, k),
-                            ov: view(n, ch, oh, ow),
-                            g: ch,
-                            cin_g: 1,
-                            cout_g: 1,
-                            kh: k,
-                            kw: k,
-                            stride: (sh, sw),
-                            pad: (pad, pad),
-                            dil: (dil, dil),
-                            oh,
-                            ow,
-                        };
+                        let (xv, ov) = (view(n, ch, h, w), view(n, ch, oh, ow));
+                        let c = Conv::depthwise(xv, ov, [k; 2], [sh, sw], [pad; 2], [dil; 2]);
                         let xs = values(n * ch * h * w, case);
                         let wf = values(ch * k * k, case + 1000);
                         let bias = values(ch, case + 2000);

@@ -1120,6 +1120,7 @@ fn conv_unit(
         .as_ptr()
         .wrapping_add(g * p.panels * MR * (kk + 1));
     let wide_plane = s.oh * p.phase_w;
+    let prefetch = p.mode == Mode::Direct && prefetches(s);
     for r0 in (0..kk).step_by(CONV_KC) {
         let r1 = kk.min(r0 + CONV_KC);
         if p.mode == Mode::Im2col {
@@ -1158,7 +1159,7 @@ fn conv_unit(
                 if len == 0 {
                     continue;
                 }
-                if p.mode == Mode::Direct {
+                if prefetch {
                     let first = panel == panels.start;
                     prefetch_direct(s, ops, item, co, r0..r1, p0, first);
                 }
@@ -1245,15 +1246,18 @@ const PF_MIN_PIXELS: usize = 1024;
 const PF_IN_TILES: usize = 2;
 const PF_OUT_TILES: usize = 4;
 
-/// Whether direct tiles prefetch (`ETCH_CONV_PREFETCH=0`: never, for comparisons).
-fn prefetch_enabled() -> bool {
+/// Whether the direct tiles of `s` prefetch: planes of [`PF_MIN_PIXELS`] or more, unless
+/// `ETCH_CONV_PREFETCH=0` (never, for comparisons).
+fn prefetches(s: &ConvShape) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("ETCH_CONV_PREFETCH").map_or(true, |v| v != "0"))
+    let on = *ON.get_or_init(|| std::env::var("ETCH_CONV_PREFETCH").map_or(true, |v| v != "0"));
+    on && s.oh * s.ow >= PF_MIN_PIXELS
 }
 
-/// Before a direct tile at pixel `p0` of (batch item, group) `item`, channels from `co`,
-/// terms `rs`: prefetches the output rows of the panel [`PF_OUT_TILES`] tiles ahead and,
-/// for the unit's `first` panel, the input rows [`PF_IN_TILES`] ahead. Large 1×1 layers
+/// Before a direct tile (of a convolution that [`prefetches`]) at pixel `p0` of (batch
+/// item, group) `item`, channels from `co`, terms `rs`: prefetches the output rows of the
+/// panel [`PF_OUT_TILES`] tiles ahead and, for the unit's `first` panel, the input rows
+/// [`PF_IN_TILES`] ahead. Large 1×1 layers
 /// (mobilenet_v2's 16 -> 96 and 32 -> 16 at 112²) read 16-144 input planes and write as
 /// many output planes at once, more streams than the hardware prefetchers follow: with
 /// inputs and outputs out of cache they ran at 20-50 GMAC/s, and these hints took the
@@ -1268,9 +1272,6 @@ fn prefetch_direct(
     first: bool,
 ) {
     let npix = s.oh * s.ow;
-    if npix < PF_MIN_PIXELS || !prefetch_enabled() {
-        return;
-    }
     let (b, g) = (item / s.groups, item % s.groups);
     let ahead = p0 + PF_OUT_TILES * NR;
     if ahead < npix {

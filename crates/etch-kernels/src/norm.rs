@@ -46,7 +46,7 @@ fn softmax_impl(ctx: &mut KernelContext<'_>, op: &str, log: bool) -> Result<()> 
     if a.dtype() == ScalarType::Float && ssa == 1 && sso == 1 && crate::vmath::available() {
         let x = a.data::<f32>()?;
         let o = SharedMut::new(out.data_mut::<f32>()?);
-        let avx512 = avx512();
+        let avx512 = crate::util::avx512();
         par_walk(&rows, [&sa, &so], min_rows, |[oa, oo], len, [xa, xo]| {
             for r in 0..len {
                 let (ba, bo) = (oa + r * xa, oo + r * xo);
@@ -114,16 +114,8 @@ fn lane_sum<F: Float>(n: usize, mut e: impl FnMut(usize) -> F) -> F {
     sum
 }
 
-/// Whether the CPU has AVX-512F (for [`softmax_row_f32_dispatch`]; detected once a call).
-fn avx512() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return std::arch::is_x86_feature_detected!("avx512f");
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
-
 /// [`softmax_row_f32`] with AVX-512 code generation for its max, differences, sum and
-/// scaling when `avx512` (from [`avx512`]: the CPU has AVX-512F; the same operations in
+/// scaling when `avx512` (from [`crate::util::avx512`]: the CPU has AVX-512F; the same operations in
 /// the same order, so the same bits); else as compiled.
 fn softmax_row_f32_dispatch(x: &[f32], out: &mut [f32], log: bool, avx512: bool) {
     #[cfg(target_arch = "x86_64")]

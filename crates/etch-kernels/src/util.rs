@@ -1114,6 +1114,15 @@ pub fn walk<const N: usize>(
 /// thread is given (cheap operations: arithmetic, comparisons, copies).
 pub const ELEMENTWISE_TASK: usize = 1 << 16;
 
+/// Whether the CPU has AVX-512F, for kernels that compile a loop for it
+/// (`#[target_feature]`) and call it where this holds (the detection is cached by `std`).
+pub(crate) fn avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// The same for costly elementwise math (`exp`, `tanh`, `erf`, `pow`, …).
 pub const MATH_TASK: usize = 1 << 14;
 

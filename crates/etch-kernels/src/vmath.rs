@@ -74,21 +74,38 @@ enum Kind {
 
 fn map(x: &[f32], out: &mut [f32], kind: Kind) -> bool {
     assert_eq!(x.len(), out.len(), "vmath: input and output lengths differ");
+    // SAFETY: `x` and `out` hold `x.len()` elements, and two slices never overlap.
+    unsafe { run(x.as_ptr(), out.as_mut_ptr(), x.len(), kind) }
+}
+
+fn in_place(buf: &mut [f32], kind: Kind) -> bool {
+    let p = buf.as_mut_ptr();
+    // SAFETY: `buf` holds its length, read and written through the one pointer.
+    unsafe { run(p, p, buf.len(), kind) }
+}
+
+/// `kind` over `n` elements from `xp` to `op` with this CPU's vector variant; `false`
+/// (nothing written) if it has none.
+///
+/// # Safety
+/// `xp` readable and `op` writable for `n` elements; `op` is `xp` or the two spans are
+/// disjoint.
+unsafe fn run(xp: *const f32, op: *mut f32, n: usize, kind: Kind) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
         if has!("avx512f") {
-            // SAFETY: the CPU has AVX-512F.
-            unsafe { x86::map_avx512(x, out, kind) };
+            // SAFETY: the CPU has AVX-512F; the spans are the caller's.
+            unsafe { x86::run_avx512(xp, op, n, kind) };
             return true;
         }
         if has!("avx2") && has!("fma") {
-            // SAFETY: the CPU has AVX2 and FMA.
-            unsafe { x86::map_avx2(x, out, kind) };
+            // SAFETY: the CPU has AVX2 and FMA; the spans are the caller's.
+            unsafe { x86::run_avx2(xp, op, n, kind) };
             return true;
         }
     }
-    let _ = kind;
+    let _ = (xp, op, n, kind);
     false
 }
 
@@ -102,25 +119,6 @@ pub fn sigmoid_in_place(buf: &mut [f32]) -> bool {
 /// vector variant.
 pub fn sigmoid_mul_in_place(buf: &mut [f32]) -> bool {
     in_place(buf, Kind::SigmoidMul)
-}
-
-fn in_place(buf: &mut [f32], kind: Kind) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        if has!("avx512f") {
-            // SAFETY: the CPU has AVX-512F.
-            unsafe { x86::in_place_avx512(buf, kind) };
-            return true;
-        }
-        if has!("avx2") && has!("fma") {
-            // SAFETY: the CPU has AVX2 and FMA.
-            unsafe { x86::in_place_avx2(buf, kind) };
-            return true;
-        }
-    }
-    let _ = (buf, kind);
-    false
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -371,16 +369,9 @@ mod x86 {
         }
     }
 
-    /// The kernel over a row: whole vectors, then the tail with masked loads and stores.
-    #[inline(always)]
-    unsafe fn map_lanes<V: Lanes>(x: &[f32], out: &mut [f32], kind: Kind) {
-        let n = x.len().min(out.len());
-        // SAFETY: both slices hold `n` elements.
-        unsafe { map_ptr::<V>(x.as_ptr(), out.as_mut_ptr(), n, kind) }
-    }
-
-    /// [`map_lanes`] over `n` elements from `xp` to `op`, which may be the same buffer
-    /// (each vector is loaded before it is stored).
+    /// The kernel over `n` elements from `xp` to `op`, which may be the same buffer (each
+    /// vector is loaded before it is stored): whole vectors, then the tail with masked
+    /// loads and stores.
     ///
     /// # Safety
     /// `xp` readable and `op` writable for `n` elements; the features of `V`.
@@ -403,40 +394,42 @@ mod x86 {
 
     /// # Safety
     /// The CPU must have AVX-512F.
+    #[cfg(test)]
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn map_avx512(x: &[f32], out: &mut [f32], kind: Kind) {
-        // SAFETY: AVX-512F is enabled here, as `__m512`'s methods need.
-        unsafe { map_lanes::<__m512>(x, out, kind) }
+        // SAFETY: AVX-512F is enabled here, as `__m512`'s methods need; both slices hold
+        // the shorter one's length, and two slices never overlap.
+        unsafe { map_ptr::<__m512>(x.as_ptr(), out.as_mut_ptr(), x.len().min(out.len()), kind) }
     }
 
     /// # Safety
     /// The CPU must have AVX2 and FMA.
+    #[cfg(test)]
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn map_avx2(x: &[f32], out: &mut [f32], kind: Kind) {
-        // SAFETY: AVX2 and FMA are enabled here, as `__m256`'s methods need.
-        unsafe { map_lanes::<__m256>(x, out, kind) }
+        // SAFETY: AVX2 and FMA are enabled here, as `__m256`'s methods need; both slices
+        // hold the shorter one's length, and two slices never overlap.
+        unsafe { map_ptr::<__m256>(x.as_ptr(), out.as_mut_ptr(), x.len().min(out.len()), kind) }
     }
 
-    /// [`map_avx512`] in place.
+    /// [`map_ptr`] with AVX-512F.
     ///
     /// # Safety
-    /// The CPU must have AVX-512F.
+    /// The CPU must have AVX-512F; the spans as for [`map_ptr`].
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn in_place_avx512(buf: &mut [f32], kind: Kind) {
-        let (p, n) = (buf.as_mut_ptr(), buf.len());
-        // SAFETY: AVX-512F; `buf` holds `n` elements, read and written through one pointer.
-        unsafe { map_ptr::<__m512>(p, p, n, kind) }
+    pub(super) unsafe fn run_avx512(xp: *const f32, op: *mut f32, n: usize, kind: Kind) {
+        // SAFETY: AVX-512F is enabled here; the spans are the caller's.
+        unsafe { map_ptr::<__m512>(xp, op, n, kind) }
     }
 
-    /// [`map_avx2`] in place.
+    /// [`map_ptr`] with AVX2 and FMA.
     ///
     /// # Safety
-    /// The CPU must have AVX2 and FMA.
+    /// The CPU must have AVX2 and FMA; the spans as for [`map_ptr`].
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn in_place_avx2(buf: &mut [f32], kind: Kind) {
-        let (p, n) = (buf.as_mut_ptr(), buf.len());
-        // SAFETY: AVX2 and FMA; as above.
-        unsafe { map_ptr::<__m256>(p, p, n, kind) }
+    pub(super) unsafe fn run_avx2(xp: *const f32, op: *mut f32, n: usize, kind: Kind) {
+        // SAFETY: AVX2 and FMA are enabled here; the spans are the caller's.
+        unsafe { map_ptr::<__m256>(xp, op, n, kind) }
     }
 }
 

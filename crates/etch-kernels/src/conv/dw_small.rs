@@ -300,22 +300,10 @@ mod tests {
             s: [c * h * h, h * h, h, 1],
         };
         let o = (h + 2 * pad - k) / s + 1;
-        let geom = Conv {
-            xv: v(h),
-            wv: v(k),
-            ov: v(o),
-            g: c,
-            cin_g: 1,
-            cout_g: 1,
-            kh: k,
-            kw: k,
-            stride: (s, s),
-            pad: (pad, pad),
-            dil: (1, 1),
-            oh: o,
-            ow: o,
-        };
-        (geom, v(o))
+        (
+            Conv::depthwise(v(h), v(o), [k; 2], [s; 2], [pad; 2], [1; 2]),
+            v(o),
+        )
     }
 
     /// The planes of the mobilenets' and efficientnet's last stages take this path; larger

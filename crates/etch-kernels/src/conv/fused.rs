@@ -488,6 +488,7 @@ fn run_steps(steps: &[Step], src: Option<&[f32]>, o: &mut [f32], adds: &[&[f32]]
     let chunks = n.div_ceil(CHUNK);
     let tasks = threads::tasks_for(n * steps.len(), ELEMENTWISE_TASK).clamp(1, chunks.max(1));
     let needs_pre = steps.contains(&Step::MulPre);
+    let avx512 = crate::util::avx512();
     let out = SharedMut::new(o);
     threads::run_parts(chunks, tasks, &|part| {
         let mut pre = [0f32; CHUNK];
@@ -504,11 +505,12 @@ fn run_steps(steps: &[Step], src: Option<&[f32]>, o: &mut [f32], adds: &[&[f32]]
             }
             let rs = (start, adds);
             #[cfg(target_arch = "x86_64")]
-            if crate::gemm512::available() {
-                // SAFETY: the CPU has AVX-512F (`available`).
+            if avx512 {
+                // SAFETY: the CPU has AVX-512F (`util::avx512`).
                 unsafe { chunk_avx512(steps, cur, &pre, rs) };
                 continue;
             }
+            let _ = avx512;
             chunk(steps, cur, &pre, rs);
         }
     });
