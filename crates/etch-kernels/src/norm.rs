@@ -114,6 +114,27 @@ fn lane_sum<F: Float>(n: usize, mut e: impl FnMut(usize) -> F) -> F {
     sum
 }
 
+/// [`lane_sum`] of a slice, written so that the 16 partial sums are one vector's lanes
+/// (the closure form kept them in memory, a store and a reload per element).
+#[inline(always)]
+fn lane_sum_slice(v: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let mut chunks = v.chunks_exact(16);
+    for c in &mut chunks {
+        for (a, &e) in acc.iter_mut().zip(c) {
+            *a += e;
+        }
+    }
+    let mut sum = 0f32;
+    for &a in &acc {
+        sum += a;
+    }
+    for &e in chunks.remainder() {
+        sum += e;
+    }
+    sum
+}
+
 /// [`softmax_row_f32`] with AVX-512 code generation for its max, differences, sum and
 /// scaling when `avx512` (from [`crate::util::avx512`]: the CPU has AVX-512F; the same operations in
 /// the same order, so the same bits); else as compiled.
@@ -131,42 +152,34 @@ fn softmax_row_f32_dispatch(x: &[f32], out: &mut [f32], log: bool, avx512: bool)
     softmax_row_f32(x, out, log)
 }
 
-/// (Log-)softmax of one contiguous float32 row: the max (NaN if the row has one, so the
-/// row is NaN as in the scalar code), `e^(x - max)` by `vmath::exp_neg_abs` (`x - max <= 0`;
-/// ≤ 1.05 ulp over every f32, `+0` below e^-103.98 as `exp_or_zero`), their sum
-/// ([`lane_sum`]),
-/// then the product by its reciprocal (softmax) or `x - max - ln(sum)` (log-softmax).
-/// Lanes of 16 for the max, the differences staged on the stack.
+/// (Log-)softmax of one contiguous float32 row: the max, `e^(x - max)` by
+/// `vmath::exp_neg_abs` (`x - max <= 0`; ≤ 1.05 ulp over every f32, `+0` below e^-103.98
+/// as `exp_or_zero`), their sum ([`lane_sum`]'s order), then the product by its reciprocal
+/// (softmax) or `x - max - ln(sum)` (log-softmax). Lanes of 16 for the max; the
+/// differences are written to `out` and exponentiated there.
+///
+/// The max skips NaNs (the scalar code's is NaN if the row has one), but a NaN element
+/// makes its exponential, so the sum, NaN, and every output of the row is NaN either way.
 #[inline(always)]
 fn softmax_row_f32(x: &[f32], out: &mut [f32], log: bool) {
     let mut lanes = [f32::NEG_INFINITY; 16];
-    let mut nan = false;
     let mut chunks = x.chunks_exact(16);
     for c in &mut chunks {
         for (m, &v) in lanes.iter_mut().zip(c) {
             *m = if v > *m { v } else { *m };
-            nan |= v.is_nan();
         }
     }
     for &v in chunks.remainder() {
         lanes[0] = if v > lanes[0] { v } else { lanes[0] };
-        nan |= v.is_nan();
     }
-    let mx = if nan {
-        f32::NAN
-    } else {
-        lanes
-            .iter()
-            .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m })
-    };
-    let mut d = [0f32; 256];
-    for (xc, oc) in x.chunks(d.len()).zip(out.chunks_mut(d.len())) {
-        for (di, &v) in d.iter_mut().zip(xc) {
-            *di = v - mx;
-        }
-        crate::vmath::exp_neg_abs(&d[..xc.len()], oc);
+    let mx = lanes
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = v - mx;
     }
-    let sum = lane_sum(out.len(), |i| out[i]);
+    crate::vmath::exp_neg_abs_in_place(out);
+    let sum = lane_sum_slice(out);
     if log {
         let lse = sum.ln();
         for (o, &v) in out.iter_mut().zip(x) {
@@ -700,6 +713,18 @@ mod tests {
         }
     }
 
+    /// The slice form of the lane sum adds in the closure form's order: the same bits.
+    #[test]
+    fn lane_sum_slice_is_lane_sum() {
+        for n in [0usize, 1, 15, 16, 17, 128, 129, 600] {
+            let v: Vec<f32> = (0..n)
+                .map(|i| ((i * 7919 % 1013) as f32).sqrt() * 1e-3)
+                .collect();
+            let want = super::lane_sum(n, |i| v[i]);
+            assert_eq!(super::lane_sum_slice(&v).to_bits(), want.to_bits(), "n {n}");
+        }
+    }
+
     /// The vector row against the scalar one: the same NaNs and zeros, values within 4
     /// ulp (the exponential's ≤ 1.05 ulp and the sum's rounding), on rows with NaN, ±inf,
     /// far-negative (masked) scores and every length around the 16-lane and 256 chunks.
@@ -756,6 +781,37 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod speed_tests {
+    /// One thread, 1024 rows of 128 (an 8-head attention over 128 positions): ns an
+    /// element. `cargo test --release -p etch-kernels --lib softmax_speed -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn softmax_speed() {
+        let avx512 = crate::util::avx512();
+        let (rows, n) = (1024usize, 128usize);
+        let x: Vec<f32> = (0..rows * n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.21)
+            .collect();
+        let mut out = vec![0f32; rows * n];
+        let reps: usize = std::env::var("ETCH_BENCH_REPS").map_or(20, |v| v.parse().unwrap_or(20));
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            for _ in 0..reps {
+                for (xr, or) in x.chunks(n).zip(out.chunks_mut(n)) {
+                    super::softmax_row_f32_dispatch(xr, or, false, avx512);
+                }
+            }
+            let dt = t.elapsed().as_secs_f64() / reps as f64;
+            println!(
+                "softmax {rows}x{n}: {:.1} us, {:.3} ns an element",
+                dt * 1e6,
+                dt * 1e9 / (rows * n) as f64
+            );
         }
     }
 }

@@ -63,6 +63,11 @@ pub fn exp_neg_abs(x: &[f32], out: &mut [f32]) -> bool {
     map(x, out, Kind::ExpNegAbs)
 }
 
+/// [`exp_neg_abs`] in place.
+pub fn exp_neg_abs_in_place(buf: &mut [f32]) -> bool {
+    in_place(buf, Kind::ExpNegAbs)
+}
+
 #[derive(Clone, Copy)]
 enum Kind {
     Sigmoid,
