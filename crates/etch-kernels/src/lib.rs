@@ -26,6 +26,7 @@ pub mod sample;
 pub mod scratch;
 pub mod shape;
 pub mod threads;
+pub(crate) mod transpose16;
 pub mod unary;
 pub mod upsample;
 pub mod util;

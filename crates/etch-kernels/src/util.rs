@@ -1221,14 +1221,9 @@ pub fn map1_rows_with<A: Copy + Sync, O: Send>(
         return;
     };
     // A transposing copy of a matrix larger than a few tiles goes tile by tile.
-    if c.n >= 2
-        && c.cst[1][0] == 1
-        && c.cst[0][0] != 1
-        && c.cst[0][1] == 1
-        && c.cs[0] >= 64
-        && c.cs[1] >= 64
-    {
-        return map1_transposed(&c, a, crate::threads::SharedMut::new(out), min_task, f);
+    if transposing(&c) {
+        let out = crate::threads::SharedMut::new(out);
+        return map1_transposed(&c, a, out, min_task, f, None);
     }
     let (len, _) = c.row();
     if crate::threads::tasks_for(c.rows() * len, min_task) <= 1 {
@@ -1258,15 +1253,52 @@ pub fn map1_rows_with<A: Copy + Sync, O: Send>(
     });
 }
 
+/// Whether the two innermost merged dims of `c` are transposed between `a` (`cst[0]`) and
+/// `out` (`cst[1]`), both at least 64 long: a transposing copy worth tiling.
+fn transposing(c: &Coalesced<2>) -> bool {
+    c.n >= 2
+        && c.cst[1][0] == 1
+        && c.cst[0][0] != 1
+        && c.cst[0][1] == 1
+        && c.cs[0] >= 64
+        && c.cs[1] >= 64
+}
+
+/// `map1(sizes, a, sa, out, so, |x| x)`: a copy. A transposing copy of 4-byte elements
+/// moves its full 16×16 blocks through AVX-512F registers ([`crate::transpose16`]).
+pub fn copy1<T: Copy + Send + Sync>(
+    sizes: &[usize],
+    a: &[T],
+    sa: &[usize],
+    out: &mut [T],
+    so: &[usize],
+) {
+    if crate::transpose16::usable::<T>()
+        && let Some(c) = Coalesced::by_memory(sizes, [sa, so], 1)
+        && transposing(&c)
+    {
+        let out = crate::threads::SharedMut::new(out);
+        // `transpose16::block` needs 4-byte elements and AVX-512F: `usable` said so.
+        let block: Block<T, T> = crate::transpose16::block::<T>;
+        return map1_transposed(&c, a, out, ELEMENTWISE_TASK, |x| x, Some(block));
+    }
+    map1(sizes, a, sa, out, so, |x| x)
+}
+
+/// A 16×16 block of a transposing copy: `dst[j * ds + i] = src[i * ss + j]`.
+type Block<A, O> = unsafe fn(*const A, usize, *mut O, usize);
+
 /// [`map1`] when the two innermost merged dims are transposed between `a` and `out` (a
 /// transposing copy, e.g. `permute_copy` of a matrix): 32×32 tiles, so that both sides
-/// stay in cache, split over the thread pool by tile columns.
+/// stay in cache, split over the thread pool by tile columns. With `block` (a copy: `f`
+/// is the identity), full tiles go as four 16×16 blocks through it.
 fn map1_transposed<A: Copy + Sync, O: Send>(
     c: &Coalesced<2>,
     a: &[A],
     out: crate::threads::SharedMut<'_, O>,
     min_task: usize,
     f: impl Fn(A) -> O + Sync + Copy,
+    block: Option<Block<A, O>>,
 ) {
     const TILE: usize = 32;
     // dim 0: contiguous in `out`, stride `sa0` in `a`; dim 1: contiguous in `a`.
@@ -1289,6 +1321,25 @@ fn map1_transposed<A: Copy + Sync, O: Send>(
             let js = jb * TILE..((jb + 1) * TILE).min(l1);
             for ib in (0..l0).step_by(TILE) {
                 let len = TILE.min(l0 - ib);
+                if let Some(block) = block.filter(|_| len == TILE && js.len() == TILE) {
+                    for (bi, bj) in [(0, 0), (0, 16), (16, 0), (16, 16)] {
+                        let (i, j) = (ib + bi, js.start + bj);
+                        let (first, last) = (oo + j * so1 + i, oo + (j + 15) * so1 + i + 15);
+                        // The last elements the block reads and writes, checked as the
+                        // loop's indexing checks each.
+                        let src = a[oa + j + i * sa0..=oa + j + 15 + (i + 15) * sa0].as_ptr();
+                        assert!(last < out.len(), "transposing copy: out of bounds");
+                        // SAFETY: `block` is given only for 4-byte elements on a CPU with
+                        // AVX-512F (`copy1`); the block's 16 source runs of 16 lie inside
+                        // `a` (up to its last element, just indexed); its 16 output runs
+                        // (output columns `j..j + 16`, rows `i..i + 16`, up to `last`) are
+                        // inside `out` and belong to this unit alone, written through the
+                        // pointer without a slice over other units' elements; `a` and
+                        // `out` are different buffers.
+                        unsafe { block(src, sa0, out.as_ptr().add(first), so1) };
+                    }
+                    continue;
+                }
                 for j in js.clone() {
                     // SAFETY: column `j` of the output belongs to this unit alone.
                     let o = unsafe { out.slice(oo + j * so1 + ib, len) };

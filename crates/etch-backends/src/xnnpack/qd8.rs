@@ -671,7 +671,8 @@ mod tests {
     }
 
     /// Throughput of the fully-connected kernel on the 8da4w decoders' shapes (one thread,
-    /// best of 50): `cargo test --release -p etch-backends qd8_speed -- --ignored --nocapture`.
+    /// best of 50; `ETCH_BENCH_PACKED_ONLY=1`: the packed kernel alone, best of 2000):
+    /// `cargo test --release -p etch-backends qd8_speed -- --ignored --nocapture`.
     #[test]
     #[ignore]
     fn qd8_speed() {
@@ -686,6 +687,7 @@ mod tests {
             let packed: Vec<i8> = pack_vnni(&w, n, k).iter().map(|&x| x as i8).collect();
             let pscales = pack_scales(&scales, n, blocks);
             let plain = unpacked(&q, &params, &w, &scales, (&[], &ksum), None, k);
+            let only_packed = std::env::var_os("ETCH_BENCH_PACKED_ONLY").is_some();
             for fc in [
                 plain,
                 Fc {
@@ -695,8 +697,11 @@ mod tests {
                     ..plain
                 },
             ] {
+                if only_packed && !fc.packed {
+                    continue;
+                }
                 let mut out = vec![0.0f32; m * n];
-                let best = (0..50)
+                let best = (0..if only_packed { 2000 } else { 50 })
                     .map(|_| {
                         let t = std::time::Instant::now();
                         fc.run(m, n, &mut out);
