@@ -671,7 +671,8 @@ mod tests {
     }
 
     /// Throughput of the fully-connected kernel on the 8da4w decoders' shapes (one thread,
-    /// best of 50; `ETCH_BENCH_PACKED_ONLY=1`: the packed kernel alone, best of 2000):
+    /// best of 50; `ETCH_BENCH_PACKED_ONLY=1`: the packed kernel alone, best of 2000;
+    /// `ETCH_BENCH_COLD=1`: its filters and outputs out of cache):
     /// `cargo test --release -p etch-backends qd8_speed -- --ignored --nocapture`.
     #[test]
     #[ignore]
@@ -700,11 +701,23 @@ mod tests {
                 if only_packed && !fc.packed {
                     continue;
                 }
-                let mut out = vec![0.0f32; m * n];
+                // `ETCH_BENCH_COLD`: the packed filters and the outputs rotate through copies
+                // larger than L3, as a decoder's layers come and go.
+                let copies = match std::env::var_os("ETCH_BENCH_COLD").is_some() && fc.packed {
+                    true => (64 << 20) / (n * k + 4 * m * n) + 1,
+                    false => 1,
+                };
+                let ws: Vec<Vec<i8>> = (0..copies).map(|_| packed.clone()).collect();
+                let mut outs: Vec<Vec<f32>> = (0..copies).map(|_| vec![0.0f32; m * n]).collect();
                 let best = (0..if only_packed { 2000 } else { 50 })
-                    .map(|_| {
+                    .map(|i| {
+                        let fc = Fc {
+                            w: if fc.packed { &ws[i % copies] } else { fc.w },
+                            ..fc
+                        };
+                        let out = &mut outs[i % copies];
                         let t = std::time::Instant::now();
-                        fc.run(m, n, &mut out);
+                        fc.run(m, n, out);
                         t.elapsed().as_secs_f64()
                     })
                     .fold(f64::INFINITY, f64::min);
