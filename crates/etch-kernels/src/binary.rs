@@ -113,6 +113,41 @@ binop!(
     /// `a > 0 ? a : a * b`: PReLU with slope `b` (XNNPACK's `XNNPReLU`; the exporter
     /// decomposes `aten::prelu` in portable programs).
     PRelu, |s, a, b| if a > C::ZERO { a } else { a.mul(b) });
+/// `op(a, b)`, then the output clamp `x < lo ? lo : (x > hi ? hi : x)` (NaN kept): an
+/// XNNPACK binary node with its fused clamp in one pass, where the clamp would otherwise be
+/// a second pass over the output. The bounds convert to the compute type, so the result
+/// equals the op then the clamp exactly when the compute type is `f32`.
+#[derive(Clone, Copy)]
+pub struct Clamped<O> {
+    /// The operation.
+    pub op: O,
+    /// The lower bound.
+    pub lo: f32,
+    /// The upper bound.
+    pub hi: f32,
+}
+
+impl<O: BinOp> BinOp for Clamped<O> {
+    const FLOAT_ONLY: bool = O::FLOAT_ONLY;
+    const MIN_TASK: usize = O::MIN_TASK;
+    const INT_DIVISION: bool = O::INT_DIVISION;
+    #[inline(always)]
+    fn apply<C: Compute>(&self, a: C, b: C) -> C {
+        let x = self.op.apply(a, b);
+        let (lo, hi) = (C::from_f64(self.lo as f64), C::from_f64(self.hi as f64));
+        if x < lo {
+            lo
+        } else if x > hi {
+            hi
+        } else {
+            x
+        }
+    }
+    fn check(&self, op: &str, common: ScalarType) -> Result<()> {
+        self.op.check(op, common)
+    }
+}
+
 binop!(
     /// `atan2(a, b)`, always floating point.
     Atan2, |s, a, b| C::from_f64(a.to_f64().atan2(b.to_f64())), float_only = true, min_task = MATH_TASK);
@@ -804,4 +839,50 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
         reg.register(n, f)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Add, BinOp, Clamped, Div, Mul, Sub};
+
+    /// The fused clamp gives the op's result clamped, bit for bit on `f32`, NaN kept.
+    #[test]
+    fn clamped_is_the_op_then_the_clamp() {
+        let vals = [
+            -7.5f32,
+            -0.0,
+            0.0,
+            1e-30,
+            3.25,
+            6.0,
+            6.5,
+            f32::INFINITY,
+            f32::NAN,
+        ];
+        let clamp = |x: f32, lo: f32, hi: f32| {
+            if x < lo {
+                lo
+            } else if x > hi {
+                hi
+            } else {
+                x
+            }
+        };
+        for (lo, hi) in [(0.0, 6.0), (0.0, f32::INFINITY), (f32::NEG_INFINITY, 1.0)] {
+            for &a in &vals {
+                for &b in &vals {
+                    let pairs: [(f32, f32); 4] = [
+                        (Clamped { op: Add, lo, hi }.apply(a, b), Add.apply(a, b)),
+                        (Clamped { op: Sub, lo, hi }.apply(a, b), Sub.apply(a, b)),
+                        (Clamped { op: Mul, lo, hi }.apply(a, b), Mul.apply(a, b)),
+                        (Clamped { op: Div, lo, hi }.apply(a, b), Div.apply(a, b)),
+                    ];
+                    for (got, op) in pairs {
+                        let want = clamp(op, lo, hi);
+                        assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()));
+                    }
+                }
+            }
+        }
+    }
 }

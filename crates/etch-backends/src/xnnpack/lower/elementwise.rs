@@ -4,8 +4,8 @@
 
 use super::super::graph::{BinaryOp, Node, Op, UnaryOp};
 use super::super::plan::Builder;
-use etch_core::{Error, KernelContext, Result};
-use etch_kernels::binary::{PRelu, tensor_tensor};
+use etch_core::{Error, KernelContext, KernelFn, Result, ScalarType};
+use etch_kernels::binary::{Add, BinOp, Clamped, Div, Mul, PRelu, Sub, tensor_tensor};
 use etch_kernels::unary::{Hardswish, SigmoidMul, unary_float};
 
 /// Checks that `out`'s shape is the numpy broadcast of `x`'s and `y`'s.
@@ -78,10 +78,31 @@ fn elementwise_views<const N: usize>(b: &mut Builder<'_>, ids: [u32; N]) -> Resu
     Ok(views)
 }
 
-/// `a (op) b`, then the node's clamp.
+/// `a (op) b`, then the node's clamp (in the same pass for float32 sums, differences,
+/// products and quotients: [`Clamped`]).
 pub fn binary(b: &mut Builder<'_>, node: &Node, op: BinaryOp, ids: [u32; 3]) -> Result<()> {
     check_broadcast(b, ids)?;
     let [x, y, o] = elementwise_views(b, ids)?;
+    let f32s = ids.iter().try_fold(true, |all, &id| {
+        Ok::<_, Error>(all && b.dtype(id)? == ScalarType::Float)
+    })?;
+    if let Some((lo, hi)) = node.clamp
+        && (lo > f32::NEG_INFINITY || hi < f32::INFINITY)
+        && f32s
+    {
+        let fused: Option<(&'static str, KernelFn)> = match op {
+            BinaryOp::Add => Some(("XNNAdd", add_clamped)),
+            BinaryOp::Sub => Some(("XNNSubtract", sub_clamped)),
+            BinaryOp::Mul => Some(("XNNMultiply", mul_clamped)),
+            BinaryOp::Div => Some(("XNNDivide", div_clamped)),
+            _ => None,
+        };
+        if let Some((name, f)) = fused {
+            let (lo, hi) = (b.double(lo as f64), b.double(hi as f64));
+            b.kernel_fn(name, f, &[x, y, lo, hi, o]);
+            return Ok(());
+        }
+    }
     match op {
         BinaryOp::Add | BinaryOp::Sub => {
             let alpha = b.int(1);
@@ -100,6 +121,28 @@ pub fn binary(b: &mut Builder<'_>, node: &Node, op: BinaryOp, ids: [u32; 3]) -> 
     }
     b.clamp(o, node.clamp);
     Ok(())
+}
+
+/// `[x, y, lo, hi, out]`: `op(x, y)` clamped to `[lo, hi]` in one pass.
+fn clamped<O: BinOp>(ctx: &mut KernelContext<'_>, name: &str, op: O) -> Result<()> {
+    let (lo, hi) = (ctx.double(2)? as f32, ctx.double(3)? as f32);
+    tensor_tensor(ctx, name, Clamped { op, lo, hi }, 4)
+}
+
+fn add_clamped(ctx: &mut KernelContext<'_>) -> Result<()> {
+    clamped(ctx, "XNNAdd", Add)
+}
+
+fn sub_clamped(ctx: &mut KernelContext<'_>) -> Result<()> {
+    clamped(ctx, "XNNSubtract", Sub)
+}
+
+fn mul_clamped(ctx: &mut KernelContext<'_>) -> Result<()> {
+    clamped(ctx, "XNNMultiply", Mul)
+}
+
+fn div_clamped(ctx: &mut KernelContext<'_>) -> Result<()> {
+    clamped(ctx, "XNNDivide", Div)
 }
 
 fn prelu_out(ctx: &mut KernelContext<'_>) -> Result<()> {
