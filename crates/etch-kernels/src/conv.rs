@@ -1215,32 +1215,49 @@ pub fn out_sizes(x: &TensorRef<'_>, oh: usize, ow: usize) -> Result<Shape> {
 /// `max_pool2d_with_indices`: args [self, kernel_size, stride, padding, dilation,
 /// ceil_mode, out, indices]. Indices are flat offsets within each H×W plane.
 fn max_pool2d_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    const OP: &str = "aten::max_pool2d_with_indices.out";
+    max_pool2d(ctx, "aten::max_pool2d_with_indices.out", true)
+}
+
+/// Max pooling without the indices (XNNPACK's `XNNMaxPooling2d`, which has none): args
+/// [self, kernel_size, stride, padding, dilation, ceil_mode, out], the values of
+/// `max_pool2d_with_indices`.
+pub fn max_pool2d_values_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    max_pool2d(ctx, "XNNMaxPooling2d", false)
+}
+
+/// [`max_pool2d_with_indices_out`], writing the indices (argument 7) when `with_idx`.
+fn max_pool2d(ctx: &mut KernelContext<'_>, op: &str, with_idx: bool) -> Result<()> {
     let x = ctx.tensor(0)?;
-    let (kh, kw) = pair(OP, "kernel_size", ctx.int_list(1)?, false, 0)?;
+    let (kh, kw) = pair(op, "kernel_size", ctx.int_list(1)?, false, 0)?;
     let stride = ctx.int_list(2)?;
     let (sh, sw) = if stride.is_empty() {
         (kh, kw)
     } else {
-        pair(OP, "stride", stride, false, 0)?
+        pair(op, "stride", stride, false, 0)?
     };
-    let (ph, pw) = pair(OP, "padding", ctx.int_list(3)?, false, 0)?;
-    let (dh, dw) = pair(OP, "dilation", ctx.int_list(4)?, false, 0)?;
+    let (ph, pw) = pair(op, "padding", ctx.int_list(3)?, false, 0)?;
+    let (dh, dw) = pair(op, "dilation", ctx.int_list(4)?, false, 0)?;
     let ceil = ctx.bool(5)?;
-    let xv = view4(OP, &x, false)?;
-    let oh = pool_out_size(OP, xv.h, kh, sh, ph, dh, ceil)?;
-    let ow = pool_out_size(OP, xv.w, kw, sw, pw, dw, ceil)?;
+    let xv = view4(op, &x, false)?;
+    let oh = pool_out_size(op, xv.h, kh, sh, ph, dh, ceil)?;
+    let ow = pool_out_size(op, xv.w, kw, sw, pw, dw, ceil)?;
     let osz = out_sizes(&x, oh, ow)?;
     let mut out = ctx.resize_out(6, &osz)?;
-    let mut idx = ctx.resize_out(7, &osz)?;
-    same_dtype(OP, x.dtype(), out.dtype())?;
-    if idx.dtype() != etch_core::ScalarType::Long {
+    let mut idx = match with_idx {
+        true => Some(ctx.resize_out(7, &osz)?),
+        false => None,
+    };
+    same_dtype(op, x.dtype(), out.dtype())?;
+    if let Some(idx) = &idx
+        && idx.dtype() != etch_core::ScalarType::Long
+    {
         return Err(Error::invalid_argument(format!(
-            "{OP}: indices must be int64, got {}",
+            "{op}: indices must be int64, got {}",
             idx.dtype()
         )));
     }
-    let (ov, iv) = (view4(OP, &out, false)?, view4(OP, &idx, false)?);
+    let ov = view4(op, &out, false)?;
+    let iv = idx.as_ref().map(|i| view4(op, i, false)).transpose()?;
     let g = PoolGeom {
         h: xv.h,
         w: xv.w,
@@ -1252,13 +1269,16 @@ fn max_pool2d_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         dil: [dh, dw],
     };
     let tasks = threads::tasks_for(xv.n * xv.c * oh * ow * kh * kw, POOL_TASK);
-    let io = SharedMut::new(idx.data_mut::<i64>()?);
+    let io = match &mut idx {
+        Some(idx) => Some(SharedMut::new(idx.data_mut::<i64>()?)),
+        None => None,
+    };
     // Contiguous float32 planes: 16 output columns at a time (same values and indices).
     let dense = |v: &View4, h: usize, w: usize| v.s[3] == 1 && (h == 1 || v.s[2] == w);
     if x.dtype() == etch_core::ScalarType::Float
         && dense(&xv, xv.h, xv.w)
         && dense(&ov, oh, ow)
-        && dense(&iv, oh, ow)
+        && iv.as_ref().is_none_or(|iv| dense(iv, oh, ow))
         && maxpool::fast_available(&g)
     {
         let xs = x.data::<f32>()?;
@@ -1271,15 +1291,17 @@ fn max_pool2d_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
                 let (op, ip) = unsafe {
                     (
                         o.slice(n * ov.s[0] + c * ov.s[1], oh * ow),
-                        io.slice(n * iv.s[0] + c * iv.s[1], oh * ow),
+                        io.as_ref()
+                            .zip(iv.as_ref())
+                            .map(|(io, iv)| io.slice(n * iv.s[0] + c * iv.s[1], oh * ow)),
                     )
                 };
-                maxpool::plane_f32(&g, &xs[xb..xb + xv.h * xv.w], op, Some(ip));
+                maxpool::plane_f32(&g, &xs[xb..xb + xv.h * xv.w], op, ip);
             }
         });
         return Ok(());
     }
-    dispatch_float!(x.dtype(), OP, "input", |T| {
+    dispatch_float!(x.dtype(), op, "input", |T| {
         let xs = x.data::<T>()?;
         let o = SharedMut::new(out.data_mut::<T>()?);
         threads::run_parts(xv.n * xv.c, tasks, &|planes| {
@@ -1291,14 +1313,13 @@ fn max_pool2d_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
                         let (best, bi) = window_max(&g, y, xo, |ih, iw| {
                             xs[base + ih * xv.s[2] + iw * xv.s[3]].to_f()
                         });
-                        let (oi, ii) = (
-                            n * ov.s[0] + c * ov.s[1] + y * ov.s[2] + xo * ov.s[3],
-                            n * iv.s[0] + c * iv.s[1] + y * iv.s[2] + xo * iv.s[3],
-                        );
+                        let oi = n * ov.s[0] + c * ov.s[1] + y * ov.s[2] + xo * ov.s[3];
                         // SAFETY: plane (n, c) is this task's.
-                        unsafe {
-                            o.write(oi, T::from_f(best));
-                            io.write(ii, bi);
+                        unsafe { o.write(oi, T::from_f(best)) };
+                        if let (Some(io), Some(iv)) = (&io, &iv) {
+                            let ii = n * iv.s[0] + c * iv.s[1] + y * iv.s[2] + xo * iv.s[3];
+                            // SAFETY: as above.
+                            unsafe { io.write(ii, bi) };
                         }
                     }
                 }

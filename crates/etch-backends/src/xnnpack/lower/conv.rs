@@ -444,12 +444,14 @@ pub fn pooling(b: &mut Builder<'_>, node: &Node, p: &PoolParams) -> Result<()> {
     let padding = b.ints(&[top as i64, left as i64]);
     let ceil = b.boolean(ceil);
     if p.max {
+        // Without indices: XNNPACK's pooling has none, and working them out and writing
+        // them (8 bytes an output) cost more than the maxima.
         let dilation = b.ints(&[dh as i64, dw as i64]);
-        let idx = b.scratch(ScalarType::Long, &os)?;
-        b.kernel(
-            "aten::max_pool2d_with_indices.out",
-            &[x, kernel, stride, padding, dilation, ceil, o, idx],
-        )?;
+        b.kernel_fn(
+            "XNNMaxPooling2d",
+            etch_kernels::conv::max_pool2d_values_out,
+            &[x, kernel, stride, padding, dilation, ceil, o],
+        );
     } else {
         let (include_pad, divisor) = (b.boolean(false), b.none());
         b.kernel(
