@@ -6,6 +6,9 @@ use crate::dispatch_float;
 #[path = "conv/dw512.rs"]
 mod dw512;
 #[cfg(target_arch = "x86_64")]
+#[path = "conv/dw_chan.rs"]
+mod dw_chan;
+#[cfg(target_arch = "x86_64")]
 #[path = "conv/dw_small.rs"]
 mod dw_small;
 #[path = "conv/fused.rs"]
@@ -847,7 +850,9 @@ pub fn depthwise_f32(
     }
     let c = Conv::depthwise(xv, ov, kernel, stride, pad, dil);
     #[cfg(target_arch = "x86_64")]
-    if dw_small::run(&c, xs, (w, bs), o, (lo, hi), fused) {
+    if dw_chan::run(&c, xs, (w, bs), o, (lo, hi), fused)
+        || dw_small::run(&c, xs, (w, bs), o, (lo, hi), fused)
+    {
         return Ok(());
     }
     let mode = if fused { DwMode::Fused } else { DwMode::Fast };

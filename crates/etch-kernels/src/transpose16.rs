@@ -18,7 +18,7 @@ pub(crate) unsafe fn block<T>(src: *const T, ss: usize, dst: *mut T, ds: usize) 
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the caller's contract.
     unsafe {
-        x86::block16(src.cast(), ss, dst.cast(), ds)
+        x86::block16(src.cast(), ss, !0, dst.cast(), ds, !0)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -28,7 +28,7 @@ pub(crate) unsafe fn block<T>(src: *const T, ss: usize, dst: *mut T, ds: usize) 
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use std::arch::x86_64::*;
 
     /// Interleaves the 64-bit halves of `a` and `b` within each 128-bit lane (`hi`: the
@@ -46,15 +46,26 @@ mod x86 {
         }
     }
 
-    /// See [`super::block`]. Row `i`'s element `j` is `r[i][j]`; lane `L` of a vector is
-    /// its elements `4L..4L + 4`.
+    /// See [`super::block`]; only the elements `j` of `lm` of each source row are read (the
+    /// others taken as 0) and only the elements `i` of `sm` of each output row written.
+    /// Row `i`'s element `j` is `r[i][j]`; lane `L` of a vector is its elements `4L..4L + 4`.
     ///
     /// # Safety
-    /// AVX-512F; the spans as [`super::block`]'s.
+    /// AVX-512F; the spans as [`super::block`]'s, for the lanes of the masks.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn block16(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
-        // SAFETY: the 16 source rows (the caller's contract).
-        let r: [__m512; 16] = std::array::from_fn(|i| unsafe { _mm512_loadu_ps(src.add(i * ss)) });
+    pub(crate) unsafe fn block16(
+        src: *const f32,
+        ss: usize,
+        lm: u16,
+        dst: *mut f32,
+        ds: usize,
+        sm: u16,
+    ) {
+        let mut r = [_mm512_setzero_ps(); 16];
+        for (i, r) in r.iter_mut().enumerate() {
+            // SAFETY: the lanes of `lm` of source row `i` (the caller's contract).
+            *r = unsafe { _mm512_maskz_loadu_ps(lm, src.add(i * ss)) };
+        }
         // a[2k], a[2k + 1]: rows 2k and 2k + 1 interleaved, elements 4L, 4L + 1 (lo) and
         // 4L + 2, 4L + 3 (hi) of each lane.
         let mut a = [_mm512_setzero_ps(); 16];
@@ -87,8 +98,8 @@ mod x86 {
                 _mm512_shuffle_f32x4::<0xDD>(e1, f1), // lanes 3
             ];
             for (l, v) in rows.into_iter().enumerate() {
-                // SAFETY: output row 4l + c (the caller's contract).
-                unsafe { _mm512_storeu_ps(dst.add((4 * l + c) * ds), v) };
+                // SAFETY: the lanes of `sm` of output row 4l + c (the caller's contract).
+                unsafe { _mm512_mask_storeu_ps(dst.add((4 * l + c) * ds), sm, v) };
             }
         }
     }
