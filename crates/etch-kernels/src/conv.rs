@@ -447,6 +447,34 @@ impl Conv {
             ow: ov.w,
         }
     }
+
+    /// Whether every plane of the input and the output is one contiguous run (rows
+    /// back to back), as the small-plane depthwise kernels read and write them.
+    fn dense_planes(&self) -> bool {
+        let (xv, ov) = (self.xv, self.ov);
+        xv.s[3] == 1 && xv.s[2] == xv.w && ov.s[3] == 1 && ov.s[2] == ov.w
+    }
+
+    /// Whether every depthwise plane of the input and the output lies inside buffers of
+    /// `x_len` and `o_len` elements (the planes as [`Conv::dense_planes`] has them).
+    fn dw_planes_within(&self, x_len: usize, o_len: usize) -> bool {
+        let (xv, ov) = (self.xv, self.ov);
+        let last_x = (xv.n - 1) * xv.s[0] + (self.g - 1) * xv.s[1] + xv.h * xv.w;
+        let last_o = (ov.n - 1) * ov.s[0] + (self.g - 1) * ov.s[1] + ov.h * ov.w;
+        last_x <= x_len && last_o <= o_len
+    }
+
+    /// Whether a depthwise convolution's taps are fused multiply-adds with `fused` (the
+    /// XNNPACK delegate): square 3×3 and 5×5 kernels at equal strides 1 or 2 without
+    /// dilation; else the product and the sum.
+    fn dw_fma(&self, fused: bool) -> bool {
+        fused
+            && self.kh == self.kw
+            && matches!(self.kh, 3 | 5)
+            && self.stride.0 == self.stride.1
+            && matches!(self.stride.0, 1 | 2)
+            && self.dil == (1, 1)
+    }
 }
 
 /// `s` as a slice of `F` when `T` is `F` (the `f32` and `f64` paths use tensors in place).

@@ -34,11 +34,10 @@ pub(super) fn run(
 ) -> bool {
     let (xv, ov) = (c.xv, c.ov);
     let ((ph, pw), (sh, sw)) = (c.pad, c.stride);
-    let contiguous = xv.s[3] == 1 && xv.s[2] == xv.w && ov.s[3] == 1 && ov.s[2] == ov.w;
     let wp = (xv.w + 2 * pw).max((ov.w - 1) * sw + c.kw);
     let hp = (xv.h + 2 * ph).max((ov.h - 1) * sh + c.kh);
     let takes = crate::gemm512::available()
-        && contiguous
+        && c.dense_planes()
         && c.g.is_multiple_of(16)
         && c.g >= 64
         && ov.w <= MAX_OW
@@ -49,16 +48,13 @@ pub(super) fn run(
         return false;
     }
     let kk = c.kh * c.kw;
-    let last_x = (xv.n - 1) * xv.s[0] + (c.g - 1) * xv.s[1] + xv.h * xv.w;
-    let last_o = (ov.n - 1) * ov.s[0] + (c.g - 1) * ov.s[1] + ov.h * ov.w;
-    if last_x > xs.len()
-        || last_o > o.len()
+    if !c.dw_planes_within(xs.len(), o.len())
         || w.len() < c.g * kk
         || bs.is_some_and(|b| b.len() < c.g)
     {
         return false;
     }
-    let fma = fused && c.kh == c.kw && matches!(c.kh, 3 | 5) && sh == sw && matches!(sh, 1 | 2);
+    let fma = c.dw_fma(fused);
     let units = xv.n * c.g / 16;
     let work = units * 16 * ov.h * ov.w * kk;
     let tasks = threads::tasks_for(work, super::DEPTHWISE_TASK_WORK).min(units);

@@ -129,9 +129,8 @@ pub(super) fn run(
     clamp: (f32, f32),
     fused: bool,
 ) -> bool {
-    let (xv, ov) = (c.xv, c.ov);
-    let contiguous = xv.s[3] == 1 && xv.s[2] == xv.w && ov.s[3] == 1 && ov.s[2] == ov.w;
-    if !crate::gemm512::available() || !contiguous {
+    let xv = c.xv;
+    if !crate::gemm512::available() || !c.dense_planes() {
         return false;
     }
     if c.xv.h * c.xv.w > 64 || c.oh * c.ow > 64 {
@@ -142,17 +141,10 @@ pub(super) fn run(
     };
     // Every plane's span in bounds (the loads and stores are masked to it).
     let planes = xv.n * c.g;
-    let last_x = (xv.n - 1) * xv.s[0] + (c.g - 1) * xv.s[1] + xv.h * xv.w;
-    let last_o = (ov.n - 1) * ov.s[0] + (c.g - 1) * ov.s[1] + ov.h * ov.w;
-    if last_x > xs.len() || last_o > o.len() || w.len() < c.g * plan.kk {
+    if !c.dw_planes_within(xs.len(), o.len()) || w.len() < c.g * plan.kk {
         return false;
     }
-    let fma = fused
-        && c.kh == c.kw
-        && matches!(c.kh, 3 | 5)
-        && c.stride.0 == c.stride.1
-        && matches!(c.stride.0, 1 | 2)
-        && c.dil == (1, 1);
+    let fma = c.dw_fma(fused);
     let work = planes * c.oh * c.ow * plan.kk;
     let tasks = threads::tasks_for(work, super::DEPTHWISE_TASK_WORK).min(planes);
     let out = SharedMut::new(o);
