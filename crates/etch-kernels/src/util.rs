@@ -1217,13 +1217,26 @@ pub fn map1_rows_with<A: Copy + Sync, O: Send>(
     f: impl Fn(A) -> O + Sync + Copy,
     row: impl Fn(&mut [O], &[A]) + Sync + Copy,
 ) {
-    let Some(c) = Coalesced::by_memory(sizes, [sa, so], 1) else {
-        return;
-    };
-    // A transposing copy of a matrix larger than a few tiles goes tile by tile.
-    if transposing(&c) {
+    if let Some(c) = Coalesced::by_memory(sizes, [sa, so], 1) {
+        map1_coalesced(&c, min_task, a, out, f, row, None);
+    }
+}
+
+/// [`map1_rows_with`] over the coalesced iteration `c`; a transposing copy of a matrix
+/// larger than a few tiles goes tile by tile ([`map1_transposed`], with `block` for its
+/// full blocks).
+fn map1_coalesced<A: Copy + Sync, O: Send>(
+    c: &Coalesced<2>,
+    min_task: usize,
+    a: &[A],
+    out: &mut [O],
+    f: impl Fn(A) -> O + Sync + Copy,
+    row: impl Fn(&mut [O], &[A]) + Sync + Copy,
+    block: Option<Block<A, O>>,
+) {
+    if transposing(c) {
         let out = crate::threads::SharedMut::new(out);
-        return map1_transposed(&c, a, out, min_task, f, None);
+        return map1_transposed(c, a, out, min_task, f, block);
     }
     let (len, _) = c.row();
     if crate::threads::tasks_for(c.rows() * len, min_task) <= 1 {
@@ -1240,7 +1253,7 @@ pub fn map1_rows_with<A: Copy + Sync, O: Send>(
         return;
     }
     let out = crate::threads::SharedMut::new(out);
-    par_walk_merged(&c, min_task, |[oa, oo], len, [xa, xo]| {
+    par_walk_merged(c, min_task, |[oa, oo], len, [xa, xo]| {
         if xa == 1 && xo == 1 {
             // SAFETY: rows of a dense out do not overlap; each row is one task's.
             row(unsafe { out.slice(oo, len) }, &a[oa..oa + len]);
@@ -1273,16 +1286,13 @@ pub fn copy1<T: Copy + Send + Sync>(
     out: &mut [T],
     so: &[usize],
 ) {
-    if crate::transpose16::usable::<T>()
-        && let Some(c) = Coalesced::by_memory(sizes, [sa, so], 1)
-        && transposing(&c)
-    {
-        let out = crate::threads::SharedMut::new(out);
-        // `transpose16::block` needs 4-byte elements and AVX-512F: `usable` said so.
-        let block: Block<T, T> = crate::transpose16::block::<T>;
-        return map1_transposed(&c, a, out, ELEMENTWISE_TASK, |x| x, Some(block));
+    // `transpose16::block` needs 4-byte elements and AVX-512F: `usable` says so.
+    let block =
+        crate::transpose16::usable::<T>().then_some(crate::transpose16::block::<T> as Block<T, T>);
+    if let Some(c) = Coalesced::by_memory(sizes, [sa, so], 1) {
+        let row = |o: &mut [T], a: &[T]| o.copy_from_slice(a);
+        map1_coalesced(&c, ELEMENTWISE_TASK, a, out, |x| x, row, block);
     }
-    map1(sizes, a, sa, out, so, |x| x)
 }
 
 /// A 16×16 block of a transposing copy: `dst[j * ds + i] = src[i * ss + j]`.

@@ -703,6 +703,9 @@ mod tests {
             let mut b = x.clone();
             assert!(sigmoid_mul(&x, &mut a) && sigmoid_mul_in_place(&mut b));
             assert_eq!(bits(&a), bits(&b));
+            let mut b = x.clone();
+            assert!(exp_neg_abs(&x, &mut a) && exp_neg_abs_in_place(&mut b));
+            assert_eq!(bits(&a), bits(&b));
         }
     }
 

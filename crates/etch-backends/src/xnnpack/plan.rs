@@ -488,9 +488,7 @@ impl<'g> Builder<'g> {
 
     /// Appends an in-place clamp of table entry `value` (skipped for an unbounded range).
     pub fn clamp(&mut self, value: u32, range: Option<(f32, f32)>) {
-        if let Some((lo, hi)) = range
-            && (lo > f32::NEG_INFINITY || hi < f32::INFINITY)
-        {
+        if let Some((lo, hi)) = bounded(range) {
             self.steps.push(Step::Clamp { value, lo, hi });
             self.step_nodes.push(self.node);
         }
@@ -662,6 +660,11 @@ impl Plan {
             }
         }
     }
+}
+
+/// A node's output clamp when it bounds anything (`None` for none or `[-inf, inf]`).
+pub fn bounded(range: Option<(f32, f32)>) -> Option<(f32, f32)> {
+    range.filter(|&(lo, hi)| lo > f32::NEG_INFINITY || hi < f32::INFINITY)
 }
 
 fn clamp_in_place(t: &TensorImpl, lo: f32, hi: f32) -> Result<()> {

@@ -36,7 +36,7 @@ pub(super) fn run(
     let ((ph, pw), (sh, sw)) = (c.pad, c.stride);
     let wp = (xv.w + 2 * pw).max((ov.w - 1) * sw + c.kw);
     let hp = (xv.h + 2 * ph).max((ov.h - 1) * sh + c.kh);
-    let takes = crate::gemm512::available()
+    let takes = crate::util::avx512()
         && c.dense_planes()
         && c.g.is_multiple_of(16)
         && c.g >= 64
@@ -68,7 +68,7 @@ pub(super) fn run(
         // SAFETY: task `t`'s own buffer.
         let buf = unsafe { bufs.slice(t * per, per) };
         for u in threads::part(units, tasks, t) {
-            // SAFETY: AVX-512F (`gemm512::available`); the group's input and output planes
+            // SAFETY: AVX-512F (`util::avx512`); the group's input and output planes
             // are in bounds (checked above) and its outputs this task's alone.
             unsafe { group(c, &geo, xs, (w, bs), &out, u, buf, clamp) };
         }
@@ -261,7 +261,7 @@ mod tests {
     /// the small-plane shapes it takes, 1 and 2 threads.
     #[test]
     fn channel_groups_match_the_scalar_sums() {
-        if !crate::gemm512::available() {
+        if !crate::util::avx512() {
             return;
         }
         let mut seed = 7u32;

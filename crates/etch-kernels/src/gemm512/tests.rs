@@ -428,9 +428,6 @@ fn conv2d_matches_f64() {
     }
 }
 
-/// Phase planes (each indirect mode) against an im2col: the same bits, on
-/// strides 1-3, dilation, padding, groups, channels-last and padded inputs, several
-/// blocks of terms, a clamp, 1 and 2 threads.
 /// Im2col tiles of at most 16 pixels (a 4×4 output: resnet18's last layers at 128²) give
 /// the same bits as pixel tiles and the rows mode, with and without a clamp, over channel
 /// counts that end in a single panel, and with terms split into blocks.
@@ -484,6 +481,9 @@ fn small_plane_modes_agree() {
     }
 }
 
+/// Phase planes (each indirect mode) against an im2col: the same bits, on
+/// strides 1-3, dilation, padding, groups, channels-last and padded inputs, several
+/// blocks of terms, a clamp, 1 and 2 threads.
 #[test]
 fn conv2d_phase_planes_match_im2col() {
     if !available() {

@@ -3,7 +3,7 @@
 //! own shapes, so broadcasting follows XNNPACK's (numpy's) rules.
 
 use super::super::graph::{BinaryOp, Node, Op, UnaryOp};
-use super::super::plan::Builder;
+use super::super::plan::{Builder, bounded};
 use etch_core::{Error, KernelContext, KernelFn, Result, ScalarType};
 use etch_kernels::binary::{Add, BinOp, Clamped, Div, Mul, PRelu, Sub, tensor_tensor};
 use etch_kernels::unary::{Hardswish, SigmoidMul, unary_float};
@@ -86,8 +86,7 @@ pub fn binary(b: &mut Builder<'_>, node: &Node, op: BinaryOp, ids: [u32; 3]) -> 
     let f32s = ids.iter().try_fold(true, |all, &id| {
         Ok::<_, Error>(all && b.dtype(id)? == ScalarType::Float)
     })?;
-    if let Some((lo, hi)) = node.clamp
-        && (lo > f32::NEG_INFINITY || hi < f32::INFINITY)
+    if let Some((lo, hi)) = bounded(node.clamp)
         && f32s
     {
         let fused: Option<(&'static str, KernelFn)> = match op {
