@@ -282,6 +282,68 @@ pub fn apply2<O: BinOp>(
     }
 }
 
+/// `out[r, i] = op(x[r, i], v[i])` (`op(v[i], x[r, i])` with `swap`) for the rows of
+/// `v.len()` elements of `x` and `out`: an NHWC tensor times a per-channel vector (the
+/// squeeze-excitation products of mobilenet_v3 and efficientnet), where the broadcasting
+/// walk would take each row of a few dozen channels as a row of its own. Split over the
+/// thread pool by rows; each element computed as [`apply2`] computes it.
+pub fn rows_by_vector_f32<O: BinOp>(
+    op: O,
+    x: &[f32],
+    v: &[f32],
+    swap: bool,
+    out: &mut [f32],
+) -> Result<()> {
+    let c = v.len();
+    if c == 0 || x.len() != out.len() || !x.len().is_multiple_of(c) {
+        return Err(Error::invalid_argument(format!(
+            "rows of {c} over {} inputs and {} outputs",
+            x.len(),
+            out.len()
+        )));
+    }
+    let rows = x.len() / c;
+    let tasks = crate::threads::tasks_for(x.len(), O::MIN_TASK);
+    let o = crate::threads::SharedMut::new(out);
+    crate::threads::run_parts(rows, tasks, &|range| {
+        // SAFETY: rows `range` of `out` are this part's alone.
+        let o = unsafe { o.slice(range.start * c, range.len() * c) };
+        let x = &x[range.start * c..range.end * c];
+        #[cfg(target_arch = "x86_64")]
+        if crate::util::avx512() {
+            // SAFETY: the CPU has AVX-512F.
+            return unsafe { rows_avx512(op, x, v, swap, o) };
+        }
+        rows_any(op, x, v, swap, o);
+    });
+    Ok(())
+}
+
+/// [`rows_any`] compiled for AVX-512F.
+///
+/// # Safety
+/// The CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn rows_avx512<O: BinOp>(op: O, x: &[f32], v: &[f32], swap: bool, out: &mut [f32]) {
+    rows_any(op, x, v, swap, out)
+}
+
+#[inline(always)]
+fn rows_any<O: BinOp>(op: O, x: &[f32], v: &[f32], swap: bool, out: &mut [f32]) {
+    for (xr, or) in x.chunks_exact(v.len()).zip(out.chunks_exact_mut(v.len())) {
+        if swap {
+            for ((o, &a), &b) in or.iter_mut().zip(xr).zip(v) {
+                *o = op.apply(b, a);
+            }
+        } else {
+            for ((o, &a), &b) in or.iter_mut().zip(xr).zip(v) {
+                *o = op.apply(a, b);
+            }
+        }
+    }
+}
+
 /// Tensor ⊕ tensor: inputs at 0 and 1, out at `out_i`.
 pub fn tensor_tensor<O: BinOp>(
     ctx: &mut KernelContext<'_>,
@@ -884,5 +946,31 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod rows_tests {
+    use super::*;
+
+    #[test]
+    fn rows_by_vector_is_the_broadcast() {
+        let x: Vec<f32> = (0..96).map(|i| (i as f32 * 0.37).sin()).collect();
+        let v: Vec<f32> = (0..24).map(|i| (i as f32 * 0.11).cos()).collect();
+        let op = Clamped {
+            op: Sub,
+            lo: -0.5,
+            hi: 0.5,
+        };
+        for swap in [false, true] {
+            let mut out = vec![0f32; 96];
+            rows_by_vector_f32(op, &x, &v, swap, &mut out).unwrap();
+            for (i, &o) in out.iter().enumerate() {
+                let (a, b) = (x[i], v[i % 24]);
+                let want: f32 = if swap { op.apply(b, a) } else { op.apply(a, b) };
+                assert_eq!(o.to_bits(), want.to_bits());
+            }
+        }
+        assert!(rows_by_vector_f32(Mul, &x[1..], &v, false, &mut vec![0f32; 95]).is_err());
     }
 }

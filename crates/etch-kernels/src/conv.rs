@@ -13,6 +13,8 @@ mod dw_chan;
 mod dw_small;
 #[path = "conv/fused.rs"]
 mod fused;
+#[path = "conv/nhwc.rs"]
+pub mod nhwc;
 use crate::gemm::{Axis, Plan, Strides};
 use crate::gemm512;
 use crate::linalg::{GemmDims, MatRef, gemm_batched};

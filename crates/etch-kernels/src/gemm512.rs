@@ -442,6 +442,38 @@ pub fn fully_connected(
     lo: f32,
     hi: f32,
 ) -> Result<(), Refused> {
+    fc_checked(x, m, k, packed, n, out, lo, hi, true)
+}
+
+/// [`fully_connected`] on the calling thread alone (for callers that split the work
+/// themselves).
+#[allow(clippy::too_many_arguments)]
+pub fn fully_connected_serial(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    packed: &[f32],
+    n: usize,
+    out: &mut [f32],
+    lo: f32,
+    hi: f32,
+) -> Result<(), Refused> {
+    fc_checked(x, m, k, packed, n, out, lo, hi, false)
+}
+
+/// [`fully_connected`]'s checks, then the product (over the thread pool when `threaded`).
+#[allow(clippy::too_many_arguments)]
+fn fc_checked(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    packed: &[f32],
+    n: usize,
+    out: &mut [f32],
+    lo: f32,
+    hi: f32,
+    threaded: bool,
+) -> Result<(), Refused> {
     if !available() {
         return Err("the CPU has no AVX-512F");
     }
@@ -451,9 +483,26 @@ pub fn fully_connected(
     {
         return Err("operand sizes");
     }
-    if m == 0 || n == 0 {
-        return Ok(());
+    if m > 0 && n > 0 {
+        fc_split(x, m, k, packed, n, out, lo, hi, threaded);
     }
+    Ok(())
+}
+
+/// The product of [`fully_connected`] (sizes checked, AVX-512F present, `m`, `n` > 0), over
+/// the thread pool when `threaded`.
+#[allow(clippy::too_many_arguments)]
+fn fc_split(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    packed: &[f32],
+    n: usize,
+    out: &mut [f32],
+    lo: f32,
+    hi: f32,
+    threaded: bool,
+) {
     #[cfg(target_arch = "x86_64")]
     {
         let panels = n.div_ceil(NR);
@@ -464,10 +513,13 @@ pub fn fully_connected(
         // A row tile loads each weight once however few rows it has: counted as full
         // tiles, a one-row product of 5 MB of weights (1280 -> 1000) splits too.
         let work = m.max(MR).saturating_mul(n).saturating_mul(k);
-        let tasks = threads::tasks_for(work, crate::linalg::GEMM_TASK_WORK).min(units);
+        let tasks = match threaded {
+            true => threads::tasks_for(work, crate::linalg::GEMM_TASK_WORK).min(units),
+            false => 1,
+        };
         let o = SharedMut::new(out);
         let (xp, pp) = (x.as_ptr() as usize, packed.as_ptr() as usize);
-        threads::run(tasks, &|t| {
+        let body = |t: usize| {
             for u in threads::part(units, tasks, t) {
                 let (blk, rt) = (u / row_tiles, u % row_tiles);
                 let r0 = rt * MR;
@@ -498,9 +550,15 @@ pub fn fully_connected(
                     unsafe { fc_kernel(rows, cols)(&tile) }
                 }
             }
-        });
+        };
+        if tasks == 1 {
+            body(0);
+        } else {
+            threads::run(tasks, &body);
+        }
     }
-    Ok(())
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (x, m, k, packed, n, out, lo, hi, threaded);
 }
 
 /// The geometry of a convolution on NCHW tensors (any strides for the input; the output's
