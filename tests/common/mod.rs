@@ -164,3 +164,39 @@ pub fn require_no_cuda() {
     );
     eprintln!("skipped: no CUDA device");
 }
+
+/// Runs XNNPACK fixture `name` (`tests/fixtures/xnnpack`) twice a case and checks every
+/// output against ExecuTorch's.
+pub fn run_xnnpack_fixture(name: &str) {
+    let dir = fixtures_dir().join("xnnpack");
+    let fx = manifest_in(&dir)
+        .into_iter()
+        .find(|f| f.name == name)
+        .expect("fixture in manifest");
+    let mut module = etch::Module::from_file(&fx.pte).unwrap();
+    let meta = module.method_meta("forward").unwrap();
+    assert!(
+        meta.uses_backend("XnnpackBackend"),
+        "{name} has no XNNPACK delegate"
+    );
+    for (ci, case) in fx.cases.iter().enumerate() {
+        let inputs = case.load_inputs();
+        // Twice: the second run reuses every buffer planned at load.
+        for run in 0..2 {
+            let outputs = module
+                .execute(&case.method, &inputs)
+                .unwrap_or_else(|e| panic!("{name} case {ci}: {e}"));
+            assert_eq!(outputs.len(), case.expected.len(), "{name}: output count");
+            for (oi, (got, exp)) in outputs.iter().zip(&case.expected).enumerate() {
+                check_output(
+                    &format!("{name} case {ci} run {run} output {oi}"),
+                    got,
+                    exp,
+                    &case.output_dtypes[oi],
+                    case.rtol,
+                    case.atol,
+                );
+            }
+        }
+    }
+}

@@ -217,15 +217,90 @@ fn strided_operands(op: &Op) -> bool {
     }
 }
 
+/// How the delegate lays out the image values of graphs with convolutions or pooling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Internal 4-d values channels-first where the nodes allow it (see
+    /// [`channels_first`]): convolutions on NCHW planes.
+    ChannelsFirst,
+    /// Every value in XNNPACK's own NHWC layout: convolutions, depthwise convolutions and
+    /// max pooling on channels-last kernels (`etch_kernels::conv::nhwc`).
+    Nhwc,
+}
+
+/// 0: not set, else `Layout as u8 + 1`.
+static LAYOUT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Sets the layout of graphs initialised from now on, overriding `ETCH_XNNPACK_LAYOUT`
+/// (`nhwc` or `nchw`); `None` goes back to the default.
+pub fn set_layout(layout: Option<Layout>) {
+    let v = layout.map_or(0, |l| l as u8 + 1);
+    LAYOUT.store(v, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The layout for graph `g`: [`set_layout`]'s, else `ETCH_XNNPACK_LAYOUT`'s (`nhwc` or
+/// `nchw`), else NHWC for graphs with depthwise convolutions (mobilenets, efficientnets:
+/// their depthwise layers run at XNNPACK's speed only channels-last) and channels-first
+/// for the others (resnets: etch's NCHW convolutions are as fast there, and the portable
+/// program's layout).
+pub fn layout(g: &Graph) -> Layout {
+    match LAYOUT.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => return Layout::ChannelsFirst,
+        2 => return Layout::Nhwc,
+        _ => {}
+    }
+    match std::env::var("ETCH_XNNPACK_LAYOUT").as_deref() {
+        Ok("nhwc" | "NHWC") => return Layout::Nhwc,
+        Ok("nchw" | "NCHW") => return Layout::ChannelsFirst,
+        _ => {}
+    }
+    if nhwc_pays(g) {
+        Layout::Nhwc
+    } else {
+        Layout::ChannelsFirst
+    }
+}
+
+/// Whether graph `g` has depthwise convolutions and every convolution and pooling node of
+/// it has an NHWC kernel (`lower/nhwc.rs`): fp32, one group or one output channel a
+/// group, max pooling, AVX-512F for the dense products.
+fn nhwc_pays(g: &Graph) -> bool {
+    use super::graph::{ConvKind, Datatype};
+    let f32_value = |id: u32| {
+        g.values
+            .get(id as usize)
+            .is_some_and(|v| v.dtype == Datatype::Fp32)
+    };
+    let mut depthwise = false;
+    for n in &g.nodes {
+        let ok = match &n.op {
+            Op::Conv(c) => {
+                let dw =
+                    c.kind == ConvKind::Depthwise && c.group_output_channels == 1 && c.groups > 1;
+                depthwise |= dw;
+                (dw || (c.kind == ConvKind::Conv && c.groups == 1))
+                    && f32_value(c.input)
+                    && f32_value(c.output)
+            }
+            Op::Pool(p) => p.max && f32_value(p.input),
+            _ => true,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    depthwise && etch_kernels::gemm512::available()
+}
+
 /// The values to lay out channels-first: in a graph with convolutions or pooling, every
 /// internal 4-d value that only nodes with strided operands touch (global average pooling
 /// may read it too). etch's convolution and pooling kernels are fastest on NCHW data, and
 /// the elementwise and data-movement kernels take either layout.
 pub fn channels_first(g: &Graph) -> Vec<bool> {
-    let spatial = g
-        .nodes
-        .iter()
-        .any(|n| matches!(n.op, Op::Conv(_) | Op::Pool(_)));
+    let spatial = layout(g) == Layout::ChannelsFirst
+        && g.nodes
+            .iter()
+            .any(|n| matches!(n.op, Op::Conv(_) | Op::Pool(_)));
     let mut cf: Vec<bool> = g
         .values
         .iter()

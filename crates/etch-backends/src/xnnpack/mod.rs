@@ -23,6 +23,7 @@ mod generated;
 pub mod graph;
 mod lower;
 mod memory;
+pub use memory::{Layout, set_layout};
 pub mod payload;
 mod plan;
 mod qd8;

@@ -158,6 +158,9 @@ pub fn convolution(b: &mut Builder<'_>, node: &Node, c: &ConvParams) -> Result<(
             node.name, xs, os
         )));
     }
+    if super::nhwc::convolution(b, node, c, pad)? {
+        return Ok(());
+    }
     let dtype = b.dtype(c.input)?;
     if c.kind == ConvKind::Conv
         && dtype == ScalarType::Float
@@ -359,16 +362,7 @@ fn depthwise(
         }
         None => b.none(),
     };
-    let params = b.ints(&[
-        kh as i64,
-        kw as i64,
-        c.stride[0] as i64,
-        c.stride[1] as i64,
-        pad[0],
-        pad[1],
-        c.dilation[0] as i64,
-        c.dilation[1] as i64,
-    ]);
+    let params = geometry(b, c, pad);
     let (lo, hi) = b.clamp_bounds(node.clamp);
     b.kernel_fn(
         "xnnpack::f32_depthwise_conv2d",
@@ -376,6 +370,21 @@ fn depthwise(
         &[x, p, bias, o, params, lo, hi],
     );
     Ok(())
+}
+
+/// The int list `[kh, kw, stride h, stride w, pad h, pad w, dilation h, dilation w]` of a
+/// convolution node (`pad`: top and left).
+pub(super) fn geometry(b: &mut Builder<'_>, c: &ConvParams, pad: [i64; 2]) -> u32 {
+    b.ints(&[
+        c.kernel[0] as i64,
+        c.kernel[1] as i64,
+        c.stride[0] as i64,
+        c.stride[1] as i64,
+        pad[0],
+        pad[1],
+        c.dilation[0] as i64,
+        c.dilation[1] as i64,
+    ])
 }
 
 /// Args `[x (NCHW view), filter [c, kh, kw], bias or none, out (NCHW view), [kh, kw,
@@ -438,6 +447,9 @@ pub fn pooling(b: &mut Builder<'_>, node: &Node, p: &PoolParams) -> Result<()> {
             "{}: output {os:?} (NCHW) of input {xs:?} is not PyTorch's pooling size",
             node.name
         )));
+    }
+    if super::nhwc::max_pool(b, node, p)? {
+        return Ok(());
     }
     let kernel = b.ints(&[kh as i64, kw as i64]);
     let stride = b.ints(&[sh as i64, sw as i64]);

@@ -5,7 +5,9 @@
 use super::super::graph::{BinaryOp, Node, Op, UnaryOp};
 use super::super::plan::{Builder, bounded};
 use etch_core::{Error, KernelContext, KernelFn, Result, ScalarType};
-use etch_kernels::binary::{Add, BinOp, Clamped, Div, Mul, PRelu, Sub, tensor_tensor};
+use etch_kernels::binary::{
+    Add, BinOp, Clamped, Div, Mul, PRelu, Sub, rows_by_vector_f32, tensor_tensor,
+};
 use etch_kernels::unary::{Hardswish, SigmoidMul, unary_float};
 
 /// Checks that `out`'s shape is the numpy broadcast of `x`'s and `y`'s.
@@ -82,10 +84,13 @@ fn elementwise_views<const N: usize>(b: &mut Builder<'_>, ids: [u32; N]) -> Resu
 /// products and quotients: [`Clamped`]).
 pub fn binary(b: &mut Builder<'_>, node: &Node, op: BinaryOp, ids: [u32; 3]) -> Result<()> {
     check_broadcast(b, ids)?;
-    let [x, y, o] = elementwise_views(b, ids)?;
     let f32s = ids.iter().try_fold(true, |all, &id| {
         Ok::<_, Error>(all && b.dtype(id)? == ScalarType::Float)
     })?;
+    if f32s && by_channel(b, node, op, ids)? {
+        return Ok(());
+    }
+    let [x, y, o] = elementwise_views(b, ids)?;
     if let Some((lo, hi)) = bounded(node.clamp)
         && f32s
     {
@@ -120,6 +125,64 @@ pub fn binary(b: &mut Builder<'_>, node: &Node, op: BinaryOp, ids: [u32; 3]) -> 
     }
     b.clamp(o, node.clamp);
     Ok(())
+}
+
+/// A float32 sum, difference, product or quotient of an NHWC value (not laid out
+/// channels-first) and a vector of its channels (`[1, 1, 1, c]` or `[c]`), then the
+/// node's clamp, in one pass over rows of `c` ([`rows_by_vector_f32`]); `Ok(false)` for
+/// other nodes.
+fn by_channel(b: &mut Builder<'_>, node: &Node, op: BinaryOp, [x, y, o]: [u32; 3]) -> Result<bool> {
+    let f: KernelFn = match op {
+        BinaryOp::Add => add_rows,
+        BinaryOp::Sub => sub_rows,
+        BinaryOp::Mul => mul_rows,
+        BinaryOp::Div => div_rows,
+        _ => return Ok(false),
+    };
+    let dout = b.value(o).dims;
+    let c = dout[dout.len().saturating_sub(1)];
+    let vector = |d: &[usize]| d.last() == Some(&c) && d.iter().product::<usize>() == c;
+    let (dx, dy) = (b.value(x).dims, b.value(y).dims);
+    let (full, vec, swap) = if dx == dout && vector(&dy) {
+        (x, y, false)
+    } else if dy == dout && vector(&dx) {
+        (y, x, true)
+    } else {
+        return Ok(false);
+    };
+    if dout.len() < 2
+        || dout[..dout.len() - 1].iter().product::<usize>() < 2
+        || [full, o].iter().any(|&id| b.is_channels_first(id))
+    {
+        return Ok(false);
+    }
+    let (full, vec, o) = (b.tensor(full)?, b.view(vec, &[c], None)?, b.tensor(o)?);
+    let swap = b.boolean(swap);
+    let (lo, hi) = b.clamp_bounds(node.clamp);
+    b.kernel_fn(node.name, f, &[full, vec, swap, lo, hi, o]);
+    Ok(true)
+}
+
+/// `[x, v, swap, lo, hi, out]` (see [`by_channel`]).
+fn rows<O: BinOp>(ctx: &mut KernelContext<'_>, op: O) -> Result<()> {
+    let (x, v, mut o) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(5)?);
+    let swap = ctx.bool(2)?;
+    let (lo, hi) = (ctx.double(3)? as f32, ctx.double(4)? as f32);
+    let op = Clamped { op, lo, hi };
+    rows_by_vector_f32(op, x.data()?, v.data()?, swap, o.data_mut()?)
+}
+
+fn add_rows(ctx: &mut KernelContext<'_>) -> Result<()> {
+    rows(ctx, Add)
+}
+fn sub_rows(ctx: &mut KernelContext<'_>) -> Result<()> {
+    rows(ctx, Sub)
+}
+fn mul_rows(ctx: &mut KernelContext<'_>) -> Result<()> {
+    rows(ctx, Mul)
+}
+fn div_rows(ctx: &mut KernelContext<'_>) -> Result<()> {
+    rows(ctx, Div)
 }
 
 /// `[x, y, lo, hi, out]`: `op(x, y)` clamped to `[lo, hi]` in one pass.
@@ -274,6 +337,9 @@ fn global_avg_pool(b: &mut Builder<'_>, node: &Node, input: u32, output: u32) ->
             )));
         }
     };
+    if super::nhwc::global_avg_pool(b, node, input, output)? {
+        return Ok(());
+    }
     let x = b.tensor(input)?;
     let o = b.view(output, &kept, None)?;
     let (axes, keep, dtype) = (b.ints(axes), b.boolean(true), b.none());

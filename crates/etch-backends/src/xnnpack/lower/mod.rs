@@ -4,6 +4,7 @@ mod bmm;
 mod conv;
 mod elementwise;
 mod gemm;
+mod nhwc;
 mod quant;
 mod shape;
 

@@ -29,9 +29,32 @@ pub fn transpose(b: &mut Builder<'_>, perm: &Shape, [input, output]: [u32; 2]) -
         ));
     }
     let (x, o) = (b.tensor(input)?, b.tensor(output)?);
+    let planes = perm[..] == [0, 2, 3, 1] && di[1] <= 4;
+    if planes
+        && !b.is_channels_first(input)
+        && !b.is_channels_first(output)
+        && b.dtype(input)? == etch_core::ScalarType::Float
+    {
+        // An NCHW image of few channels into an NHWC value.
+        b.kernel_fn("XNNStaticTranspose", planes_to_pixels, &[x, o]);
+        return Ok(());
+    }
     let p: Vec<i64> = perm.iter().map(|&p| p as i64).collect();
     let p = b.ints(&p);
     b.kernel("aten::permute_copy.out", &[x, p, o])
+}
+
+/// Args `[x [n, c, h, w], out [n, h, w, c]]` (both contiguous).
+fn planes_to_pixels(ctx: &mut etch_core::KernelContext<'_>) -> Result<()> {
+    let (x, mut o) = (ctx.tensor(0)?, ctx.tensor(1)?);
+    let &[n, c, h, w] = x.sizes() else {
+        return Err(Error::internal(format!(
+            "XNNStaticTranspose: input {:?}",
+            x.sizes()
+        )));
+    };
+    etch_kernels::conv::nhwc::planes_to_pixels_f32(n, c, h * w, x.data()?, o.data_mut()?)
+        .map_err(|e| Error::internal(format!("XNNStaticTranspose: {e}")))
 }
 
 /// `XNNStaticReshape` and `XNNCopy`: the same bytes under another shape. Nothing to do
