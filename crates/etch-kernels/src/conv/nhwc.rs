@@ -160,8 +160,8 @@ pub fn depthwise_f32(
     {
         return Err("depthwise operand sizes");
     }
-    by_rows(s, out, |row, orow| {
-        depthwise_row(s, x, w, bias, row, orow, lo, hi)
+    by_rows(s, out, |row, orow, list| {
+        depthwise_row(s, x, (w, bias), (row, orow), list, lo, hi)
     });
     Ok(())
 }
@@ -172,15 +172,16 @@ const MAX_TAPS: usize = 64;
 
 /// Runs `f(row, out_row)` for each output row (item and `oy`) of a depthwise convolution
 /// or pooling of `s` (`out` checked to be `s.out_len()` long, `s.co == s.c`), split over
-/// the thread pool by rows.
-fn by_rows(s: &NhwcShape, out: &mut [f32], f: impl Fn(usize, &mut [f32]) + Sync) {
+/// the thread pool by rows; each part's rows share one tap list.
+fn by_rows(s: &NhwcShape, out: &mut [f32], f: impl Fn(usize, &mut [f32], &mut TapList) + Sync) {
     let tasks = s.row_tasks(s.ow * s.c * s.taps());
     let o = SharedMut::new(out);
     threads::run_parts(s.n * s.oh, tasks, &|range| {
+        let mut list = TapList::new();
         for row in range {
             // SAFETY: output row `row` is written by this part only.
             let orow = unsafe { o.slice(row * s.ow * s.c, s.ow * s.c) };
-            f(row, orow);
+            f(row, orow, &mut list);
         }
     });
 }
@@ -218,49 +219,46 @@ impl TapList {
     }
 }
 
-/// Runs `f(ox, n, taps, shift)` over the output pixels of row `oy` of item `b` in runs of
-/// `n` pixels from `ox` that share one tap list (pixel `p` of a run reads each tap's input
-/// `shift + p · stride · c` elements past the tap's offset): the pixels whose column taps
-/// are all inside the input make one run, each other pixel its own.
+/// Runs `f(ox, n, taps)` over the output pixels of row `oy` of item `b` in runs of `n`
+/// pixels from `ox` that share one tap list, filled into `list` (pixel `p` of a run reads
+/// each tap's input `p · stride · c` elements past the tap's offset): the pixels whose
+/// column taps are all inside the input make one run, each other pixel its own.
 fn for_each_run(
     s: &NhwcShape,
-    b: usize,
-    oy: usize,
-    mut f: impl FnMut(usize, usize, &[(usize, usize)], usize),
+    (b, oy): (usize, usize),
+    list: &mut TapList,
+    mut f: impl FnMut(usize, usize, &[(usize, usize)]),
 ) {
-    let mut list = TapList::new();
     let (lo, hi) = interior_columns(s);
     for ox in (0..lo).chain(hi..s.ow) {
         list.fill(s, b, oy, ox);
-        f(ox, 1, list.taps(), 0);
+        f(ox, 1, list.taps());
     }
     if lo < hi {
         list.fill(s, b, oy, lo);
-        f(lo, hi - lo, list.taps(), 0);
+        f(lo, hi - lo, list.taps());
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn depthwise_row(
     s: &NhwcShape,
     x: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    row: usize,
-    orow: &mut [f32],
+    (w, bias): (&[f32], Option<&[f32]>),
+    (row, orow): (usize, &mut [f32]),
+    list: &mut TapList,
     lo: f32,
     hi: f32,
 ) {
     let (b, oy) = (row / s.oh, row % s.oh);
     #[cfg(target_arch = "x86_64")]
     if vector() && s.taps() <= MAX_TAPS {
-        for_each_run(s, b, oy, |ox, n, taps, shift| {
+        for_each_run(s, (b, oy), list, |ox, n, taps| {
             let px = &mut orow[ox * s.c..(ox + n) * s.c];
             let step = s.stride[1] * s.c;
             // SAFETY: AVX-512F is present; every tap's input pixel (`c` channels) lies in
             // `x` for each pixel of the run, and its weights (`c`) in `w` (`TapList::fill`,
             // `for_each_run`, sizes checked); `bias` has `c` elements, `px` `n · c`.
-            unsafe { x86::depthwise_run(s.c, (x, shift, step), w, bias, taps, px, lo, hi) };
+            unsafe { x86::depthwise_run(s.c, (x, step), w, bias, taps, px, lo, hi) };
         });
         return;
     }
@@ -299,19 +297,21 @@ pub fn max_pool_f32(s: &NhwcShape, x: &[f32], out: &mut [f32]) -> Result<(), Ref
     if !s.valid() || s.co != s.c || s.in_len() != Some(x.len()) || s.out_len() != Some(out.len()) {
         return Err("max pooling operand sizes");
     }
-    by_rows(s, out, |row, orow| max_pool_row(s, x, row, orow));
+    by_rows(s, out, |row, orow, list| {
+        max_pool_row(s, x, (row, orow), list)
+    });
     Ok(())
 }
 
-fn max_pool_row(s: &NhwcShape, x: &[f32], row: usize, orow: &mut [f32]) {
+fn max_pool_row(s: &NhwcShape, x: &[f32], (row, orow): (usize, &mut [f32]), list: &mut TapList) {
     let (b, oy) = (row / s.oh, row % s.oh);
     #[cfg(target_arch = "x86_64")]
     if vector() && s.taps() <= MAX_TAPS {
-        for_each_run(s, b, oy, |ox, n, taps, shift| {
+        for_each_run(s, (b, oy), list, |ox, n, taps| {
             let px = &mut orow[ox * s.c..(ox + n) * s.c];
             let step = s.stride[1] * s.c;
             // SAFETY: as in `depthwise_row`.
-            unsafe { x86::max_run(s.c, (x, shift, step), taps, px) };
+            unsafe { x86::max_run(s.c, (x, step), taps, px) };
         });
         return;
     }
@@ -636,13 +636,13 @@ mod x86 {
     ///
     /// # Safety
     /// AVX-512F; for each pixel `p < px.len() / c` of the run and each tap `(o, k)`, `c`
-    /// input elements at `o + shift + p · step` lie in `x` and `c` weights at `k · c` in
+    /// input elements at `o + p · step` lie in `x` and `c` weights at `k · c` in
     /// `w`; `bias` has `c` elements.
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn depthwise_run(
         c: usize,
-        (x, shift, step): (&[f32], usize, usize),
+        (x, step): (&[f32], usize),
         w: &[f32],
         bias: Option<&[f32]>,
         taps: &[(usize, usize)],
@@ -652,7 +652,7 @@ mod x86 {
     ) {
         let n = px.len() / c.max(1);
         let r = Run {
-            x: x.as_ptr().wrapping_add(shift),
+            x: x.as_ptr(),
             x_step: step,
             w: w.as_ptr(),
             bias: bias.map_or(std::ptr::null(), |b| b.as_ptr()),
@@ -726,13 +726,13 @@ mod x86 {
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn max_run(
         c: usize,
-        (x, shift, step): (&[f32], usize, usize),
+        (x, step): (&[f32], usize),
         taps: &[(usize, usize)],
         px: &mut [f32],
     ) {
         let n = px.len() / c.max(1);
         let r = Run {
-            x: x.as_ptr().wrapping_add(shift),
+            x: x.as_ptr(),
             x_step: step,
             w: std::ptr::null(),
             bias: std::ptr::null(),

@@ -258,45 +258,33 @@ fn packed_convolution(
         .ok_or_else(|| Error::invalid_program(format!("{}: filter size overflows", node.name)))?;
     let bytes: Vec<u8> = packed.iter().flat_map(|v| v.to_le_bytes()).collect();
     let p = b.owned(ScalarType::Float, &[packed.len()], &bytes)?;
-    let params = b.ints(&[
-        g as i64,
-        kh as i64,
-        kw as i64,
-        c.stride[0] as i64,
-        c.stride[1] as i64,
-        pad[0],
-        pad[1],
-        c.dilation[0] as i64,
-        c.dilation[1] as i64,
-        (layout == gemm512::ConvLayout::Pairs) as i64,
-    ]);
+    let params = geometry(b, c, pad);
+    let packing = b.ints(&[g as i64, (layout == gemm512::ConvLayout::Pairs) as i64]);
     let (lo, hi) = b.clamp_bounds(node.clamp);
     b.kernel_fn(
         "xnnpack::f32_conv2d",
         run_packed_convolution,
-        &[x, p, o, params, lo, hi],
+        &[x, p, o, params, packing, lo, hi],
     );
     Ok(())
 }
 
-/// Args `[x (NCHW view), packed filter, out (NCHW view, contiguous planes), [groups, kh,
-/// kw, stride h, stride w, pad h, pad w, dilation h, dilation w, pairs (the filter's
-/// layout: 1 for `ConvLayout::Pairs`)], lo, hi]`.
+/// Args `[x (NCHW view), packed filter, out (NCHW view, contiguous planes), [`geometry`],
+/// [groups, pairs (the filter's layout: 1 for `ConvLayout::Pairs`)], lo, hi]`.
 fn run_packed_convolution(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "xnnpack::f32_conv2d";
     let (x, p, mut o) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
-    let q = ctx.int_list(3)?;
-    let (lo, hi) = (ctx.double(4)? as f32, ctx.double(5)? as f32);
-    let (xv, ov) = (view4(OP, &x, false)?, view4(OP, &o, false)?);
-    let &[g, kh, kw, sh, sw, ph, pw, dh, dw, pairs] = q else {
-        return Err(Error::internal(format!("{OP}: {} parameters", q.len())));
+    let [kh, kw, sh, sw, ph, pw, dh, dw] = parse_geometry(OP, ctx.int_list(3)?)?;
+    let &[g, pairs] = ctx.int_list(4)? else {
+        return Err(Error::internal(format!("{OP}: groups and layout")));
     };
+    let (lo, hi) = (ctx.double(5)? as f32, ctx.double(6)? as f32);
+    let (xv, ov) = (view4(OP, &x, false)?, view4(OP, &o, false)?);
     let layout = match pairs {
         0 => gemm512::ConvLayout::Panels,
         _ => gemm512::ConvLayout::Pairs,
     };
-    let [g, kh, kw, sh, sw, ph, pw, dh, dw] =
-        [g, kh, kw, sh, sw, ph, pw, dh, dw].map(|v| v.max(0) as usize);
+    let g = g.max(0) as usize;
     if g == 0
         || xv.c % g != 0
         || ov.c % g != 0
@@ -387,6 +375,15 @@ pub(super) fn geometry(b: &mut Builder<'_>, c: &ConvParams, pad: [i64; 2]) -> u3
     ])
 }
 
+/// [`geometry`]'s list back: `[kh, kw, stride h, stride w, pad h, pad w, dilation h,
+/// dilation w]`.
+pub(super) fn parse_geometry(op: &str, q: &[i64]) -> Result<[usize; 8]> {
+    let q: [i64; 8] = q
+        .try_into()
+        .map_err(|_| Error::internal(format!("{op}: {} parameters", q.len())))?;
+    Ok(q.map(|v| v.max(0) as usize))
+}
+
 /// Args `[x (NCHW view), filter [c, kh, kw], bias or none, out (NCHW view), [kh, kw,
 /// stride h, stride w, pad h, pad w, dilation h, dilation w], lo, hi]`.
 fn run_depthwise(ctx: &mut KernelContext<'_>) -> Result<()> {
@@ -396,11 +393,7 @@ fn run_depthwise(ctx: &mut KernelContext<'_>) -> Result<()> {
     let q = ctx.int_list(4)?;
     let (lo, hi) = (ctx.double(5)? as f32, ctx.double(6)? as f32);
     let (xv, ov) = (view4(OP, &x, false)?, view4(OP, &o, false)?);
-    let &[kh, kw, sh, sw, ph, pw, dh, dw] = q else {
-        return Err(Error::internal(format!("{OP}: {} parameters", q.len())));
-    };
-    let [kh, kw, sh, sw, ph, pw, dh, dw] =
-        [kh, kw, sh, sw, ph, pw, dh, dw].map(|v| v.max(0) as usize);
+    let [kh, kw, sh, sw, ph, pw, dh, dw] = parse_geometry(OP, q)?;
     let bs = match &bias {
         Some(t) => Some(t.data::<f32>()?),
         None => None,

@@ -93,19 +93,11 @@ pub fn binary(b: &mut Builder<'_>, node: &Node, op: BinaryOp, ids: [u32; 3]) -> 
     let [x, y, o] = elementwise_views(b, ids)?;
     if let Some((lo, hi)) = bounded(node.clamp)
         && f32s
+        && let Some((name, f, _)) = one_pass(op)
     {
-        let fused: Option<(&'static str, KernelFn)> = match op {
-            BinaryOp::Add => Some(("XNNAdd", add_clamped)),
-            BinaryOp::Sub => Some(("XNNSubtract", sub_clamped)),
-            BinaryOp::Mul => Some(("XNNMultiply", mul_clamped)),
-            BinaryOp::Div => Some(("XNNDivide", div_clamped)),
-            _ => None,
-        };
-        if let Some((name, f)) = fused {
-            let (lo, hi) = (b.double(lo as f64), b.double(hi as f64));
-            b.kernel_fn(name, f, &[x, y, lo, hi, o]);
-            return Ok(());
-        }
+        let (lo, hi) = (b.double(lo as f64), b.double(hi as f64));
+        b.kernel_fn(name, f, &[x, y, lo, hi, o]);
+        return Ok(());
     }
     match op {
         BinaryOp::Add | BinaryOp::Sub => {
@@ -132,12 +124,8 @@ pub fn binary(b: &mut Builder<'_>, node: &Node, op: BinaryOp, ids: [u32; 3]) -> 
 /// node's clamp, in one pass over rows of `c` ([`rows_by_vector_f32`]); `Ok(false)` for
 /// other nodes.
 fn by_channel(b: &mut Builder<'_>, node: &Node, op: BinaryOp, [x, y, o]: [u32; 3]) -> Result<bool> {
-    let f: KernelFn = match op {
-        BinaryOp::Add => add_rows,
-        BinaryOp::Sub => sub_rows,
-        BinaryOp::Mul => mul_rows,
-        BinaryOp::Div => div_rows,
-        _ => return Ok(false),
+    let Some((_, _, f)) = one_pass(op) else {
+        return Ok(false);
     };
     let dout = b.value(o).dims;
     let c = dout[dout.len().saturating_sub(1)];
@@ -161,6 +149,19 @@ fn by_channel(b: &mut Builder<'_>, node: &Node, op: BinaryOp, [x, y, o]: [u32; 3
     let (lo, hi) = b.clamp_bounds(node.clamp);
     b.kernel_fn(node.name, f, &[full, vec, swap, lo, hi, o]);
     Ok(true)
+}
+
+/// The float32 one-pass kernels of a sum, difference, product or quotient: the node's
+/// name, the op with its clamp ([`clamped`]), and by rows of a per-channel vector
+/// ([`rows`]); `None` for the other binary ops.
+fn one_pass(op: BinaryOp) -> Option<(&'static str, KernelFn, KernelFn)> {
+    Some(match op {
+        BinaryOp::Add => ("XNNAdd", add_clamped, add_rows),
+        BinaryOp::Sub => ("XNNSubtract", sub_clamped, sub_rows),
+        BinaryOp::Mul => ("XNNMultiply", mul_clamped, mul_rows),
+        BinaryOp::Div => ("XNNDivide", div_clamped, div_rows),
+        _ => return None,
+    })
 }
 
 /// `[x, v, swap, lo, hi, out]` (see [`by_channel`]).

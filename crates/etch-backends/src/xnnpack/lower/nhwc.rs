@@ -6,7 +6,7 @@
 
 use super::super::graph::{ConvKind, ConvParams, Node, PoolParams};
 use super::super::plan::Builder;
-use super::constant_f32;
+use super::{constant_as, constant_f32};
 use etch_core::{Error, KernelContext, Result, ScalarType};
 use etch_kernels::conv::nhwc::{self, NhwcShape};
 use etch_kernels::gemm512;
@@ -44,41 +44,53 @@ pub fn convolution(
     if !depthwise && !dense {
         return Ok(false);
     }
-    let w = constant_f32(b, c.filter)?;
-    let bias = c.bias.map(|id| constant_f32(b, id)).transpose()?;
+    // Filter `[1, kh, kw, g]` (depthwise) or `[go, kh, kw, gi]`, bias `[g · go]`.
+    let cout = g * go;
+    let kk = [c.kernel[0], c.kernel[1], c.group_input_channels]
+        .iter()
+        .try_fold(1usize, |a, &v| a.checked_mul(v as usize));
+    let want = kk.and_then(|kk| kk.checked_mul(if depthwise { cout } else { go }));
+    let count = |id: u32| b.value(id).dims.iter().product::<usize>();
+    let (Some(kk), Some(want)) = (kk, want) else {
+        return Err(Error::invalid_program(format!(
+            "{}: filter size overflows",
+            node.name
+        )));
+    };
+    if count(c.filter) != want || c.bias.is_some_and(|id| count(id) != cout) {
+        return Err(Error::invalid_program(format!(
+            "{}: filter of {} or bias of {:?} elements for {cout} output channels and {kk} terms each",
+            node.name,
+            count(c.filter),
+            c.bias.map(count)
+        )));
+    }
     let (x, o) = (b.tensor(c.input)?, b.tensor(c.output)?);
     let params = super::conv::geometry(b, c, pad);
     let (lo, hi) = b.clamp_bounds(node.clamp);
-    let f32s = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|v| v.to_le_bytes()).collect() };
     if depthwise {
-        // The filter `[1, kh, kw, c]` is `[taps, c]` as it is.
-        let wt = b.owned(ScalarType::Float, &[w.len()], &f32s(&w))?;
-        let bt = match &bias {
-            Some(v) => b.owned(ScalarType::Float, &[v.len()], &f32s(v))?,
+        // The filter `[1, kh, kw, c]` is `[taps, c]` as it is: the constants themselves.
+        let w = constant_as(b, c.filter, ScalarType::Float)?;
+        let bias = match c.bias {
+            Some(id) => constant_as(b, id, ScalarType::Float)?,
             None => b.none(),
         };
         b.kernel_fn(
             "xnnpack::f32_depthwise_conv2d_nhwc",
             run_depthwise,
-            &[x, wt, bt, o, params, lo, hi],
+            &[x, w, bias, o, params, lo, hi],
         );
     } else {
-        let (co, kk) = (go, w.len() / go.max(1));
-        if w.len() != co * kk || bias.as_ref().is_some_and(|v| v.len() != co) {
-            return Err(Error::invalid_program(format!(
-                "{}: filter of {} or bias of {:?} elements for {co} output channels",
-                node.name,
-                w.len(),
-                bias.as_ref().map(Vec::len)
-            )));
-        }
+        let w = constant_f32(b, c.filter)?;
+        let bias = c.bias.map(|id| constant_f32(b, id)).transpose()?;
         // XNNPACK's filter `[co, kh, kw, c]`: row `j` is output channel `j`'s terms in the
         // im2col order `(i, j, ci)`.
         let packed =
-            gemm512::pack_fc(co, kk, |j, r| w[j * kk + r], bias.as_deref()).ok_or_else(|| {
+            gemm512::pack_fc(go, kk, |j, r| w[j * kk + r], bias.as_deref()).ok_or_else(|| {
                 Error::invalid_program(format!("{}: filter size overflows", node.name))
             })?;
-        let p = b.owned(ScalarType::Float, &[packed.len()], &f32s(&packed))?;
+        let bytes: Vec<u8> = packed.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let p = b.owned(ScalarType::Float, &[packed.len()], &bytes)?;
         b.kernel_fn(
             "xnnpack::f32_conv2d_nhwc",
             run_conv,
@@ -160,18 +172,15 @@ fn run_global_avg_pool(ctx: &mut KernelContext<'_>) -> Result<()> {
 /// The geometry of arguments `x` and `o` (NHWC tensors) and the parameter list `[kh, kw,
 /// stride h, stride w, pad top, pad left, dilation h, dilation w]`.
 fn shape(op: &str, x: &[usize], o: &[usize], q: &[i64]) -> Result<NhwcShape> {
-    let (&[n, h, w, c], &[on, oh, ow, co], &[kh, kw, sh, sw, ph, pw, dh, dw]) = (x, o, q) else {
-        return Err(Error::internal(format!(
-            "{op}: operands {x:?}, {o:?}, parameters {q:?}"
-        )));
+    let (&[n, h, w, c], &[on, oh, ow, co]) = (x, o) else {
+        return Err(Error::internal(format!("{op}: operands {x:?}, {o:?}")));
     };
     if on != n {
         return Err(Error::invalid_argument(format!(
             "{op}: input {x:?} and output {o:?}"
         )));
     }
-    let [kh, kw, sh, sw, ph, pw, dh, dw] =
-        [kh, kw, sh, sw, ph, pw, dh, dw].map(|v| v.max(0) as usize);
+    let [kh, kw, sh, sw, ph, pw, dh, dw] = super::conv::parse_geometry(op, q)?;
     Ok(NhwcShape {
         n,
         h,
