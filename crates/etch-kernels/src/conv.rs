@@ -3,6 +3,9 @@
 
 use crate::dispatch_float;
 
+#[cfg(target_arch = "x86_64")]
+#[path = "conv/dw256.rs"]
+mod dw256;
 #[path = "conv/dw512.rs"]
 mod dw512;
 #[cfg(target_arch = "x86_64")]
@@ -1588,7 +1591,7 @@ mod tests {
                                 }
                                 let fast =
                                     depthwise(&c, &xs, &wf, bs, &mut got, DwMode::Fast, (lo, hi));
-                                assert_eq!(fast, gemm512::available());
+                                assert_eq!(fast, dw512::fast_available());
                                 let (a, b): (Vec<u32>, Vec<u32>) = (
                                     want.iter().map(|v| v.to_bits()).collect(),
                                     got.iter().map(|v| v.to_bits()).collect(),
@@ -1688,7 +1691,7 @@ mod tests {
                                     fused,
                                 )
                                 .unwrap();
-                                if !gemm512::available() {
+                                if !dw512::fast_available() {
                                     continue;
                                 }
                                 let a: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();

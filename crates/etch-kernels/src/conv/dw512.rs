@@ -16,9 +16,23 @@ pub(super) struct Fast<'a> {
     /// The output clamp ([`super::clamp_f32`]).
     clamp: (f32, f32),
     /// The row kernel and the input as `f32`, where the shape is one it takes ([`rows_for`]):
-    /// then every plane runs there, in place, without its padded plane.
+    /// then every plane runs there, in place, without its padded plane (AVX-512F only).
     #[cfg(target_arch = "x86_64")]
     rows: Option<(RowsFn, &'a [f32])>,
+    /// The CPU has AVX2 and FMA but not AVX-512F: the padded planes run on
+    /// [`super::dw256`], with fused taps where `fused` and the row kernel would take the
+    /// shape (`avx2_fused`).
+    avx2: bool,
+    avx2_fused: bool,
+}
+
+/// Whether the CPU runs some depthwise planes on [`Fast`]: AVX-512F ([`crate::gemm512::available`]),
+/// or AVX2 with FMA ([`super::dw256::available`]).
+pub(super) fn fast_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return crate::gemm512::available() || super::dw256::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// `s` as shared `f32`s when `T` is `f32`.
@@ -32,16 +46,18 @@ fn shared_f32<'a, T: 'static>(s: &'a SharedMut<'a, T>) -> Option<&'a SharedMut<'
 }
 
 impl<'a> Fast<'a> {
-    /// The fast path for `g`, where the CPU has AVX-512F (and [`crate::gemm512::available`]), the elements are `f32`, the
-    /// stride along a row is 1 or 2 and output rows are contiguous; `fused`: one fused
-    /// multiply-add a tap where the row kernel runs.
+    /// The fast path for `g`, where the CPU has AVX-512F (and [`crate::gemm512::available`])
+    /// or AVX2 with FMA ([`fast_available`]), the elements are `f32`, the stride along a row
+    /// is 1 or 2 and output rows are contiguous; `fused`: one fused multiply-add a tap on
+    /// the shapes the row kernel takes.
     pub(super) fn new<T: FElem>(g: &DwGeom<'a, T>, clamp: (f32, f32), fused: bool) -> Option<Self> {
         #[cfg(target_arch = "x86_64")]
         {
             let c = g.c;
-            if !crate::gemm512::available() || !matches!(c.stride.1, 1 | 2) || c.ov.s[3] != 1 {
+            if !fast_available() || !matches!(c.stride.1, 1 | 2) || c.ov.s[3] != 1 {
                 return None;
             }
+            let avx2 = !crate::gemm512::available();
             let bs = match g.bs {
                 Some(b) => Some(as_same::<T, f32>(b)?),
                 None => None,
@@ -51,7 +67,11 @@ impl<'a> Fast<'a> {
                 bs,
                 out: shared_f32(g.out)?,
                 clamp,
-                rows: rows_for(c, fused).zip(as_same::<T, f32>(g.xs)),
+                rows: rows_for(c, fused)
+                    .filter(|_| !avx2)
+                    .zip(as_same::<T, f32>(g.xs)),
+                avx2,
+                avx2_fused: avx2 && fused && rows_for(c, fused).is_some(),
             })
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -70,17 +90,18 @@ impl<'a> Fast<'a> {
         if let Some((run, xs)) = self.rows {
             return self.by_rows(c, plane, run, xs);
         }
-        fill(g, n * c.xv.s[0] + ch * c.xv.s[1], pad);
+        fill(g, n * c.xv.s[0] + ch * c.xv.s[1], pad, self.avx2);
         let pad = as_same::<T::F, f32>(pad).expect("f32 planes");
         let (kh, kw, oh, ow) = (c.kh, c.kw, c.oh, c.ow);
         let (sh, sw) = c.stride;
-        let xblocks = ow.div_ceil(16);
+        let lanes = if self.avx2 { 8 } else { 16 };
+        let xblocks = ow.div_ceil(lanes);
         // The furthest element read: the last block's (or a block past the last's, which
         // reads from 0) last tap, a whole vector (two with stride 2).
-        let last = ((oh - 1) * sh * g.pwid + (xblocks - 1) * 16 * sw)
+        let last = ((oh - 1) * sh * g.pwid + (xblocks - 1) * lanes * sw)
             + (kh - 1) * g.taps.rstep
             + (kw - 1) * g.taps.cstep
-            + 16 * sw;
+            + lanes * sw;
         assert!(last <= pad.len(), "padded plane too short");
         let obase = n * c.ov.s[0] + ch * c.ov.s[1];
         let orows = (oh - 1) * c.ov.s[2] + ow;
@@ -101,12 +122,18 @@ impl<'a> Fast<'a> {
                 ow,
                 ostride: c.ov.s[2],
             };
-            // SAFETY: `new` saw AVX-512F; the reads end by `last` (asserted) and the
-            // masked writes stay in the plane's rows (`orows`).
+            use super::dw256::planes as p256;
+            let cl = self.clamp;
+            // SAFETY: `new` saw AVX-512F (else AVX2 and FMA, `avx2`); the reads end by
+            // `last` (asserted) and the masked writes stay in the plane's rows (`orows`).
             unsafe {
-                match sw {
-                    1 => kernel::planes::<1>(pad, w, bias, self.clamp, out, &geo),
-                    _ => kernel::planes::<2>(pad, w, bias, self.clamp, out, &geo),
+                match (self.avx2, self.avx2_fused, sw) {
+                    (false, _, 1) => kernel::planes::<1>(pad, w, bias, cl, out, &geo),
+                    (false, _, _) => kernel::planes::<2>(pad, w, bias, cl, out, &geo),
+                    (true, false, 1) => p256::<1, false>(pad, w, bias, cl, out, &geo),
+                    (true, false, _) => p256::<2, false>(pad, w, bias, cl, out, &geo),
+                    (true, true, 1) => p256::<1, true>(pad, w, bias, cl, out, &geo),
+                    (true, true, _) => p256::<2, true>(pad, w, bias, cl, out, &geo),
                 }
             }
         }
@@ -143,19 +170,34 @@ impl<'a> Fast<'a> {
     }
 }
 
-/// [`dw_fill`] with AVX-512 code generation (whole-vector copies of the rows).
-fn fill<T: FElem>(g: &DwGeom<'_, T>, xbase: usize, pad: &mut [T::F]) {
+/// [`dw_fill`] with AVX-512 (or, with `avx2`, AVX2) code generation (whole-vector copies
+/// of the rows).
+fn fill<T: FElem>(g: &DwGeom<'_, T>, xbase: usize, pad: &mut [T::F], avx2: bool) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx512f")]
         fn avx512<T: FElem>(g: &DwGeom<'_, T>, xbase: usize, pad: &mut [T::F]) {
             dw_fill(g, xbase, pad)
         }
-        // SAFETY: a `Fast` exists only where the CPU has AVX-512F (`Fast::new`).
-        unsafe { avx512(g, xbase, pad) }
+        #[target_feature(enable = "avx2")]
+        fn avx2_fill<T: FElem>(g: &DwGeom<'_, T>, xbase: usize, pad: &mut [T::F]) {
+            dw_fill(g, xbase, pad)
+        }
+        // SAFETY: a `Fast` exists only where the CPU has AVX-512F, or AVX2 when `avx2`
+        // (`Fast::new`).
+        unsafe {
+            if avx2 {
+                avx2_fill(g, xbase, pad)
+            } else {
+                avx512(g, xbase, pad)
+            }
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    dw_fill(g, xbase, pad)
+    {
+        let _ = avx2;
+        dw_fill(g, xbase, pad)
+    }
 }
 
 /// [`rows::run`]: the input plane in place, weights, bias, clamp, output rows, and the
@@ -189,17 +231,17 @@ fn rows_for(c: &super::Conv, fused: bool) -> Option<RowsFn> {
 
 /// One plane's geometry.
 #[cfg(target_arch = "x86_64")]
-struct Geo {
-    kh: usize,
-    kw: usize,
+pub(super) struct Geo {
+    pub(super) kh: usize,
+    pub(super) kw: usize,
     /// Padded-plane steps between kernel rows and columns, and between output rows.
-    rstep: usize,
-    cstep: usize,
-    srow: usize,
-    oh: usize,
-    ow: usize,
+    pub(super) rstep: usize,
+    pub(super) cstep: usize,
+    pub(super) srow: usize,
+    pub(super) oh: usize,
+    pub(super) ow: usize,
     /// Output row stride.
-    ostride: usize,
+    pub(super) ostride: usize,
 }
 
 #[cfg(target_arch = "x86_64")]
