@@ -63,7 +63,13 @@ pub(super) unsafe fn planes<const SW: usize, const FUSED: bool>(
         for (a, &(at, last)) in acc.iter().zip(&dst).take(cnt) {
             // `clamp_f32`: `lo` where `v < lo`, else `hi` where `v > hi` (ordered compares:
             // NaN stays).
-            let v = _mm256_add_ps(*a, bv);
+            // Stride 2: the lanes hold outputs [0 1 4 5 | 2 3 6 7] (`blocks`); in order.
+            let a = if SW == 2 {
+                _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(*a)))
+            } else {
+                *a
+            };
+            let v = _mm256_add_ps(a, bv);
             let (lt, gt) = (
                 _mm256_cmp_ps::<_CMP_LT_OQ>(v, lov),
                 _mm256_cmp_ps::<_CMP_GT_OQ>(v, hiv),
@@ -84,9 +90,11 @@ pub(super) unsafe fn planes<const SW: usize, const FUSED: bool>(
 }
 
 /// [`DW_BLOCKS`] blocks of 8 outputs from `base[k]`: per tap in order, `acc += w * x` (one
-/// fused multiply-add with `FUSED`). Stride 2 loads 16 elements and keeps the even ones
-/// (splitting the padded rows into even and odd columns once a plane instead cost more than
-/// it saved on 14² to 56² planes).
+/// fused multiply-add with `FUSED`). Stride 2 loads 16 elements and keeps the even ones by
+/// one in-lane shuffle, which leaves the outputs in lanes [0 1 4 5 | 2 3 6 7] for [`planes`]
+/// to put in order once a block (a cross-lane permute a tap cost Zen 1 as much as the
+/// products; splitting the padded rows into even and odd columns once a plane cost more
+/// than it saved on 14² to 56² planes).
 ///
 /// # Safety
 /// As [`planes`].
@@ -110,12 +118,9 @@ unsafe fn blocks<const SW: usize, const FUSED: bool>(
                     if SW == 1 {
                         _mm256_loadu_ps(q)
                     } else {
-                        // [x0 x2 x8 x10 | x4 x6 x12 x14], then the 64-bit pairs in order.
+                        // [x0 x2 x8 x10 | x4 x6 x12 x14]: outputs [0 1 4 5 | 2 3 6 7].
                         let (l, h) = (_mm256_loadu_ps(q), _mm256_loadu_ps(q.add(8)));
-                        let e = _mm256_shuffle_ps::<0b10_00_10_00>(l, h);
-                        _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(
-                            e,
-                        )))
+                        _mm256_shuffle_ps::<0b10_00_10_00>(l, h)
                     }
                 };
                 *a = if FUSED {
