@@ -57,11 +57,19 @@ pub fn quantize_rows(ctx: &mut KernelContext<'_>) -> Result<()> {
     let k = x.len() / rows;
     #[cfg(target_arch = "x86_64")]
     let avx512 = std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(target_arch = "x86_64")]
+    let avx2 = std::arch::is_x86_feature_detected!("avx2");
     for ((x, q), p) in x.chunks(k).zip(q.chunks_mut(k)).zip(p.chunks_mut(2)) {
         #[cfg(target_arch = "x86_64")]
         if avx512 {
             // SAFETY: the CPU has AVX-512F; x and q rows have one length (checked above).
             (p[0], p[1]) = unsafe { vnni::quantize_row(x, q) };
+            continue;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if avx2 {
+            // SAFETY: the CPU has AVX2; x and q rows have one length (checked above).
+            (p[0], p[1]) = unsafe { quantize_row_avx2(x, q) };
             continue;
         }
         (p[0], p[1]) = quantize_row(x, q);
@@ -80,6 +88,67 @@ fn quantize_row(x: &[f32], q: &mut [i8]) -> (f32, f32) {
     let (lo, hi) = (-128.0 - zp as f32, 127.0 - zp as f32);
     for (q, &v) in q.iter_mut().zip(x) {
         *q = ((v * scale).max(lo).min(hi).round_ties_even() as i32 + zp) as i8;
+    }
+    (zp as f32, inv)
+}
+
+/// [`quantize_row`] with AVX2, 8 elements at a time (the rest as there): the same min/max
+/// (a NaN keeps the running value, as `f32::min`/`f32::max` do; the order of a min/max does
+/// not change it), the same parameters, and per element the same product, clamp (NaN goes
+/// to the low end, as `f32::max` does) and rounding half to even, as the AVX-512F
+/// [`vnni::quantize_row`]. (Without it, the scalar rounding is a libm call an element: 31.6
+/// of a 128-token llama 8da4w run's 217 ms on a Zen 1 host.)
+///
+/// # Safety
+/// The CPU has AVX2; `q.len() == x.len()`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn quantize_row_avx2(x: &[f32], q: &mut [i8]) -> (f32, f32) {
+    use std::arch::x86_64::*;
+    let n = x.len().min(q.len()) / 8 * 8;
+    let (mut vmin, mut vmax) = (_mm256_set1_ps(f32::INFINITY), _mm256_set1_ps(f32::NEG_INFINITY));
+    for c in x[..n].chunks_exact(8) {
+        // SAFETY: eight elements.
+        let v = unsafe { _mm256_loadu_ps(c.as_ptr()) };
+        // `vminps` returns its second operand when either is NaN.
+        vmin = _mm256_min_ps(v, vmin);
+        vmax = _mm256_max_ps(v, vmax);
+    }
+    let (mut lanes_min, mut lanes_max) = ([0f32; 8], [0f32; 8]);
+    // SAFETY: eight floats each.
+    unsafe {
+        _mm256_storeu_ps(lanes_min.as_mut_ptr(), vmin);
+        _mm256_storeu_ps(lanes_max.as_mut_ptr(), vmax);
+    }
+    let (mut min, mut max) = (f32::INFINITY, f32::NEG_INFINITY);
+    for (&a, &b) in lanes_min.iter().zip(&lanes_max).chain(x[n..].iter().zip(&x[n..])) {
+        min = min.min(a);
+        max = max.max(b);
+    }
+    let (zp, inv, scale) = row_params(min, max);
+    let (lo, hi) = (-128.0 - zp as f32, 127.0 - zp as f32);
+    let (vlo, vhi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
+    let (vs, vz) = (_mm256_set1_ps(scale), _mm256_set1_epi32(zp));
+    // The low byte of each 32-bit lane, gathered into the first 8 bytes.
+    let bytes = _mm256_setr_epi8(
+        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1,
+        -1, -1, -1, -1, -1, -1, -1, -1,
+    );
+    for (c, d) in x[..n].chunks_exact(8).zip(q[..n].chunks_exact_mut(8)) {
+        // SAFETY: eight elements.
+        let v = unsafe { _mm256_loadu_ps(c.as_ptr()) };
+        // max(NaN, lo) is lo, as `f32::max`.
+        let y = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, vs), vlo), vhi);
+        let y = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(y);
+        // Every value is in [-128, 127]: its low byte is the int8.
+        let y = _mm256_shuffle_epi8(_mm256_add_epi32(_mm256_cvtps_epi32(y), vz), bytes);
+        let (l, h) = (_mm256_castsi256_si128(y), _mm256_extracti128_si256::<1>(y));
+        let pair = _mm_unpacklo_epi32(l, h);
+        // SAFETY: eight bytes.
+        unsafe { _mm_storel_epi64(d.as_mut_ptr().cast(), pair) };
+    }
+    for (d, &v) in q[n..].iter_mut().zip(&x[n..]) {
+        *d = ((v * scale).max(lo).min(hi).round_ties_even() as i32 + zp) as i8;
     }
     (zp as f32, inv)
 }
@@ -552,22 +621,35 @@ mod tests {
         assert_eq!(row_params(-3.0, -1.0).0, 127);
     }
 
-    /// The AVX-512 quantization against the scalar one, bit for bit: random rows of many
-    /// lengths, values on .5 ties, zeros, constant rows, NaN and infinities.
+    /// The AVX-512 and AVX2 quantizations against the scalar one, bit for bit (each where
+    /// the CPU has it): random rows of many lengths, values on .5 ties, zeros, constant rows,
+    /// NaN and infinities.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn vector_quantization_matches_scalar() {
-        if !std::arch::is_x86_feature_detected!("avx512f") {
-            return;
-        }
+        let avx512 = std::arch::is_x86_feature_detected!("avx512f");
+        let avx2 = std::arch::is_x86_feature_detected!("avx2");
         let check = |x: &[f32]| {
-            let (mut qs, mut qv) = (vec![0i8; x.len()], vec![1i8; x.len()]);
+            let mut qs = vec![0i8; x.len()];
             let ps = quantize_row(x, &mut qs);
-            // SAFETY: the CPU has AVX-512F; same lengths.
-            let pv = unsafe { super::vnni::quantize_row(x, &mut qv) };
-            assert_eq!(ps.0.to_bits(), pv.0.to_bits(), "{x:?}");
-            assert_eq!(ps.1.to_bits(), pv.1.to_bits(), "{x:?}");
-            assert_eq!(qs, qv, "{x:?}");
+            let mut vectors: Vec<((f32, f32), Vec<i8>)> = Vec::new();
+            if avx512 {
+                let mut qv = vec![1i8; x.len()];
+                // SAFETY: the CPU has AVX-512F; same lengths.
+                let pv = unsafe { super::vnni::quantize_row(x, &mut qv) };
+                vectors.push((pv, qv));
+            }
+            if avx2 {
+                let mut qv = vec![1i8; x.len()];
+                // SAFETY: the CPU has AVX2; same lengths.
+                let pv = unsafe { super::quantize_row_avx2(x, &mut qv) };
+                vectors.push((pv, qv));
+            }
+            for (pv, qv) in vectors {
+                assert_eq!(ps.0.to_bits(), pv.0.to_bits(), "{x:?}");
+                assert_eq!(ps.1.to_bits(), pv.1.to_bits(), "{x:?}");
+                assert_eq!(qs, qv, "{x:?}");
+            }
         };
         for len in [1, 2, 15, 16, 17, 31, 33, 64, 100, 512, 1537] {
             for seed in 0..20u32 {
