@@ -479,8 +479,9 @@ impl Fc<'_> {
 
 /// Rows of a [`Fc::tiles_avx2`] tile.
 const TILE_ROWS: usize = 4;
-/// Columns of a [`Fc::tiles_avx2`] tile.
-const TILE_COLS: usize = 2;
+/// Columns of a [`Fc::tiles_avx2`] tile (3: 12 accumulators, 3 filter and 1 activation
+/// vector, all of AVX2's 16 registers; 3-4 % faster than 2 in `qd8_speed` on Zen 1).
+const TILE_COLS: usize = 3;
 
 /// `d[r][c] = sum(a[r][i] * w[c][i])` over `i` in `range`, int8 products in i32: 16
 /// elements at a time widened to i16 and multiplied-and-added in pairs (`vpmaddwd`), the
