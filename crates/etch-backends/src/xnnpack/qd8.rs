@@ -106,7 +106,10 @@ fn quantize_row(x: &[f32], q: &mut [i8]) -> (f32, f32) {
 unsafe fn quantize_row_avx2(x: &[f32], q: &mut [i8]) -> (f32, f32) {
     use std::arch::x86_64::*;
     let n = x.len().min(q.len()) / 8 * 8;
-    let (mut vmin, mut vmax) = (_mm256_set1_ps(f32::INFINITY), _mm256_set1_ps(f32::NEG_INFINITY));
+    let (mut vmin, mut vmax) = (
+        _mm256_set1_ps(f32::INFINITY),
+        _mm256_set1_ps(f32::NEG_INFINITY),
+    );
     for c in x[..n].chunks_exact(8) {
         // SAFETY: eight elements.
         let v = unsafe { _mm256_loadu_ps(c.as_ptr()) };
@@ -121,7 +124,11 @@ unsafe fn quantize_row_avx2(x: &[f32], q: &mut [i8]) -> (f32, f32) {
         _mm256_storeu_ps(lanes_max.as_mut_ptr(), vmax);
     }
     let (mut min, mut max) = (f32::INFINITY, f32::NEG_INFINITY);
-    for (&a, &b) in lanes_min.iter().zip(&lanes_max).chain(x[n..].iter().zip(&x[n..])) {
+    for (&a, &b) in lanes_min
+        .iter()
+        .zip(&lanes_max)
+        .chain(x[n..].iter().zip(&x[n..]))
+    {
         min = min.min(a);
         max = max.max(b);
     }
@@ -682,6 +689,42 @@ mod tests {
                 x[len / 2] = special;
                 check(&x);
                 check(&vec![special; len]);
+            }
+        }
+    }
+
+    /// The AVX2 tiles give the scalar element's bits for every output: full and edge
+    /// tiles, blocks of 16 to 512 elements, extreme activations and 4-bit weights.
+    #[test]
+    fn avx2_tiles_match_scalar() {
+        for (m, n, k, blocks) in [
+            (9, 7, 256, 8),
+            (4, 6, 96, 2),
+            (5, 13, 1024, 2),
+            (8, 3, 512, 32),
+        ] {
+            let mut q: Vec<i8> = int8s(m * k, 21, -128, 128);
+            let mut w: Vec<i8> = int8s(n * k, 22, -8, 8);
+            q[..k].iter_mut().for_each(|v| *v = -128);
+            w[..k].iter_mut().for_each(|v| *v = -8);
+            q[k..2 * k].iter_mut().for_each(|v| *v = 127);
+            w[k..2 * k].iter_mut().for_each(|v| *v = 7);
+            let scales: Vec<f32> = floats(n * blocks, 23, 1, 100, 1e-3);
+            let ksum: Vec<f32> = floats(n, 24, -500, 500, 0.01);
+            let params: Vec<f32> = (0..m).flat_map(|r| [r as f32 - 3.0, 0.02]).collect();
+            let bias: Vec<f32> = floats(n, 25, -100, 100, 0.1);
+            let fc = unpacked(&q, &params, &w, &scales, (&[], &ksum), Some(&bias), k);
+            let mut out = vec![0.0f32; m * n];
+            fc.run(m, n, &mut out);
+            for r in 0..m {
+                for c in 0..n {
+                    let want = fc.element(r, c);
+                    assert_eq!(
+                        out[r * n + c].to_bits(),
+                        want.to_bits(),
+                        "{m}x{n}x{k} [{r}, {c}]"
+                    );
+                }
             }
         }
     }
