@@ -1,5 +1,6 @@
 //! 2-D max pooling: the window rule every path follows, and a fast path for contiguous
-//! float32 planes that takes 16 output columns at a time with AVX-512F.
+//! float32 planes that takes 16 output columns at a time with AVX-512F, or 8 with AVX2
+//! (`maxpool_avx2.rs`).
 //!
 //! The rule ([`window_max`]): the window's elements inside the image, row by row and left
 //! to right; the first one starts the maximum, a later one replaces it when it is greater,
@@ -61,8 +62,8 @@ pub fn window_max<F: Float>(
     (best, bi.max(0))
 }
 
-/// Whether [`plane_f32`] takes planes of this geometry: AVX-512F on the CPU, and plane
-/// offsets that fit `i32`.
+/// Whether [`plane_f32`] takes planes of this geometry: AVX-512F or AVX2 on the CPU, and
+/// plane offsets that fit `i32`.
 pub fn fast_available(g: &PoolGeom) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -71,7 +72,8 @@ pub fn fast_available(g: &PoolGeom) -> bool {
             && g.stride[0] > 0
             && g.stride[1] > 0
             && g.w < (1 << 24)
-            && std::arch::is_x86_feature_detected!("avx512f")
+            && (std::arch::is_x86_feature_detected!("avx512f")
+                || std::arch::is_x86_feature_detected!("avx2"))
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -87,16 +89,24 @@ pub fn fast_available(g: &PoolGeom) -> bool {
 /// # Panics
 /// If a slice is shorter than its plane, or the fast path is not available.
 pub fn plane_f32(g: &PoolGeom, x: &[f32], out: &mut [f32], idx: Option<&mut [i64]>) {
-    assert!(fast_available(g), "max pooling: no AVX-512F path");
+    assert!(fast_available(g), "max pooling: no AVX-512F or AVX2 path");
     assert!(x.len() >= g.h * g.w && out.len() >= g.oh * g.ow);
     assert!(idx.as_ref().is_none_or(|i| i.len() >= g.oh * g.ow));
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: AVX-512F was detected (`fast_available`); the slices hold their planes
-    // (checked above).
+    // SAFETY: AVX-512F, else AVX2, was detected (`fast_available`); the slices hold their
+    // planes (checked above).
     unsafe {
-        avx512::plane(g, x, out, idx)
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            avx512::plane(g, x, out, idx)
+        } else {
+            avx2::plane(g, x, out, idx)
+        }
     }
 }
+
+#[cfg(target_arch = "x86_64")]
+#[path = "maxpool_avx2.rs"]
+mod avx2;
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
