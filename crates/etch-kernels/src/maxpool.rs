@@ -108,31 +108,32 @@ pub fn plane_f32(g: &PoolGeom, x: &[f32], out: &mut [f32], idx: Option<&mut [i64
 #[path = "maxpool_avx2.rs"]
 mod avx2;
 
+/// The lanes `lo..hi` of a block whose window column for lane `l` is `c0 + l · sw` that lie
+/// inside `0..w`, and within the block's `lanes` (both vector kernels).
+#[cfg(target_arch = "x86_64")]
+fn inside(c0: isize, sw: usize, w: usize, lanes: usize) -> (usize, usize) {
+    let lo = if c0 < 0 {
+        c0.unsigned_abs().div_ceil(sw)
+    } else {
+        0
+    };
+    let hi = if (w as isize) > c0 {
+        (w as isize - c0).unsigned_abs().div_ceil(sw)
+    } else {
+        0
+    };
+    (lo, hi.min(lanes))
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::PoolGeom;
+    use super::{PoolGeom, inside};
     use std::arch::x86_64::*;
 
     /// Lanes `lo..hi` (of 32).
     fn bits(lo: usize, hi: usize) -> u32 {
         debug_assert!(lo < hi && hi <= 32);
         (u32::MAX >> (32 - (hi - lo))) << lo
-    }
-
-    /// The lanes `lo..hi` of a block whose window column for lane `l` is `c0 + l · sw`
-    /// that lie inside `0..w`, and within the block's `lanes`.
-    fn inside(c0: isize, sw: usize, w: usize, lanes: usize) -> (usize, usize) {
-        let lo = if c0 < 0 {
-            c0.unsigned_abs().div_ceil(sw)
-        } else {
-            0
-        };
-        let hi = if (w as isize) > c0 {
-            (w as isize - c0).unsigned_abs().div_ceil(sw)
-        } else {
-            0
-        };
-        (lo, hi.min(lanes))
     }
 
     /// Blocks of 16 output columns one call of [`blocks`] takes (their maxima are

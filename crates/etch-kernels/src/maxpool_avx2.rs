@@ -2,29 +2,13 @@
 //! blocks with 8 output columns a block, lane masks as vectors (masked loads never touch a
 //! lane outside the image), and the same rule, so the same values and indices.
 
-use super::PoolGeom;
+use super::{PoolGeom, inside};
 use std::arch::x86_64::*;
 
 /// Blocks of 8 output columns one call of [`blocks`] takes.
 const NB: usize = 4;
 /// Output columns of a block.
 const L: usize = 8;
-
-/// The lanes `lo..hi` of a block whose window column for lane `l` is `c0 + l · sw` that
-/// lie inside `0..w` and within the block's `lanes`.
-fn inside(c0: isize, sw: usize, w: usize, lanes: usize) -> (usize, usize) {
-    let lo = if c0 < 0 {
-        c0.unsigned_abs().div_ceil(sw)
-    } else {
-        0
-    };
-    let hi = if (w as isize) > c0 {
-        (w as isize - c0).unsigned_abs().div_ceil(sw)
-    } else {
-        0
-    };
-    (lo, hi.min(lanes))
-}
 
 /// All-ones in 32-bit lanes `lo..hi`, zeros elsewhere.
 #[target_feature(enable = "avx2")]
