@@ -409,6 +409,7 @@ pub const CONV_TASK_WORK: usize = 1 << 19;
 pub const DEPTHWISE_TASK_WORK: usize = 1 << 16;
 
 /// The geometry of a (non-transposed) convolution.
+#[derive(Clone, Copy)]
 struct Conv {
     xv: View4,
     wv: View4,

@@ -11,7 +11,7 @@
 //! the unfused kernel's arithmetic (the same sigmoid, one rounding a step), so a chain
 //! without a batch norm gives the unfused calls' values.
 
-use super::{Conv, View4, conv_geometry, depthwise_f32, packed_shape, weight_rows};
+use super::{Conv, View4, conv_geometry, conv2d, depthwise_f32, packed_shape, weight_rows};
 use crate::gemm512;
 use crate::threads::{self, SharedMut};
 use crate::util::{ELEMENTWISE_TASK, contiguous_strides};
@@ -49,6 +49,9 @@ enum Weights {
         packed: Vec<f32>,
         layout: gemm512::ConvLayout,
     },
+    /// One group on a CPU without AVX-512F: `[cout, cin · kh · kw]` and a bias, for the
+    /// portable convolution (its clamps over the output after it).
+    Plain { w: Vec<f32>, b: Option<Vec<f32>> },
     /// Depthwise: `[c, kh, kw]` and a bias; `fma`: one fused multiply-add a tap.
     Depthwise {
         w: Vec<f32>,
@@ -293,7 +296,8 @@ fn step_of(
 }
 
 /// The convolution's weights with the batch norm folded in (`affine`), packed for the
-/// kernel that runs it: one group on [`gemm512`], depthwise on [`depthwise_f32`].
+/// kernel that runs it: one group on [`gemm512`] (the portable convolution without
+/// AVX-512F), depthwise on [`depthwise_f32`].
 fn fold_weights(
     c: &Conv,
     affine: Option<&Vec<(f64, f64)>>,
@@ -335,6 +339,10 @@ fn fold_weights(
             layout,
         );
         return Ok(packed.map(|packed| Weights::Packed { packed, layout }));
+    }
+    if c.g == 1 {
+        // Without a batch norm, the same weights and sums as the unfused call.
+        return Ok(Some(Weights::Plain { w: folded, b: bias }));
     }
     if c.g == c.xv.c && c.cin_g == 1 && c.cout_g == 1 {
         // Without a batch norm, the portable depthwise sums (product, then sum) keep the
@@ -460,6 +468,17 @@ fn convolve(op: &str, p: &FusedConv, geom: &Conv, xs: &[f32], dst: &mut [f32]) -
             s.and_then(|s| gemm512::conv2d(&s, xs, packed, *layout, dst, p.clamp.0, p.clamp.1).ok())
                 .ok_or_else(|| Error::invalid_state(format!("{op}: the packed kernel refused")))
         }
+        Weights::Plain { w, b } => {
+            let mut g = *geom;
+            let (kh, kw) = (g.kh, g.kw);
+            g.wv.s = [g.cin_g * kh * kw, kh * kw, kw, 1];
+            conv2d::<f32>(&g, xs, w, b.as_deref(), dst);
+            let (lo, hi) = p.clamp;
+            if lo > f32::NEG_INFINITY || hi < f32::INFINITY {
+                clamp(dst, lo, hi);
+            }
+            Ok(())
+        }
         Weights::Depthwise { w, b, fma } => depthwise_f32(
             (geom.xv, xs),
             (w, b.as_deref()),
@@ -531,6 +550,15 @@ unsafe fn chunk_avx512(
     chunk(steps, cur, pre, rs)
 }
 
+/// `aten::clamp` over `v` in place: the lower bound, then the upper.
+#[inline(always)]
+fn clamp(v: &mut [f32], lo: f32, hi: f32) {
+    for v in v.iter_mut() {
+        let y = if *v < lo { lo } else { *v };
+        *v = if y > hi { hi } else { y };
+    }
+}
+
 /// The steps over one chunk `cur` (at `start` in the tensor; `pre`: its values before the
 /// steps), the residuals of `adds` in step order.
 #[inline(always)]
@@ -539,13 +567,7 @@ fn chunk(steps: &[Step], cur: &mut [f32], pre: &[f32; CHUNK], (start, adds): (us
     let mut residual = adds.iter();
     for s in steps {
         match *s {
-            Step::Clamp(lo, hi) => {
-                // `aten::clamp`'s order: the lower bound, then the upper.
-                for v in cur.iter_mut() {
-                    let y = if *v < lo { lo } else { *v };
-                    *v = if y > hi { hi } else { y };
-                }
-            }
+            Step::Clamp(lo, hi) => clamp(cur, lo, hi),
             // In place (a copy through a scratch chunk, a `memmove` call per chunk, made
             // these steps 1.5x slower than the sigmoid into another buffer).
             Step::Sigmoid => {
