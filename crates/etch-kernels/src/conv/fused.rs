@@ -50,7 +50,7 @@ enum Weights {
         layout: gemm512::ConvLayout,
     },
     /// One group on a CPU without AVX-512F: `[cout, cin · kh · kw]` and a bias, for the
-    /// portable convolution (its clamps over the output after it).
+    /// portable convolution (its clamps as a step after it).
     Plain { w: Vec<f32>, b: Option<Vec<f32>> },
     /// Depthwise: `[c, kh, kw]` and a bias; `fma`: one fused multiply-add a tap.
     Depthwise {
@@ -182,6 +182,11 @@ fn plan(ctx: &KernelContext<'_>, chain: &[ChainCall<'_>]) -> Result<Option<Fused
             return no;
         }
         steps.clear();
+    }
+    if matches!(weights, Weights::Plain { .. }) && clamp != (f32::NEG_INFINITY, f32::INFINITY) {
+        // The portable convolution has no clamp at the store: the merged clamp is a step.
+        steps.push(Step::Clamp(clamp.0, clamp.1));
+        clamp = (f32::NEG_INFINITY, f32::INFINITY);
     }
     if steps.starts_with(&[Step::Sigmoid, Step::MulPre]) {
         steps.splice(..2, [Step::SigmoidMul]);
@@ -473,10 +478,6 @@ fn convolve(op: &str, p: &FusedConv, geom: &Conv, xs: &[f32], dst: &mut [f32]) -
             let (kh, kw) = (g.kh, g.kw);
             g.wv.s = [g.cin_g * kh * kw, kh * kw, kw, 1];
             conv2d::<f32>(&g, xs, w, b.as_deref(), dst);
-            let (lo, hi) = p.clamp;
-            if lo > f32::NEG_INFINITY || hi < f32::INFINITY {
-                clamp(dst, lo, hi);
-            }
             Ok(())
         }
         Weights::Depthwise { w, b, fma } => depthwise_f32(
@@ -550,15 +551,6 @@ unsafe fn chunk_avx512(
     chunk(steps, cur, pre, rs)
 }
 
-/// `aten::clamp` over `v` in place: the lower bound, then the upper.
-#[inline(always)]
-fn clamp(v: &mut [f32], lo: f32, hi: f32) {
-    for v in v.iter_mut() {
-        let y = if *v < lo { lo } else { *v };
-        *v = if y > hi { hi } else { y };
-    }
-}
-
 /// The steps over one chunk `cur` (at `start` in the tensor; `pre`: its values before the
 /// steps), the residuals of `adds` in step order.
 #[inline(always)]
@@ -567,7 +559,13 @@ fn chunk(steps: &[Step], cur: &mut [f32], pre: &[f32; CHUNK], (start, adds): (us
     let mut residual = adds.iter();
     for s in steps {
         match *s {
-            Step::Clamp(lo, hi) => clamp(cur, lo, hi),
+            Step::Clamp(lo, hi) => {
+                // `aten::clamp`'s order: the lower bound, then the upper.
+                for v in cur.iter_mut() {
+                    let y = if *v < lo { lo } else { *v };
+                    *v = if y > hi { hi } else { y };
+                }
+            }
             // In place (a copy through a scratch chunk, a `memmove` call per chunk, made
             // these steps 1.5x slower than the sigmoid into another buffer).
             Step::Sigmoid => {
