@@ -105,6 +105,90 @@ pub(crate) mod x86 {
     }
 }
 
+/// 8×8 blocks of `f32` transposed in AVX2 registers, for CPUs without AVX-512F: three
+/// rounds of shuffles; the callers load and store the rows where their layouts put them.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_avx2 {
+    use std::arch::x86_64::*;
+
+    /// Lane masks: the 8 elements from `MASKS[8 - n]` enable the first `n` lanes.
+    const MASKS: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
+
+    /// The first `n` elements at `p` (`n <= 8`; the other lanes 0).
+    ///
+    /// # Safety
+    /// AVX2; `p` readable at `n` elements.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(crate) unsafe fn load(p: *const f32, n: usize) -> __m256 {
+        // SAFETY: the caller's contract; the mask's 8 elements lie in the table.
+        unsafe {
+            if n >= 8 {
+                _mm256_loadu_ps(p)
+            } else {
+                let m = _mm256_loadu_si256(MASKS.as_ptr().add(8 - n).cast());
+                _mm256_maskload_ps(p, m)
+            }
+        }
+    }
+
+    /// Stores `v`'s first `n` lanes (`n <= 8`) at `p`: a full store, or halves, pairs and
+    /// singles (no `vmaskmovps` to memory: microcoded on AMD Zen; no `memcpy` call).
+    ///
+    /// # Safety
+    /// AVX2; `p` writable at `n` elements.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(crate) unsafe fn store(p: *mut f32, v: __m256, n: usize) {
+        // SAFETY: the caller's contract: each store writes lanes below `n` only.
+        unsafe {
+            if n >= 8 {
+                return _mm256_storeu_ps(p, v);
+            }
+            let (mut x, mut p, mut n) = (_mm256_castps256_ps128(v), p, n);
+            if n >= 4 {
+                _mm_storeu_ps(p, x);
+                (x, p, n) = (_mm256_extractf128_ps::<1>(v), p.add(4), n - 4);
+            }
+            if n >= 2 {
+                _mm_store_sd(p.cast(), _mm_castps_pd(x));
+                (x, p, n) = (_mm_movehl_ps(x, x), p.add(2), n - 2);
+            }
+            if n >= 1 {
+                _mm_store_ss(p, x);
+            }
+        }
+    }
+
+    /// The transpose of the rows `r`: lane `i` of row `j` is lane `j` of `r[i]`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(crate) fn transpose(r: [__m256; 8]) -> [__m256; 8] {
+        // t[2k], t[2k + 1]: rows 2k and 2k + 1 interleaved (columns 0, 1, 4, 5 and 2, 3,
+        // 6, 7).
+        let mut t = [r[0]; 8];
+        for k in 0..4 {
+            t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+            t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+        }
+        // u[4h + c]: rows 4h..4h + 4 of column c (low half) and c + 4 (high half).
+        let mut u = [r[0]; 8];
+        for h in 0..2 {
+            let (a, b, c, d) = (t[4 * h], t[4 * h + 1], t[4 * h + 2], t[4 * h + 3]);
+            u[4 * h] = _mm256_shuffle_ps::<0x44>(a, c);
+            u[4 * h + 1] = _mm256_shuffle_ps::<0xEE>(a, c);
+            u[4 * h + 2] = _mm256_shuffle_ps::<0x44>(b, d);
+            u[4 * h + 3] = _mm256_shuffle_ps::<0xEE>(b, d);
+        }
+        let mut o = [r[0]; 8];
+        for c in 0..4 {
+            o[c] = _mm256_permute2f128_ps::<0x20>(u[c], u[4 + c]);
+            o[4 + c] = _mm256_permute2f128_ps::<0x31>(u[c], u[4 + c]);
+        }
+        o
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// Every element lands where the transpose puts it, through strides wider than 16.
@@ -125,6 +209,47 @@ mod tests {
         }
         for j in 0..16 {
             assert!(dst[j * ds + 16..(j + 1) * ds].iter().all(|&v| v == 0));
+        }
+    }
+
+    /// The 8×8 AVX2 transpose, with partial loads (the other lanes 0) and stores
+    /// (nothing else written).
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn avx2_blocks_transpose_within_their_lanes() {
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        #[target_feature(enable = "avx2")]
+        unsafe fn run(src: &[f32], ss: usize, cols: usize, dst: &mut [f32], ds: usize, n: usize) {
+            use super::x86_avx2::{load, store, transpose};
+            // SAFETY: 8 rows of `cols` in `src`, of `n` in `dst` (the test's sizes).
+            unsafe {
+                let mut r = [std::arch::x86_64::_mm256_setzero_ps(); 8];
+                for (i, r) in r.iter_mut().enumerate() {
+                    *r = load(src.as_ptr().add(i * ss), cols);
+                }
+                for (j, v) in transpose(r).into_iter().enumerate() {
+                    store(dst.as_mut_ptr().add(j * ds), v, n);
+                }
+            }
+        }
+        let (ss, ds) = (11usize, 13usize);
+        let src: Vec<f32> = (0..8 * ss).map(|v| v as f32 + 0.5).collect();
+        for (cols, n) in [(8, 8), (3, 8), (8, 5), (6, 2), (1, 1), (8, 7), (8, 3)] {
+            let mut dst = vec![-1f32; 8 * ds];
+            // SAFETY: AVX2 (checked).
+            unsafe { run(&src, ss, cols, &mut dst, ds, n) };
+            for j in 0..8 {
+                for i in 0..ds {
+                    let want = match i < n {
+                        true if j < cols => src[i * ss + j],
+                        true => 0.0,
+                        false => -1.0,
+                    };
+                    assert_eq!(dst[j * ds + i], want, "{cols} {n}: ({i}, {j})");
+                }
+            }
         }
     }
 

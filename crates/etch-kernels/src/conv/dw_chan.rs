@@ -5,6 +5,7 @@
 //! the input planes are transposed into a zero-padded pixel-major buffer (16 channels a
 //! pixel), each output row's pixels are summed tap by tap in registers, and the row is
 //! transposed back into the 16 output planes ([`crate::transpose16`]'s shuffles, masked).
+//! Without AVX-512F, groups of 8 channels on AVX2 (`dw_chan256.rs`).
 //!
 //! Per output the same operations in the same order as the plane kernels (`dw_small`, the
 //! row kernel): taps `(i, j)` in order from +0 (one fused multiply-add a tap where they use
@@ -16,10 +17,14 @@ use crate::threads::{self, SharedMut};
 use crate::transpose16::x86::block16;
 use std::arch::x86_64::*;
 
+#[path = "dw_chan256.rs"]
+mod avx2;
+
 /// The widest output row (one accumulator an output pixel).
 const MAX_OW: usize = 16;
-/// The largest padded plane, in pixels (its buffer, 16 floats a pixel, stays in L1/L2).
-const MAX_PADDED: usize = 1024;
+/// The largest padded plane, in floats (its buffer, 16 or 8 floats a pixel, 64 KiB, stays
+/// in L1/L2).
+const MAX_PADDED: usize = 16 << 10;
 
 /// The convolution `c` (weights `[c, kh, kw]`, optional bias) of `xs` into `o` with the
 /// clamp, when its planes are small and its channels many: false (nothing written) where
@@ -36,14 +41,21 @@ pub(super) fn run(
     let ((ph, pw), (sh, sw)) = (c.pad, c.stride);
     let wp = (xv.w + 2 * pw).max((ov.w - 1) * sw + c.kw);
     let hp = (xv.h + 2 * ph).max((ov.h - 1) * sh + c.kh);
-    let takes = crate::util::avx512()
-        && c.dense_planes()
-        && c.g.is_multiple_of(16)
+    // Channels a group: 16 with AVX-512F, else 8 with AVX2 and FMA (`avx2`).
+    let lanes = if crate::util::avx512() {
+        16
+    } else if super::dw256::available() {
+        avx2::L
+    } else {
+        return false;
+    };
+    let takes = c.dense_planes()
+        && c.g.is_multiple_of(lanes)
         && c.g >= 64
         && ov.w <= MAX_OW
         && ov.h * ov.w <= 256
         && c.dil == (1, 1)
-        && hp * wp <= MAX_PADDED;
+        && hp * wp * lanes <= MAX_PADDED;
     if !takes {
         return false;
     }
@@ -55,11 +67,17 @@ pub(super) fn run(
         return false;
     }
     let fma = c.dw_fma(fused);
-    let units = xv.n * c.g / 16;
-    let work = units * 16 * ov.h * ov.w * kk;
+    let units = xv.n * c.g / lanes;
+    let work = units * lanes * ov.h * ov.w * kk;
     let tasks = threads::tasks_for(work, super::DEPTHWISE_TASK_WORK).min(units);
     // Per task: the padded buffer (its borders stay zero) and the group's weights.
-    let per = hp * wp * 16 + kk * 16;
+    // (and, for groups of 8, the output tile).
+    let tile = if lanes == 16 {
+        0
+    } else {
+        avx2::tile_len(ov.h, ov.w)
+    };
+    let per = (hp * wp + kk) * lanes + tile;
     let mut bufs = crate::scratch::take(tasks * per, 0f32);
     let bufs = SharedMut::new(&mut bufs);
     let out = SharedMut::new(o);
@@ -68,9 +86,16 @@ pub(super) fn run(
         // SAFETY: task `t`'s own buffer.
         let buf = unsafe { bufs.slice(t * per, per) };
         for u in threads::part(units, tasks, t) {
-            // SAFETY: AVX-512F (`util::avx512`); the group's input and output planes
-            // are in bounds (checked above) and its outputs this task's alone.
-            unsafe { group(c, &geo, xs, (w, bs), &out, u, buf, clamp) };
+            // SAFETY: AVX-512F (`util::avx512`) for 16 lanes, else AVX2 and FMA
+            // (`dw256::available`); the group's input and output planes are in bounds
+            // (checked above) and its outputs this task's alone.
+            unsafe {
+                if lanes == 16 {
+                    group(c, &geo, xs, (w, bs), &out, u, buf, clamp)
+                } else {
+                    avx2::group(c, &geo, xs, (w, bs), &out, u, buf, clamp)
+                }
+            };
         }
     });
     true
@@ -261,7 +286,7 @@ mod tests {
     /// the small-plane shapes it takes, 1 and 2 threads.
     #[test]
     fn channel_groups_match_the_scalar_sums() {
-        if !crate::util::avx512() {
+        if !crate::util::avx512() && !super::super::dw256::available() {
             return;
         }
         let mut seed = 7u32;
@@ -281,8 +306,12 @@ mod tests {
             (16, 16, 3, 1, 1),
             (9, 9, 3, 1, 0),
         ];
-        for (h, w, k, s, pad) in shapes {
-            for ch in [64usize, 80] {
+        // Groups of 8 (AVX2) also take channels in multiples of 8 and larger planes.
+        let avx2 = !crate::util::avx512();
+        let more: &[_] = if avx2 { &[(32, 32, 3, 2, 1)] } else { &[] };
+        let chans: &[usize] = if avx2 { &[64, 80, 72] } else { &[64, 80] };
+        for &(h, w, k, s, pad) in shapes.iter().chain(more) {
+            for &ch in chans {
                 for fused in [true, false] {
                     let n = 2;
                     let (oh, ow) = ((h + 2 * pad - k) / s + 1, (w + 2 * pad - k) / s + 1);

@@ -1,0 +1,201 @@
+//! [`super`]'s channel groups on AVX2 with FMA, for CPUs without AVX-512F (AMD Zen 1 to
+//! 3, Intel before Skylake-SP): 8 channels a group (one 256-bit vector). A group's planes
+//! are contiguous, so they are moved into the pixel-major buffer and back as flat
+//! `[8, h · w]` matrices, 8 pixels at a time through 8×8 transposes (only a plane's last
+//! block is partial); each output row is summed at most [`CHUNK`] pixels at a time (one
+//! accumulator a pixel, with the weights and an input vector, in the 16 vector registers)
+//! into a pixel-major output tile. Per output the same operations in the same order as the
+//! 16-channel kernel, so the same bits.
+
+use super::super::Conv;
+use super::Geo;
+use crate::threads::SharedMut;
+use crate::transpose16::x86_avx2::{load, store, transpose};
+use std::arch::x86_64::*;
+
+/// Channels of a group (lanes of a vector).
+pub(super) const L: usize = 8;
+/// The most output pixels of a row summed together.
+const CHUNK: usize = 8;
+
+/// Floats of a group's output tile: `oh · ow` pixels of 8 channels, rounded up to whole
+/// blocks of 8 pixels.
+pub(super) fn tile_len(oh: usize, ow: usize) -> usize {
+    (oh * ow).div_ceil(L) * L * L
+}
+
+/// Unit `u` (batch item × group of 8 channels): pack, sum row by row, unpack.
+///
+/// # Safety
+/// AVX2 and FMA; the unit's 8 input and output planes (dense: [`Conv::dense_planes`]) in
+/// bounds of `xs` and `out`, its outputs this task's alone; `buf` holds the padded buffer
+/// (`hp · wp · 8`, zero borders), the weights (`kk · 8`) and the output tile
+/// ([`tile_len`]).
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn group(
+    c: &Conv,
+    g: &Geo,
+    xs: &[f32],
+    (w, bs): (&[f32], Option<&[f32]>),
+    out: &SharedMut<'_, f32>,
+    u: usize,
+    buf: &mut [f32],
+    (lo, hi): (f32, f32),
+) {
+    let (xv, ov) = (c.xv, c.ov);
+    let (n, ch0) = (u / (c.g / L), u % (c.g / L) * L);
+    let (pad, rest) = buf.split_at_mut(g.hp * g.wp * L);
+    let (wk, tile) = rest.split_at_mut(g.kk * L);
+    for l in 0..L {
+        for t in 0..g.kk {
+            wk[t * L + l] = w[(ch0 + l) * g.kk + t];
+        }
+    }
+    // The input planes, 8 pixels at a time; each pixel's 8 channels into the padded
+    // buffer's interior.
+    let x0 = n * xv.s[0] + ch0 * xv.s[1];
+    let hw = xv.h * xv.w;
+    let (mut y, mut x) = (0, 0);
+    for p0 in (0..hw).step_by(L) {
+        let cols = (hw - p0).min(L);
+        let mut r = [_mm256_setzero_ps(); L];
+        for (i, r) in r.iter_mut().enumerate() {
+            // SAFETY: `cols` elements of plane `ch0 + i` (in bounds: the caller's).
+            *r = unsafe { load(xs.as_ptr().add(x0 + i * xv.s[1] + p0), cols) };
+        }
+        for v in transpose(r).into_iter().take(cols) {
+            let at = ((y + c.pad.0) * g.wp + x + c.pad.1) * L;
+            // SAFETY: pixel `(y, x)` of the interior (`y + pad < hp`, `x + pad < wp`).
+            unsafe { _mm256_storeu_ps(pad.as_mut_ptr().add(at), v) };
+            x += 1;
+            if x == xv.w {
+                (y, x) = (y + 1, 0);
+            }
+        }
+    }
+    let bias = match bs {
+        // SAFETY: 8 biases (`bs` has `c.g`: checked by the caller).
+        Some(b) => unsafe { _mm256_loadu_ps(b.as_ptr().add(ch0)) },
+        None => _mm256_setzero_ps(),
+    };
+    let (lo, hi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
+    for oy in 0..ov.h {
+        for ox in (0..ov.w).step_by(CHUNK) {
+            let cw = (ov.w - ox).min(CHUNK);
+            let r = Row {
+                x: pad[(oy * c.stride.0 * g.wp + ox * c.stride.1) * L..].as_ptr(),
+                wp: g.wp,
+                w: wk.as_ptr(),
+                kh: c.kh,
+                kw: c.kw,
+                sw: c.stride.1,
+                bias,
+                lo,
+                hi,
+            };
+            // SAFETY: the chunk's taps read rows `oy · sh..oy · sh + kh` of the padded
+            // buffer, columns up to `(ow - 1) · sw + kw <= wp` (`run`); the tile holds
+            // `oh · ow` pixels of 8.
+            unsafe { row_kernel(cw, g.fma)(&r, tile.as_mut_ptr().add((oy * ov.w + ox) * L)) };
+        }
+    }
+    // The tile, 8 pixels at a time, into the 8 output planes.
+    let o0 = n * ov.s[0] + ch0 * ov.s[1];
+    let ohw = ov.h * ov.w;
+    for p0 in (0..ohw).step_by(L) {
+        let mut r = [_mm256_setzero_ps(); L];
+        for (i, r) in r.iter_mut().enumerate() {
+            // SAFETY: tile pixel `p0 + i` (the tile has whole blocks of 8).
+            *r = unsafe { _mm256_loadu_ps(tile.as_ptr().add((p0 + i) * L)) };
+        }
+        for (ch, v) in transpose(r).into_iter().enumerate() {
+            // SAFETY: elements `p0..p0 + n` of output plane `ch0 + ch`: inside `out` and
+            // this unit's.
+            unsafe {
+                store(
+                    out.as_ptr().add(o0 + ch * ov.s[1] + p0),
+                    v,
+                    (ohw - p0).min(L),
+                )
+            };
+        }
+    }
+}
+
+/// One chunk of an output row's taps.
+struct Row {
+    /// The padded buffer at the chunk's first input pixel of its first input row.
+    x: *const f32,
+    wp: usize,
+    /// The group's weights, `[kk, 8]`.
+    w: *const f32,
+    kh: usize,
+    kw: usize,
+    sw: usize,
+    bias: __m256,
+    lo: __m256,
+    hi: __m256,
+}
+
+type RowFn = unsafe fn(&Row, *mut f32);
+
+/// The row kernel for `ow` outputs (1 to [`CHUNK`]).
+fn row_kernel(ow: usize, fma: bool) -> RowFn {
+    macro_rules! by_width {
+        ($fma:literal) => {
+            match ow {
+                1 => row::<1, $fma>,
+                2 => row::<2, $fma>,
+                3 => row::<3, $fma>,
+                4 => row::<4, $fma>,
+                5 => row::<5, $fma>,
+                6 => row::<6, $fma>,
+                7 => row::<7, $fma>,
+                _ => row::<8, $fma>,
+            }
+        };
+    }
+    if fma {
+        by_width!(true)
+    } else {
+        by_width!(false)
+    }
+}
+
+/// `OW` output pixels × 8 channels: the taps in order from +0, `+ bias`, the clamp
+/// (`clamp_f32`: `lo` where below, else `hi` where above, NaN kept), into `tile` rows.
+///
+/// # Safety
+/// AVX2 and FMA; `r.x` holds the chunk's `kh` padded rows of `wp` pixels (8 floats each)
+/// from its first pixel, `r.w` `kh · kw` vectors; `tile` `OW` rows of 8.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn row<const OW: usize, const FMA: bool>(r: &Row, tile: *mut f32) {
+    let mut acc = [_mm256_setzero_ps(); OW];
+    for i in 0..r.kh {
+        for j in 0..r.kw {
+            // SAFETY: tap `(i, j)`'s weights and, per output `x`, padded pixel
+            // `(i, x · sw + j)` of the chunk (the caller's contract).
+            unsafe {
+                let wv = _mm256_loadu_ps(r.w.add((i * r.kw + j) * L));
+                let base = r.x.add((i * r.wp + j) * L);
+                for (x, acc) in acc.iter_mut().enumerate() {
+                    let xv = _mm256_loadu_ps(base.add(x * r.sw * L));
+                    *acc = if FMA {
+                        _mm256_fmadd_ps(wv, xv, *acc)
+                    } else {
+                        _mm256_add_ps(*acc, _mm256_mul_ps(wv, xv))
+                    };
+                }
+            }
+        }
+    }
+    for (x, acc) in acc.iter().enumerate() {
+        let v = _mm256_add_ps(*acc, r.bias);
+        let lt = _mm256_cmp_ps::<_CMP_LT_OQ>(v, r.lo);
+        let gt = _mm256_cmp_ps::<_CMP_GT_OQ>(v, r.hi);
+        let v = _mm256_blendv_ps(_mm256_blendv_ps(v, r.hi, gt), r.lo, lt);
+        // SAFETY: tile row `x` (the caller's contract).
+        unsafe { _mm256_storeu_ps(tile.add(x * L), v) };
+    }
+}
