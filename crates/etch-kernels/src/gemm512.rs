@@ -1,5 +1,6 @@
 //! `f32` matrix products with a constant operand packed once, at load, for AVX-512F
-//! micro-kernels.
+//! micro-kernels, or their AVX2 versions (`gemm512/avx2.rs`: the same tiles in 8-lane
+//! chunks, the same bits) on CPUs without AVX-512F.
 //!
 //! Two products:
 //!
@@ -25,6 +26,9 @@
 
 use crate::threads::{self, SharedMut};
 
+#[cfg(target_arch = "x86_64")]
+#[path = "gemm512/avx2.rs"]
+mod avx2;
 #[path = "gemm512/cols.rs"]
 mod cols;
 #[path = "gemm512/pixels.rs"]
@@ -60,20 +64,44 @@ const PF_AHEAD: usize = 1024;
 /// 27 terms) took 1.5× (one thread) to 2× (two) as long on the wide grid as by rows.
 const WIDE_COPY: usize = 8;
 
-/// Whether the CPU has AVX-512F (and `ETCH_F32_GEMM512` is not `0`): the packed products
-/// run only then; callers keep their other path otherwise.
+/// Whether the CPU has AVX-512F, or AVX2 with FMA (`avx2.rs`'s kernels), and
+/// `ETCH_F32_GEMM512` is not `0`: the packed products run only then; callers keep their
+/// other path otherwise.
 pub fn available() -> bool {
-    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
+    isa() != Isa::None
+}
+
+/// Whether the packed products run on AVX-512F (else on AVX2, or not at all): for callers
+/// whose own kernels, or whose choice of layout, need AVX-512F.
+pub fn avx512() -> bool {
+    isa() == Isa::Avx512
+}
+
+/// The instruction set the packed products run on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Isa {
+    None,
+    Avx2,
+    Avx512,
+}
+
+fn isa() -> Isa {
+    static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+    *ISA.get_or_init(|| {
         let enabled = std::env::var("ETCH_F32_GEMM512").map_or(true, |v| v != "0");
         #[cfg(target_arch = "x86_64")]
         {
-            enabled && std::arch::is_x86_feature_detected!("avx512f")
+            use std::arch::is_x86_feature_detected as has;
+            match enabled {
+                true if has!("avx512f") => Isa::Avx512,
+                true if has!("avx2") && has!("fma") => Isa::Avx2,
+                _ => Isa::None,
+            }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
             let _ = enabled;
-            false
+            Isa::None
         }
     })
 }
@@ -379,6 +407,9 @@ type TileFn = unsafe fn(&Tile);
 /// to [`NR`]).
 #[cfg(target_arch = "x86_64")]
 fn fc_kernel(rows: usize, cols: usize) -> TileFn {
+    if !avx512() {
+        return fc_kernel_avx2(rows, cols);
+    }
     use kernels::fc;
     macro_rules! by_rows {
         ($v:literal) => {
@@ -397,10 +428,45 @@ fn fc_kernel(rows: usize, cols: usize) -> TileFn {
     if cols > 16 { by_rows!(2) } else { by_rows!(1) }
 }
 
+/// [`fc_kernel`] on AVX2: chunks of 8 columns at a time, as many as keep the accumulators
+/// (rows × chunks) at 12 or fewer.
+#[cfg(target_arch = "x86_64")]
+fn fc_kernel_avx2(rows: usize, cols: usize) -> TileFn {
+    use avx2::fc;
+    macro_rules! by_rows {
+        ($v:literal) => {
+            match rows {
+                1 => fc::<1, $v, 4>,
+                2 => fc::<2, $v, 4>,
+                3 => fc::<3, $v, 4>,
+                4 => fc::<4, $v, 2>,
+                5 => fc::<5, $v, 2>,
+                6 => fc::<6, $v, 2>,
+                7 => fc::<7, $v, 1>,
+                _ => fc::<8, $v, 1>,
+            }
+        };
+    }
+    if cols > 16 { by_rows!(2) } else { by_rows!(1) }
+}
+
 /// The convolution micro-kernel: two vectors of pixels (`wide`) or one, phase-plane
 /// windows (`ind`), prefetching (`pf`).
 #[cfg(target_arch = "x86_64")]
 fn conv_kernel(wide: bool, ind: bool, pf: bool) -> TileFn {
+    if !avx512() {
+        use avx2::conv;
+        return match (wide, ind, pf) {
+            (false, false, false) => conv::<1, false, false>,
+            (false, false, true) => conv::<1, false, true>,
+            (false, true, false) => conv::<1, true, false>,
+            (false, true, true) => conv::<1, true, true>,
+            (true, false, false) => conv::<2, false, false>,
+            (true, false, true) => conv::<2, false, true>,
+            (true, true, false) => conv::<2, true, false>,
+            (true, true, true) => conv::<2, true, true>,
+        };
+    }
     use kernels::conv;
     macro_rules! by_flags {
         ($v:literal) => {
@@ -475,7 +541,7 @@ fn fc_checked(
     threaded: bool,
 ) -> Result<(), Refused> {
     if !available() {
-        return Err("the CPU has no AVX-512F");
+        return Err("the CPU has neither AVX-512F nor AVX2 with FMA");
     }
     if fc_packed_len(n, k) != Some(packed.len())
         || m.checked_mul(k).is_none_or(|l| l > x.len())
@@ -584,7 +650,7 @@ fn fc_split(
                         lo,
                         hi,
                     };
-                    // SAFETY: AVX-512F was detected; rows `r0..r0 + rows` of `x` and the
+                    // SAFETY: AVX-512F (or AVX2 and FMA) was detected; rows `r0..r0 + rows` of `x` and the
                     // panel lie inside their slices (sizes checked above); the tile's
                     // output elements are inside `out` and belong to this unit only.
                     unsafe { fc_kernel(rows, cols)(&tile) }
@@ -1040,9 +1106,18 @@ fn gather(x: &[f32], step: usize, dst: &mut [f32]) {
         fn avx512(x: &[f32], step: usize, dst: &mut [f32]) {
             gather_rows(x, step, dst)
         }
+        #[target_feature(enable = "avx2")]
+        fn avx2(x: &[f32], step: usize, dst: &mut [f32]) {
+            gather_rows(x, step, dst)
+        }
         // SAFETY: phase planes are built only for `conv2d_with`, which checked `available()`
-        // (AVX-512F).
-        unsafe { avx512(x, step, dst) }
+        // (AVX-512F, or else AVX2).
+        unsafe {
+            match crate::gemm512::avx512() {
+                true => avx512(x, step, dst),
+                false => avx2(x, step, dst),
+            }
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     gather_rows(x, step, dst)
@@ -1303,7 +1378,7 @@ fn conv_unit(
                     hi,
                 };
                 let kernel = conv_kernel(len > 16, p.indirect(), i == 0);
-                // SAFETY: AVX-512F was detected (`conv2d`); the panel's rows `r0..r1` lie
+                // SAFETY: AVX-512F (or AVX2 and FMA) was detected (`conv2d`); the panel's rows `r0..r1` lie
                 // in `packed` (its length checked) or, lazily packed, in `wbuf`; `col` rows are the tile's im2col rows,
                 // input pixels `p0..p0 + len` of channels `r0..r1` (`fits` checked the
                 // input's extent), or windows of the phase planes (inside them and their
@@ -1326,7 +1401,7 @@ fn conv_unit(
                 // Panel `j`'s rows of the block `rows · MR` after panel `j - 1`'s, its
                 // biases `MR` after.
                 (tile.a_rs, tile.bias) = (rows, group.wrapping_add(co));
-                // SAFETY: AVX-512F was detected (`conv2d`); the panels' rows of the block
+                // SAFETY: AVX-512F (or AVX2 and FMA) was detected (`conv2d`); the panels' rows of the block
                 // and their biases lie in `packed`; the columns' input pixels (channels
                 // `r0..r1`) and output pixels (the panels' channels) are inside `x` and
                 // `out` (`fits`), the latter this unit's alone (the last tile group's).
@@ -1513,7 +1588,7 @@ fn conv2d_with(
     force: Option<Mode>,
 ) -> Result<(), Refused> {
     if !available() {
-        return Err("the CPU has no AVX-512F");
+        return Err("the CPU has neither AVX-512F nor AVX2 with FMA");
     }
     let packed_ok = match weights {
         Weights::Packed(p, layout) => {

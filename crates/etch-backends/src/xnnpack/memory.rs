@@ -289,7 +289,7 @@ fn nhwc_pays(g: &Graph) -> bool {
             return false;
         }
     }
-    depthwise && etch_kernels::gemm512::available()
+    depthwise && etch_kernels::gemm512::avx512()
 }
 
 /// The values to lay out channels-first: in a graph with convolutions or pooling, every

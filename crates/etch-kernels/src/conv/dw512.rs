@@ -26,11 +26,11 @@ pub(super) struct Fast<'a> {
     avx2_fused: bool,
 }
 
-/// Whether the CPU runs some depthwise planes on [`Fast`]: AVX-512F ([`crate::gemm512::available`]),
+/// Whether the CPU runs some depthwise planes on [`Fast`]: AVX-512F ([`crate::gemm512::avx512`]),
 /// or AVX2 with FMA ([`super::dw256::available`]).
 pub(super) fn fast_available() -> bool {
     #[cfg(target_arch = "x86_64")]
-    return crate::gemm512::available() || super::dw256::available();
+    return crate::gemm512::avx512() || super::dw256::available();
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
@@ -46,7 +46,7 @@ fn shared_f32<'a, T: 'static>(s: &'a SharedMut<'a, T>) -> Option<&'a SharedMut<'
 }
 
 impl<'a> Fast<'a> {
-    /// The fast path for `g`, where the CPU has AVX-512F (and [`crate::gemm512::available`])
+    /// The fast path for `g`, where the CPU has AVX-512F (and [`crate::gemm512::avx512`])
     /// or AVX2 with FMA ([`fast_available`]), the elements are `f32`, the stride along a row
     /// is 1 or 2 and output rows are contiguous; `fused`: one fused multiply-add a tap on
     /// the shapes the row kernel takes.
@@ -57,7 +57,7 @@ impl<'a> Fast<'a> {
             if !fast_available() || !matches!(c.stride.1, 1 | 2) || c.ov.s[3] != 1 {
                 return None;
             }
-            let avx2 = !crate::gemm512::available();
+            let avx2 = !crate::gemm512::avx512();
             let bs = match g.bs {
                 Some(b) => Some(as_same::<T, f32>(b)?),
                 None => None,

@@ -130,7 +130,7 @@ pub(super) fn run(
     fused: bool,
 ) -> bool {
     let xv = c.xv;
-    if !crate::gemm512::available() || !c.dense_planes() {
+    if !crate::gemm512::avx512() || !c.dense_planes() {
         return false;
     }
     if c.xv.h * c.xv.w > 64 || c.oh * c.ow > 64 {

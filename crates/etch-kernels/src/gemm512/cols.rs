@@ -15,7 +15,7 @@ use super::{MR, Tile, TileFn};
 pub(super) const MAX_COLS: usize = 4;
 
 /// The most panels of a column tile of `cols` pixels: `panels · cols` accumulators, `cols`
-/// broadcasts and a weight row in the 16 `ymm` registers of AVX-512F without VL.
+/// broadcasts and a weight row in the 16 `ymm` registers (AVX2, or AVX-512F without VL).
 pub(super) fn max_panels(cols: usize) -> usize {
     match cols {
         1 => 8,
@@ -64,10 +64,10 @@ mod x86 {
     /// row `r` at `t.b + r · t.b_ks + p`, output channel `c`'s at `t.c + c · t.c_rs + p`.
     ///
     /// # Safety
-    /// AVX-512F; `t.a` addresses `NP` panels of `t.k` rows of `MR`, `t.bias` `NP · MR`
+    /// AVX2 and FMA (every CPU with AVX-512F has them); `t.a` addresses `NP` panels of `t.k` rows of `MR`, `t.bias` `NP · MR`
     /// biases, `t.b` `t.k` rows of `P` pixels; `t.rows` (at most `NP · MR`) output rows of
     /// `P` pixels are writable (and readable, with `t.acc_in`) at `t.c`.
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn conv_cols<const NP: usize, const P: usize>(t: &Tile) {
         let rows = t.rows.min(NP * MR);
         let mut acc = [[_mm256_setzero_ps(); P]; NP];

@@ -23,11 +23,13 @@ const STORE_COST: usize = 64;
 /// four half-panel rows and up to 8 broadcasts per 16 multiply-adds, against 2 and 8).
 const PX_PERMILLE: usize = 1050;
 
-/// Whether convolutions may take pixel tiles (`ETCH_CONV_PIXELS=0`: never, for
-/// comparisons).
+/// Whether convolutions may take pixel tiles: AVX-512F (their kernel's), unless
+/// `ETCH_CONV_PIXELS=0` (never, for comparisons).
 pub(super) fn enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("ETCH_CONV_PIXELS").map_or(true, |v| v != "0"))
+    *ON.get_or_init(|| {
+        super::avx512() && std::env::var("ETCH_CONV_PIXELS").map_or(true, |v| v != "0")
+    })
 }
 
 /// Pixels per tile in an output row of `ow`: the row split evenly into tiles of at most
