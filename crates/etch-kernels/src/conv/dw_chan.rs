@@ -22,9 +22,11 @@ mod avx2;
 
 /// The widest output row (one accumulator an output pixel).
 const MAX_OW: usize = 16;
-/// The largest padded plane, in floats (its buffer, 16 or 8 floats a pixel, 64 KiB, stays
-/// in L1/L2).
+/// The largest padded plane, in floats, for groups of 16 channels (its buffer, 64 KiB,
+/// stays in L1/L2).
 const MAX_PADDED: usize = 16 << 10;
+/// The same for groups of 8 channels (256 KiB: in L2).
+const MAX_PADDED_AVX2: usize = 64 << 10;
 
 /// The convolution `c` (weights `[c, kh, kw]`, optional bias) of `xs` into `o` with the
 /// clamp, when its planes are small and its channels many: false (nothing written) where
@@ -49,13 +51,14 @@ pub(super) fn run(
     } else {
         return false;
     };
-    let takes = c.dense_planes()
-        && c.g.is_multiple_of(lanes)
-        && c.g >= 64
-        && ov.w <= MAX_OW
-        && ov.h * ov.w <= 256
-        && c.dil == (1, 1)
-        && hp * wp * lanes <= MAX_PADDED;
+    // Groups of 8 sum rows of any width in chunks, into a tile in scratch: only their
+    // padded buffer is bounded (it stays in L2).
+    let fits = match lanes {
+        16 => ov.w <= MAX_OW && ov.h * ov.w <= 256 && hp * wp * 16 <= MAX_PADDED,
+        _ => hp * wp * lanes <= MAX_PADDED_AVX2,
+    };
+    let takes =
+        c.dense_planes() && c.g.is_multiple_of(lanes) && c.g >= 64 && c.dil == (1, 1) && fits;
     if !takes {
         return false;
     }
@@ -308,7 +311,19 @@ mod tests {
         ];
         // Groups of 8 (AVX2) also take channels in multiples of 8 and larger planes.
         let avx2 = !crate::util::avx512();
-        let more: &[_] = if avx2 { &[(32, 32, 3, 2, 1)] } else { &[] };
+        let more: &[_] = match avx2 {
+            true => &[
+                (32, 32, 3, 2, 1),
+                (40, 40, 3, 1, 1),
+                (64, 64, 3, 2, 1),
+                (2, 2, 3, 1, 1),
+                (6, 3, 3, 1, 1),
+                (5, 1, 3, 1, 1),
+                (8, 2, 5, 1, 2),
+                (7, 9, 5, 2, 2),
+            ],
+            false => &[],
+        };
         let chans: &[usize] = if avx2 { &[64, 80, 72] } else { &[64, 80] };
         for &(h, w, k, s, pad) in shapes.iter().chain(more) {
             for &ch in chans {

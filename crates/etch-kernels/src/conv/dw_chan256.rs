@@ -47,9 +47,17 @@ pub(super) unsafe fn group(
     let (n, ch0) = (u / (c.g / L), u % (c.g / L) * L);
     let (pad, rest) = buf.split_at_mut(g.hp * g.wp * L);
     let (wk, tile) = rest.split_at_mut(g.kk * L);
-    for l in 0..L {
-        for t in 0..g.kk {
-            wk[t * L + l] = w[(ch0 + l) * g.kk + t];
+    // The group's weights (`[8, kk]` in `w`), 8 taps at a time, tap-major.
+    for t0 in (0..g.kk).step_by(L) {
+        let n = (g.kk - t0).min(L);
+        let mut r = [_mm256_setzero_ps(); L];
+        for (l, r) in r.iter_mut().enumerate() {
+            // SAFETY: `n` taps of channel `ch0 + l` (`w` has `c.g · kk`: the caller's).
+            *r = unsafe { load(w.as_ptr().add((ch0 + l) * g.kk + t0), n) };
+        }
+        for (t, v) in transpose(r).into_iter().take(n).enumerate() {
+            // SAFETY: tap `t0 + t < kk` of `wk` (`kk · 8`).
+            unsafe { _mm256_storeu_ps(wk.as_mut_ptr().add((t0 + t) * L), v) };
         }
     }
     // The input planes, 8 pixels at a time; each pixel's 8 channels into the padded
@@ -80,12 +88,18 @@ pub(super) unsafe fn group(
         None => _mm256_setzero_ps(),
     };
     let (lo, hi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
-    for oy in 0..ov.h {
+    // Rows of up to 4 outputs are summed several rows at a time (8 accumulators).
+    let rows = if ov.w <= CHUNK { rows_per(ov.w) } else { 1 };
+    let mut oy = 0;
+    while oy < ov.h {
+        let rr = if ov.h - oy >= rows { rows } else { 1 };
         for ox in (0..ov.w).step_by(CHUNK) {
             let cw = (ov.w - ox).min(CHUNK);
             let r = Row {
                 x: pad[(oy * c.stride.0 * g.wp + ox * c.stride.1) * L..].as_ptr(),
                 wp: g.wp,
+                rs: c.stride.0 * g.wp * L,
+                ts: ov.w * L,
                 w: wk.as_ptr(),
                 kh: c.kh,
                 kw: c.kw,
@@ -94,11 +108,12 @@ pub(super) unsafe fn group(
                 lo,
                 hi,
             };
-            // SAFETY: the chunk's taps read rows `oy · sh..oy · sh + kh` of the padded
-            // buffer, columns up to `(ow - 1) · sw + kw <= wp` (`run`); the tile holds
-            // `oh · ow` pixels of 8.
-            unsafe { row_kernel(cw, g.fma)(&r, tile.as_mut_ptr().add((oy * ov.w + ox) * L)) };
+            // SAFETY: the chunk's taps read rows `oy · sh..(oy + rr - 1) · sh + kh` of the
+            // padded buffer (`<= hp`), columns up to `(ow - 1) · sw + kw <= wp` (`run`); the
+            // tile holds `oh · ow` pixels of 8.
+            unsafe { row_kernel(cw, rr, g.fma)(&r, tile.as_mut_ptr().add((oy * ov.w + ox) * L)) };
         }
+        oy += rr;
     }
     // The tile, 8 pixels at a time, into the 8 output planes.
     let o0 = n * ov.s[0] + ch0 * ov.s[1];
@@ -123,11 +138,15 @@ pub(super) unsafe fn group(
     }
 }
 
-/// One chunk of an output row's taps.
+/// One chunk of an output row's taps (or of `R` rows').
 struct Row {
     /// The padded buffer at the chunk's first input pixel of its first input row.
     x: *const f32,
     wp: usize,
+    /// Floats between the first input pixels of consecutive output rows (`sh · wp · 8`),
+    /// and between consecutive output rows in the tile (`ow · 8`).
+    rs: usize,
+    ts: usize,
     /// The group's weights, `[kk, 8]`.
     w: *const f32,
     kh: usize,
@@ -140,19 +159,33 @@ struct Row {
 
 type RowFn = unsafe fn(&Row, *mut f32);
 
-/// The row kernel for `ow` outputs (1 to [`CHUNK`]).
-fn row_kernel(ow: usize, fma: bool) -> RowFn {
+/// Output rows summed together for rows of `ow` (at most [`CHUNK`]) outputs.
+fn rows_per(ow: usize) -> usize {
+    match ow {
+        1 => 8,
+        2 => 4,
+        3 | 4 => 2,
+        _ => 1,
+    }
+}
+
+/// The kernel for `ow` outputs (1 to [`CHUNK`]) of `rows` rows (1, or [`rows_per`]).
+fn row_kernel(ow: usize, rows: usize, fma: bool) -> RowFn {
     macro_rules! by_width {
         ($fma:literal) => {
-            match ow {
-                1 => row::<1, $fma>,
-                2 => row::<2, $fma>,
-                3 => row::<3, $fma>,
-                4 => row::<4, $fma>,
-                5 => row::<5, $fma>,
-                6 => row::<6, $fma>,
-                7 => row::<7, $fma>,
-                _ => row::<8, $fma>,
+            match (ow, rows) {
+                (1, 1) => row::<1, 1, $fma>,
+                (1, _) => row::<1, 8, $fma>,
+                (2, 1) => row::<2, 1, $fma>,
+                (2, _) => row::<2, 4, $fma>,
+                (3, 1) => row::<3, 1, $fma>,
+                (3, _) => row::<3, 2, $fma>,
+                (4, 1) => row::<4, 1, $fma>,
+                (4, _) => row::<4, 2, $fma>,
+                (5, _) => row::<5, 1, $fma>,
+                (6, _) => row::<6, 1, $fma>,
+                (7, _) => row::<7, 1, $fma>,
+                _ => row::<8, 1, $fma>,
             }
         };
     }
@@ -163,39 +196,45 @@ fn row_kernel(ow: usize, fma: bool) -> RowFn {
     }
 }
 
-/// `OW` output pixels × 8 channels: the taps in order from +0, `+ bias`, the clamp
-/// (`clamp_f32`: `lo` where below, else `hi` where above, NaN kept), into `tile` rows.
+/// `R` rows of `OW` output pixels × 8 channels: the taps in order from +0, `+ bias`, the
+/// clamp (`clamp_f32`: `lo` where below, else `hi` where above, NaN kept), into `tile`
+/// rows.
 ///
 /// # Safety
-/// AVX2 and FMA; `r.x` holds the chunk's `kh` padded rows of `wp` pixels (8 floats each)
-/// from its first pixel, `r.w` `kh · kw` vectors; `tile` `OW` rows of 8.
+/// AVX2 and FMA; `r.x` holds the chunk's `R` output rows' `kh` padded input rows (`r.rs`
+/// apart) of `wp` pixels (8 floats each) from its first pixel, `r.w` `kh · kw` vectors;
+/// `tile` `R` rows (`r.ts` apart) of `OW` pixels of 8.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn row<const OW: usize, const FMA: bool>(r: &Row, tile: *mut f32) {
-    let mut acc = [_mm256_setzero_ps(); OW];
+unsafe fn row<const OW: usize, const R: usize, const FMA: bool>(r: &Row, tile: *mut f32) {
+    let mut acc = [[_mm256_setzero_ps(); OW]; R];
     for i in 0..r.kh {
         for j in 0..r.kw {
-            // SAFETY: tap `(i, j)`'s weights and, per output `x`, padded pixel
-            // `(i, x · sw + j)` of the chunk (the caller's contract).
+            // SAFETY: tap `(i, j)`'s weights and, per output `(y, x)`, padded pixel
+            // `(y · sh + i, x · sw + j)` of the chunk (the caller's contract).
             unsafe {
                 let wv = _mm256_loadu_ps(r.w.add((i * r.kw + j) * L));
                 let base = r.x.add((i * r.wp + j) * L);
-                for (x, acc) in acc.iter_mut().enumerate() {
-                    let xv = _mm256_loadu_ps(base.add(x * r.sw * L));
-                    *acc = if FMA {
-                        _mm256_fmadd_ps(wv, xv, *acc)
-                    } else {
-                        _mm256_add_ps(*acc, _mm256_mul_ps(wv, xv))
-                    };
+                for (y, acc) in acc.iter_mut().enumerate() {
+                    for (x, acc) in acc.iter_mut().enumerate() {
+                        let xv = _mm256_loadu_ps(base.add(y * r.rs + x * r.sw * L));
+                        *acc = if FMA {
+                            _mm256_fmadd_ps(wv, xv, *acc)
+                        } else {
+                            _mm256_add_ps(*acc, _mm256_mul_ps(wv, xv))
+                        };
+                    }
                 }
             }
         }
     }
-    for (x, acc) in acc.iter().enumerate() {
-        let v = _mm256_add_ps(*acc, r.bias);
-        let lt = _mm256_cmp_ps::<_CMP_LT_OQ>(v, r.lo);
-        let gt = _mm256_cmp_ps::<_CMP_GT_OQ>(v, r.hi);
-        let v = _mm256_blendv_ps(_mm256_blendv_ps(v, r.hi, gt), r.lo, lt);
-        // SAFETY: tile row `x` (the caller's contract).
-        unsafe { _mm256_storeu_ps(tile.add(x * L), v) };
+    for (y, acc) in acc.iter().enumerate() {
+        for (x, acc) in acc.iter().enumerate() {
+            let v = _mm256_add_ps(*acc, r.bias);
+            let lt = _mm256_cmp_ps::<_CMP_LT_OQ>(v, r.lo);
+            let gt = _mm256_cmp_ps::<_CMP_GT_OQ>(v, r.hi);
+            let v = _mm256_blendv_ps(_mm256_blendv_ps(v, r.hi, gt), r.lo, lt);
+            // SAFETY: tile pixel `(y, x)` (the caller's contract).
+            unsafe { _mm256_storeu_ps(tile.add(y * r.ts + x * L), v) };
+        }
     }
 }
