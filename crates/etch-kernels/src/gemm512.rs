@@ -707,12 +707,13 @@ impl ConvShape {
     }
 
     /// A 1×1 stride-1 convolution whose input planes are contiguous: `col` is the input.
+    /// One-pixel planes (squeeze-excitation convolutions on pooled values, which XNNPACK
+    /// graphs give strides `[c, 1, c, c]`) are, whatever their row and column strides.
     fn direct(&self) -> bool {
         self.kernel == [1, 1]
             && self.stride == [1, 1]
             && self.pad == [0, 0]
-            && self.xs[3] == 1
-            && (self.h == 1 || self.xs[2] == self.w)
+            && (self.h * self.w == 1 || self.xs[3] == 1 && (self.h == 1 || self.xs[2] == self.w))
     }
 
     /// Whether every input and output element the product addresses lies in slices of
