@@ -61,26 +61,30 @@ pub(super) unsafe fn group(
         }
     }
     // The input planes, 8 pixels at a time; each pixel's 8 channels into the padded
-    // buffer's interior.
+    // buffer's interior: row by row where rows are whole blocks or long (runs of the
+    // buffer, few partial blocks), else as flat planes (a 4×4 plane in 2 blocks, not 4;
+    // 14×14 in 25, not 28 of which 14 partial).
     let x0 = n * xv.s[0] + ch0 * xv.s[1];
-    let hw = xv.h * xv.w;
-    let (mut y, mut x) = (0, 0);
-    for p0 in (0..hw).step_by(L) {
-        let cols = (hw - p0).min(L);
-        let mut r = [_mm256_setzero_ps(); L];
-        for (i, r) in r.iter_mut().enumerate() {
-            // SAFETY: `cols` elements of plane `ch0 + i` (in bounds: the caller's).
-            *r = unsafe { load(xs.as_ptr().add(x0 + i * xv.s[1] + p0), cols) };
-        }
-        for v in transpose(r).into_iter().take(cols) {
-            let at = ((y + c.pad.0) * g.wp + x + c.pad.1) * L;
-            // SAFETY: pixel `(y, x)` of the interior (`y + pad < hp`, `x + pad < wp`).
-            unsafe { _mm256_storeu_ps(pad.as_mut_ptr().add(at), v) };
-            x += 1;
-            if x == xv.w {
-                (y, x) = (y + 1, 0);
+    if xv.w.is_multiple_of(L) || xv.w >= 32 {
+        for y in 0..xv.h {
+            let at = ((y + c.pad.0) * g.wp + c.pad.1) * L;
+            for c0 in (0..xv.w).step_by(L) {
+                let cols = (xv.w - c0).min(L);
+                let mut r = [_mm256_setzero_ps(); L];
+                for (i, r) in r.iter_mut().enumerate() {
+                    // SAFETY: `cols` elements of row `y` of plane `ch0 + i` (in bounds: the
+                    // caller's).
+                    *r = unsafe { load(xs.as_ptr().add(x0 + i * xv.s[1] + y * xv.w + c0), cols) };
+                }
+                for (j, v) in transpose(r).into_iter().take(cols).enumerate() {
+                    // SAFETY: pixel `(y, c0 + j)` of the interior (`c0 + j < w`).
+                    unsafe { _mm256_storeu_ps(pad.as_mut_ptr().add(at + (c0 + j) * L), v) };
+                }
             }
         }
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { pack_flat(c, g, xs, x0, pad) };
     }
     let bias = match bs {
         // SAFETY: 8 biases (`bs` has `c.g`: checked by the caller).
@@ -134,6 +138,36 @@ pub(super) unsafe fn group(
                     (ohw - p0).min(L),
                 )
             };
+        }
+    }
+}
+
+/// The group's input planes (from `x0`) into the padded buffer's interior as flat
+/// `[8, h · w]` matrices, 8 pixels at a time (planes with rows under 8 pixels).
+///
+/// # Safety
+/// As [`group`]: AVX2; the group's 8 dense planes in bounds of `xs`; `pad` the padded
+/// buffer.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn pack_flat(c: &Conv, g: &Geo, xs: &[f32], x0: usize, pad: &mut [f32]) {
+    let xv = c.xv;
+    let hw = xv.h * xv.w;
+    let (mut y, mut x) = (0, 0);
+    for p0 in (0..hw).step_by(L) {
+        let cols = (hw - p0).min(L);
+        let mut r = [_mm256_setzero_ps(); L];
+        for (i, r) in r.iter_mut().enumerate() {
+            // SAFETY: `cols` elements of plane `ch0 + i` (in bounds: the caller's).
+            *r = unsafe { load(xs.as_ptr().add(x0 + i * xv.s[1] + p0), cols) };
+        }
+        for v in transpose(r).into_iter().take(cols) {
+            let at = ((y + c.pad.0) * g.wp + x + c.pad.1) * L;
+            // SAFETY: pixel `(y, x)` of the interior (`y + pad < hp`, `x + pad < wp`).
+            unsafe { _mm256_storeu_ps(pad.as_mut_ptr().add(at), v) };
+            x += 1;
+            if x == xv.w {
+                (y, x) = (y + 1, 0);
+            }
         }
     }
 }
