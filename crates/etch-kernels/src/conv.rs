@@ -246,7 +246,7 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     })
 }
 
-/// A float32 convolution of one group on the AVX-512F kernels of [`gemm512`], its weights
+/// A float32 convolution of one group on the packed kernels of [`gemm512`], its weights
 /// packed a chunk at a time while it runs ([`gemm512::conv2d_unpacked`]): false (nothing
 /// written) when they do not take it (weights whose rows of terms are not contiguous, an
 /// output whose pixels are not contiguous within a channel).

@@ -650,9 +650,10 @@ fn fc_split(
                         lo,
                         hi,
                     };
-                    // SAFETY: AVX-512F (or AVX2 and FMA) was detected; rows `r0..r0 + rows` of `x` and the
-                    // panel lie inside their slices (sizes checked above); the tile's
-                    // output elements are inside `out` and belong to this unit only.
+                    // SAFETY: AVX-512F (or AVX2 and FMA) was detected; rows `r0..r0 + rows`
+                    // of `x` and the panel lie inside their slices (sizes checked above);
+                    // the tile's output elements are inside `out` and belong to this unit
+                    // only.
                     unsafe { fc_kernel(rows, cols)(&tile) }
                 }
             }
@@ -1099,7 +1100,7 @@ fn pad_planes(s: &ConvShape, p: &ConvPlan, x: &[f32], padded: &mut [f32]) {
 
 /// `dst[i] = x[i · step]`; stride 2 (every stride-2 convolution's phase planes) in blocks of
 /// 16 from 32 consecutive elements, which the compiler turns into vector shuffles (AVX-512
-/// ones: the convolutions here run only where the CPU has it).
+/// or AVX2 ones, as the packed products run).
 fn gather(x: &[f32], step: usize, dst: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
@@ -1114,7 +1115,7 @@ fn gather(x: &[f32], step: usize, dst: &mut [f32]) {
         // SAFETY: phase planes are built only for `conv2d_with`, which checked `available()`
         // (AVX-512F, or else AVX2).
         unsafe {
-            match crate::gemm512::avx512() {
+            match self::avx512() {
                 true => avx512(x, step, dst),
                 false => avx2(x, step, dst),
             }
@@ -1379,8 +1380,9 @@ fn conv_unit(
                     hi,
                 };
                 let kernel = conv_kernel(len > 16, p.indirect(), i == 0);
-                // SAFETY: AVX-512F (or AVX2 and FMA) was detected (`conv2d`); the panel's rows `r0..r1` lie
-                // in `packed` (its length checked) or, lazily packed, in `wbuf`; `col` rows are the tile's im2col rows,
+                // SAFETY: AVX-512F (or AVX2 and FMA) was detected (`conv2d`); the panel's
+                // rows `r0..r1` lie in `packed` (its length checked) or, lazily packed, in
+                // `wbuf`; `col` rows are the tile's im2col rows,
                 // input pixels `p0..p0 + len` of channels `r0..r1` (`fits` checked the
                 // input's extent), or windows of the phase planes (inside them and their
                 // slack, see `conv2d`), read in the mask's lanes only; the output elements
@@ -1402,8 +1404,8 @@ fn conv_unit(
                 // Panel `j`'s rows of the block `rows · MR` after panel `j - 1`'s, its
                 // biases `MR` after.
                 (tile.a_rs, tile.bias) = (rows, group.wrapping_add(co));
-                // SAFETY: AVX-512F (or AVX2 and FMA) was detected (`conv2d`); the panels' rows of the block
-                // and their biases lie in `packed`; the columns' input pixels (channels
+                // SAFETY: AVX-512F (or AVX2 and FMA) was detected (`conv2d`); the panels'
+                // rows of the block and their biases lie in `packed`; the columns' input pixels (channels
                 // `r0..r1`) and output pixels (the panels' channels) are inside `x` and
                 // `out` (`fits`), the latter this unit's alone (the last tile group's).
                 unsafe { cols::kernel(p.cols, pe - pc)(&tile) }

@@ -572,7 +572,7 @@ fn prepacked_fc(
 
 /// The load-time hook of `aten::mm.out`, `aten::addmm.out` (`beta` and `alpha` 1) and
 /// `aten::linear.out`: a constant float32 2-D weight (and a constant bias of `n`
-/// elements) packed once ([`PackedFc`]) for the AVX-512F fully-connected kernels. `None`
+/// elements) packed once ([`PackedFc`]) for the packed fully-connected kernels. `None`
 /// for every other call, bad arguments included (the kernel reports those when it runs).
 fn fc_prepare(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
     Ok(pack_fc_weight(ctx).ok().flatten())

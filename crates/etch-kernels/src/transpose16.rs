@@ -106,59 +106,11 @@ pub(crate) mod x86 {
 }
 
 /// 8×8 blocks of `f32` transposed in AVX2 registers, for CPUs without AVX-512F: three
-/// rounds of shuffles; the callers load and store the rows where their layouts put them.
+/// rounds of shuffles; the callers load and store the rows where their layouts put them
+/// ([`crate::util::avx2`]'s partial loads and stores).
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_avx2 {
     use std::arch::x86_64::*;
-
-    /// Lane masks: the 8 elements from `MASKS[8 - n]` enable the first `n` lanes.
-    const MASKS: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
-
-    /// The first `n` elements at `p` (`n <= 8`; the other lanes 0).
-    ///
-    /// # Safety
-    /// AVX2; `p` readable at `n` elements.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    pub(crate) unsafe fn load(p: *const f32, n: usize) -> __m256 {
-        // SAFETY: the caller's contract; the mask's 8 elements lie in the table.
-        unsafe {
-            if n >= 8 {
-                _mm256_loadu_ps(p)
-            } else {
-                let m = _mm256_loadu_si256(MASKS.as_ptr().add(8 - n).cast());
-                _mm256_maskload_ps(p, m)
-            }
-        }
-    }
-
-    /// Stores `v`'s first `n` lanes (`n <= 8`) at `p`: a full store, or halves, pairs and
-    /// singles (no `vmaskmovps` to memory: microcoded on AMD Zen; no `memcpy` call).
-    ///
-    /// # Safety
-    /// AVX2; `p` writable at `n` elements.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    pub(crate) unsafe fn store(p: *mut f32, v: __m256, n: usize) {
-        // SAFETY: the caller's contract: each store writes lanes below `n` only.
-        unsafe {
-            if n >= 8 {
-                return _mm256_storeu_ps(p, v);
-            }
-            let (mut x, mut p, mut n) = (_mm256_castps256_ps128(v), p, n);
-            if n >= 4 {
-                _mm_storeu_ps(p, x);
-                (x, p, n) = (_mm256_extractf128_ps::<1>(v), p.add(4), n - 4);
-            }
-            if n >= 2 {
-                _mm_store_sd(p.cast(), _mm_castps_pd(x));
-                (x, p, n) = (_mm_movehl_ps(x, x), p.add(2), n - 2);
-            }
-            if n >= 1 {
-                _mm_store_ss(p, x);
-            }
-        }
-    }
 
     /// The transpose of the rows `r`: lane `i` of row `j` is lane `j` of `r[i]`.
     #[target_feature(enable = "avx2")]
@@ -222,7 +174,8 @@ mod tests {
         }
         #[target_feature(enable = "avx2")]
         unsafe fn run(src: &[f32], ss: usize, cols: usize, dst: &mut [f32], ds: usize, n: usize) {
-            use super::x86_avx2::{load, store, transpose};
+            use super::x86_avx2::transpose;
+            use crate::util::avx2::{load, store};
             // SAFETY: 8 rows of `cols` in `src`, of `n` in `dst` (the test's sizes).
             unsafe {
                 let mut r = [std::arch::x86_64::_mm256_setzero_ps(); 8];

@@ -263,7 +263,8 @@ pub fn layout(g: &Graph) -> Layout {
 
 /// Whether graph `g` has depthwise convolutions and every convolution and pooling node of
 /// it has an NHWC kernel (`lower/nhwc.rs`): fp32, one group or one output channel a
-/// group, max pooling, AVX-512F for the dense products.
+/// group, max pooling; AVX-512F ([`etch_kernels::gemm512::avx512`]: the NHWC kernels' vector
+/// paths and the pixel tiles; on AVX2 the channels-first kernels measured faster).
 fn nhwc_pays(g: &Graph) -> bool {
     use super::graph::{ConvKind, Datatype};
     let f32_value = |id: u32| {

@@ -7,6 +7,7 @@
 
 use super::DW_BLOCKS;
 use super::dw512::Geo;
+use crate::util::avx2::clamp;
 use std::arch::x86_64::*;
 
 /// Pixels of a block (one 256-bit vector of `f32`).
@@ -61,20 +62,13 @@ pub(super) unsafe fn planes<const SW: usize, const FUSED: bool>(
         // SAFETY: the caller's bounds on `pad`.
         let acc = unsafe { blocks::<SW, FUSED>(p, w, g, &base) };
         for (a, &(at, last)) in acc.iter().zip(&dst).take(cnt) {
-            // `clamp_f32`: `lo` where `v < lo`, else `hi` where `v > hi` (ordered compares:
-            // NaN stays).
             // Stride 2: the lanes hold outputs [0 1 4 5 | 2 3 6 7] (`blocks`); in order.
             let a = if SW == 2 {
                 _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(*a)))
             } else {
                 *a
             };
-            let v = _mm256_add_ps(a, bv);
-            let (lt, gt) = (
-                _mm256_cmp_ps::<_CMP_LT_OQ>(v, lov),
-                _mm256_cmp_ps::<_CMP_GT_OQ>(v, hiv),
-            );
-            let v = _mm256_blendv_ps(_mm256_blendv_ps(v, hiv, gt), lov, lt);
+            let v = clamp(_mm256_add_ps(a, bv), lov, hiv);
             // SAFETY: lanes `x0..x0 + 8` of an output row (the last block of a row masked to
             // its `ow` outputs), in `out`.
             unsafe {

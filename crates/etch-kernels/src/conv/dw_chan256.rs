@@ -10,7 +10,8 @@
 use super::super::Conv;
 use super::Geo;
 use crate::threads::SharedMut;
-use crate::transpose16::x86_avx2::{load, store, transpose};
+use crate::transpose16::x86_avx2::transpose;
+use crate::util::avx2::{clamp, load, store};
 use std::arch::x86_64::*;
 
 /// Channels of a group (lanes of a vector).
@@ -263,10 +264,7 @@ unsafe fn row<const OW: usize, const R: usize, const FMA: bool>(r: &Row, tile: *
     }
     for (y, acc) in acc.iter().enumerate() {
         for (x, acc) in acc.iter().enumerate() {
-            let v = _mm256_add_ps(*acc, r.bias);
-            let lt = _mm256_cmp_ps::<_CMP_LT_OQ>(v, r.lo);
-            let gt = _mm256_cmp_ps::<_CMP_GT_OQ>(v, r.hi);
-            let v = _mm256_blendv_ps(_mm256_blendv_ps(v, r.hi, gt), r.lo, lt);
+            let v = clamp(_mm256_add_ps(*acc, r.bias), r.lo, r.hi);
             // SAFETY: tile pixel `(y, x)` (the caller's contract).
             unsafe { _mm256_storeu_ps(tile.add(y * r.ts + x * L), v) };
         }

@@ -49,8 +49,9 @@ enum Weights {
         packed: Vec<f32>,
         layout: gemm512::ConvLayout,
     },
-    /// One group on a CPU without AVX-512F: `[cout, cin · kh · kw]` and a bias, for the
-    /// portable convolution (its clamps as a step after it).
+    /// One group where the packed kernels do not run (neither AVX-512F nor AVX2 with FMA,
+    /// or `ETCH_F32_GEMM512=0`): `[cout, cin · kh · kw]` and a bias, for the portable
+    /// convolution (its clamps as a step after it).
     Plain { w: Vec<f32>, b: Option<Vec<f32>> },
     /// Depthwise: `[c, kh, kw]` and a bias; `fma`: one fused multiply-add a tap.
     Depthwise {
@@ -301,8 +302,8 @@ fn step_of(
 }
 
 /// The convolution's weights with the batch norm folded in (`affine`), packed for the
-/// kernel that runs it: one group on [`gemm512`] (the portable convolution without
-/// AVX-512F), depthwise on [`depthwise_f32`].
+/// kernel that runs it: one group on [`gemm512`] (else the portable convolution),
+/// depthwise on [`depthwise_f32`].
 fn fold_weights(
     c: &Conv,
     affine: Option<&Vec<(f64, f64)>>,

@@ -9,7 +9,7 @@
 //! AVX-512 kernels' bits.
 
 use super::{NR, PF_AHEAD, Tile};
-use crate::transpose16::x86_avx2::{load, store};
+use crate::util::avx2::{load, store};
 use std::arch::x86_64::*;
 
 /// Lanes of a vector.
@@ -32,8 +32,8 @@ unsafe fn put(p: *mut f32, x: __m256, n: usize, lo: __m256, hi: __m256) {
 }
 
 /// A fully-connected tile: `M` rows of `x` × `16 V` columns of a packed panel, in row
-/// groups that keep the accumulators at 12 or fewer: 6 rows × 2 chunks of 8 columns,
-/// 2 rows × 4, or `M` × `C`.
+/// groups that keep the accumulators at 12 or fewer: for 7 or 8 rows, 6 rows × 2 chunks of
+/// 8 columns then the rest × 4; for up to 6 rows, all of them × `C` chunks.
 ///
 /// # Safety
 /// AVX2 and FMA; `t.a` addresses `M` rows of `t.k` elements `t.a_rs` apart, `t.b` a panel

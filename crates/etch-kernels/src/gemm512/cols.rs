@@ -64,9 +64,10 @@ mod x86 {
     /// row `r` at `t.b + r · t.b_ks + p`, output channel `c`'s at `t.c + c · t.c_rs + p`.
     ///
     /// # Safety
-    /// AVX2 and FMA (every CPU with AVX-512F has them); `t.a` addresses `NP` panels of `t.k` rows of `MR`, `t.bias` `NP · MR`
-    /// biases, `t.b` `t.k` rows of `P` pixels; `t.rows` (at most `NP · MR`) output rows of
-    /// `P` pixels are writable (and readable, with `t.acc_in`) at `t.c`.
+    /// AVX2 and FMA (every CPU with AVX-512F has them); `t.a` addresses `NP` panels of `t.k`
+    /// rows of `MR`, `t.bias` `NP · MR` biases, `t.b` `t.k` rows of `P` pixels; `t.rows` (at
+    /// most `NP · MR`) output rows of `P` pixels are writable (and readable, with
+    /// `t.acc_in`) at `t.c`.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn conv_cols<const NP: usize, const P: usize>(t: &Tile) {
         let rows = t.rows.min(NP * MR);

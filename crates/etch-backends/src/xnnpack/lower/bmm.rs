@@ -1,5 +1,5 @@
-//! `XNNBatchMatrixMultiply` of two fp32 values on etch's AVX-512F packed kernels
-//! ([`gemm512`]): the attention products of a decoder (`q @ k^T`, `scores @ v`), whose
+//! `XNNBatchMatrixMultiply` of two fp32 values on etch's packed kernels ([`gemm512`]:
+//! AVX-512F, or AVX2 and FMA): the attention products of a decoder (`q @ k^T`, `scores @ v`), whose
 //! right operands are activations. Per call, each batch's right operand is packed into
 //! scratch memory the plan owns (reserved at init), then multiplied with
 //! [`gemm512::fully_connected`]; each output element's sum is in the packed kernel's order,
@@ -16,7 +16,8 @@ use etch_kernels::threads::{SharedMut, run_parts};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether a batch product of `[ba, m, k]` by `[bw, k, n]` (`bw` is `ba` or 1) runs
-/// here: fp32 operands and output, the CPU has AVX-512F, and at least one row tile.
+/// here: fp32 operands and output, the packed kernels run ([`gemm512::available`]), and at
+/// least one row tile.
 pub fn applies(b: &Builder<'_>, [a, w, out]: [u32; 3], m: usize) -> bool {
     let f32s = [a, w, out]
         .iter()

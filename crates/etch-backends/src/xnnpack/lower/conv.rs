@@ -204,7 +204,7 @@ pub fn convolution(b: &mut Builder<'_>, node: &Node, c: &ConvParams) -> Result<(
     Ok(())
 }
 
-/// An `XNNConv2d` with constant weights on AVX-512F whose output is laid out
+/// An `XNNConv2d` with constant weights ([`gemm512::available`]) whose output is laid out
 /// channels-first: the filter and bias packed at init for [`gemm512::conv2d`], in the
 /// layout the node's shapes (`xs`, `os`: NCHW) call for, the node's clamp fused.
 fn packed_convolution(

@@ -51,7 +51,7 @@ pub fn fully_connected(
     Ok(())
 }
 
-/// A fully-connected node with constant weights on AVX-512F: the filter and bias packed
+/// A fully-connected node with constant weights ([`gemm512::available`]): the filter and bias packed
 /// at init for [`gemm512::fully_connected`], the node's clamp fused.
 fn packed_fully_connected(
     b: &mut Builder<'_>,

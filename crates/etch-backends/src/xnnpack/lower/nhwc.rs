@@ -2,7 +2,7 @@
 //! own NHWC layout (not laid out channels-first: see `memory::channels_first`), on
 //! [`etch_kernels::conv::nhwc`]: channels contiguous, as XNNPACK runs them. The filters
 //! are used in XNNPACK's layout (`[1, kh, kw, c]` depthwise; `[co, kh, kw, c]` packed at
-//! init for the AVX-512F products).
+//! init for the packed products).
 
 use super::super::graph::{ConvKind, ConvParams, Node, PoolParams};
 use super::super::plan::Builder;
