@@ -18,6 +18,10 @@ use etch_core::{Error, KernelContext, Result, ScalarType};
 use etch_kernels::threads::{SharedMut, run_parts, tasks_for};
 
 #[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod panels;
+#[cfg(target_arch = "x86_64")]
 mod vnni;
 
 /// Work (multiply-adds) below which a call stays on the calling thread.
@@ -180,8 +184,32 @@ struct Fc<'a> {
     bias: Option<&'a [f32]>,
     k: usize,
     blocks: usize,
-    /// `w` is packed for the VNNI kernel ([`pack_vnni`]) rather than `[n, k]`.
-    packed: bool,
+    /// `w` is `[n, k]`, or packed in panels for one of the panel kernels ([`pack_panels`]).
+    packing: Packing,
+}
+
+/// How the filters of a [`fully_connected`] layer are laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Packing {
+    /// `[n, k]`, as in the program.
+    Rows,
+    /// Panels ([`pack_panels`]) with 128 added to every weight, for the AVX-512 VNNI kernel
+    /// (`vpdpbusd` takes them unsigned).
+    Vnni,
+    /// Panels with 8 added to every (4-bit, `[-8, 7]`) weight, for the AVX2 kernel
+    /// (`vpmaddubsw` takes them unsigned; the pair sums stay far from i16's bounds).
+    Maddubs,
+}
+
+impl Packing {
+    /// What is added to each weight in the panels.
+    fn offset(self) -> i32 {
+        match self {
+            Packing::Rows => 0,
+            Packing::Vnni => 128,
+            Packing::Maddubs => 8,
+        }
+    }
 }
 
 /// Columns of a panel of VNNI-packed filters.
@@ -189,24 +217,62 @@ const PANEL: usize = 16;
 /// The most blocks per row of the fully-connected layers given VNNI-packed filters.
 const MAX_VNNI_BLOCKS: usize = 256;
 
+/// How the filters of a fully-connected layer with `k` input channels in blocks of `block`
+/// are laid out: [`Packing::Vnni`] where [`use_vnni`] says so, else [`Packing::Maddubs`] for
+/// 4-bit filters (`int4`) where [`use_maddubs`] says so, else [`Packing::Rows`].
+pub fn packing_for(k: usize, block: usize, int4: bool) -> Packing {
+    if use_vnni(k, block) {
+        Packing::Vnni
+    } else if int4 && use_maddubs(k, block) {
+        Packing::Maddubs
+    } else {
+        Packing::Rows
+    }
+}
+
 /// Whether the fully-connected layers with `k` input channels in blocks of `block` take
-/// VNNI-packed filters ([`pack_vnni`]): where the CPU has AVX-512F, BW and VNNI, both are
-/// multiples of 4, there are at most [`MAX_VNNI_BLOCKS`] blocks, and `ETCH_QD8_VNNI` is not
-/// `0`.
-pub fn use_vnni(k: usize, block: usize) -> bool {
+/// [`Packing::Maddubs`] panels (4-bit filters only): where the CPU has AVX2 and FMA, the
+/// shape fits ([`panels_fit`]), and `ETCH_QD8_MADDUBS` is not `0`.
+pub fn use_maddubs(k: usize, block: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        k.is_multiple_of(4)
-            && block.is_multiple_of(4)
-            && k / block <= MAX_VNNI_BLOCKS
-            && std::env::var("ETCH_QD8_VNNI").map_or(true, |v| v != "0")
-            && vnni_detected()
+        panels_fit(k, block, "ETCH_QD8_MADDUBS") && avx2_detected()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = (k, block);
         false
     }
+}
+
+/// Whether the fully-connected layers with `k` input channels in blocks of `block` take
+/// [`Packing::Vnni`] panels ([`pack_panels`]): where the CPU has AVX-512F, BW and VNNI, the
+/// shape fits ([`panels_fit`]), and `ETCH_QD8_VNNI` is not `0`.
+pub fn use_vnni(k: usize, block: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        panels_fit(k, block, "ETCH_QD8_VNNI") && vnni_detected()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (k, block);
+        false
+    }
+}
+
+/// Whether a panel kernel takes `k` input channels in blocks of `block`: both multiples of
+/// 4, at most [`MAX_VNNI_BLOCKS`] blocks, and the environment variable `off` is not `0`.
+#[cfg(target_arch = "x86_64")]
+fn panels_fit(k: usize, block: usize, off: &str) -> bool {
+    k.is_multiple_of(4)
+        && block.is_multiple_of(4)
+        && k / block <= MAX_VNNI_BLOCKS
+        && std::env::var(off).map_or(true, |v| v != "0")
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx2_detected() -> bool {
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -216,15 +282,16 @@ fn vnni_detected() -> bool {
         && std::arch::is_x86_feature_detected!("avx512vnni")
 }
 
-/// Filters `w` (`[n, k]`, `k` a multiple of 4) packed for the VNNI kernel: panels of
-/// [`PANEL`] columns (the last one padded), each `[k / 4, PANEL, 4]`, with 128 added to
-/// every weight (`vpdpbusd` takes them unsigned).
-pub fn pack_vnni(w: &[i8], n: usize, k: usize) -> Vec<u8> {
-    let mut out = vec![128u8; n.div_ceil(PANEL) * PANEL * k];
+/// Filters `w` (`[n, k]`, `k` a multiple of 4) packed for a panel kernel: panels of
+/// [`PANEL`] columns (the last one padded with zero weights), each `[k / 4, PANEL, 4]`, with
+/// `packing`'s offset added to every weight (the kernels take them unsigned).
+pub fn pack_panels(w: &[i8], n: usize, k: usize, packing: Packing) -> Vec<u8> {
+    let offset = packing.offset();
+    let mut out = vec![offset as u8; n.div_ceil(PANEL) * PANEL * k];
     for (col, row) in w.chunks(k).take(n).enumerate() {
         let panel = &mut out[col / PANEL * PANEL * k..][..PANEL * k];
         for (i, &x) in row.iter().enumerate() {
-            panel[i / 4 * PANEL * 4 + col % PANEL * 4 + i % 4] = (x as i32 + 128) as u8;
+            panel[i / 4 * PANEL * 4 + col % PANEL * 4 + i % 4] = (x as i32 + offset) as u8;
         }
     }
     out
@@ -253,7 +320,7 @@ impl Fc<'_> {
     /// The scale of column `col` in block `b`.
     #[inline]
     fn scale(&self, col: usize, b: usize) -> f32 {
-        if self.packed {
+        if self.packing != Packing::Rows {
             self.scales[packed_scale_at(col, b, self.blocks)]
         } else {
             self.scales[col * self.blocks + b]
@@ -264,14 +331,15 @@ impl Fc<'_> {
     fn dot_at(&self, row: usize, col: usize, range: std::ops::Range<usize>) -> i32 {
         let k = self.k;
         let a = &self.q[row * k..(row + 1) * k][range.clone()];
-        if !self.packed {
+        if self.packing == Packing::Rows {
             return dot(a, &self.w[col * k..(col + 1) * k][range]);
         }
+        let offset = self.packing.offset();
         let panel = &self.w[col / PANEL * PANEL * k..][..PANEL * k];
         a.iter()
             .zip(range)
             .map(|(&x, i)| {
-                let w = panel[i / 4 * PANEL * 4 + col % PANEL * 4 + i % 4] as u8 as i32 - 128;
+                let w = panel[i / 4 * PANEL * 4 + col % PANEL * 4 + i % 4] as u8 as i32 - offset;
                 x as i32 * w
             })
             .sum()
@@ -300,10 +368,21 @@ impl Fc<'_> {
 }
 
 /// `fully_connected(q, params, w, scales, sums, bias?, out)`: `q` int8 `[m, k]` with its
-/// row parameters `params` `[m, 2]` (from [`quantize_rows`]), `w` int8 `[n, k]`, `scales`
-/// f32 `[n, blocks]`, `sums` i32 `[n]` (per-channel) or f32 `[n]` (per-block, `blocks > 0`),
-/// `bias` f32 `[n]`, `out` f32 `[m, n]`.
+/// row parameters `params` `[m, 2]` (from [`quantize_rows`]), `w` int8 `[n, k]` (or
+/// [`Packing::Vnni`] panels `[panels, k / 4, 4 * PANEL]`), `scales` f32 `[n, blocks]` (with
+/// panels: [`pack_scales`]), `sums` i32 `[n]` (per-channel) or f32 `[n]` (per-block,
+/// `blocks > 0`), `bias` f32 `[n]`, `out` f32 `[m, n]`.
 pub fn fully_connected(ctx: &mut KernelContext<'_>) -> Result<()> {
+    fully_connected_with(ctx, Packing::Vnni)
+}
+
+/// [`fully_connected`] whose 3-d filters are [`Packing::Maddubs`] panels.
+pub fn fully_connected_maddubs(ctx: &mut KernelContext<'_>) -> Result<()> {
+    fully_connected_with(ctx, Packing::Maddubs)
+}
+
+/// [`fully_connected`], 3-d filters being `panels` panels.
+fn fully_connected_with(ctx: &mut KernelContext<'_>, panels: Packing) -> Result<()> {
     let (q, params, w, scales, sums) = (
         ctx.tensor(0)?,
         ctx.tensor(1)?,
@@ -313,8 +392,9 @@ pub fn fully_connected(ctx: &mut KernelContext<'_>) -> Result<()> {
     );
     let bias = ctx.opt_tensor(5)?;
     let mut out = ctx.tensor(6)?;
-    // Packed filters are `[panels, k / 4, 64]` (see `pack_vnni`).
-    let packed = w.dim() == 3;
+    // Packed filters are `[panels, k / 4, 4 * PANEL]` (see `pack_panels`).
+    let packing = if w.dim() == 3 { panels } else { Packing::Rows };
+    let packed = packing != Packing::Rows;
     let (m, n) = (params.sizes()[0], out.sizes()[1]);
     let k = if packed {
         w.sizes()[1] * 4
@@ -332,13 +412,14 @@ pub fn fully_connected(ctx: &mut KernelContext<'_>) -> Result<()> {
         bias: bias.as_ref().map(|b| b.data()).transpose()?,
         k,
         blocks: scales.sizes()[1],
-        packed,
+        packing,
     };
     let o = out.data_mut::<f32>()?;
     let sizes_ok = fc.q.len() == m * fc.k
         && fc.w.len() == if packed { n.div_ceil(PANEL) * PANEL } else { n } * fc.k
         && (!packed || w.sizes()[0] == n.div_ceil(PANEL))
-        // The VNNI kernel's bounds (`use_vnni`, which chose the packing at load).
+        // The panel kernels' bounds (`use_vnni`, `use_maddubs`, which chose the packing at
+        // load).
         && (!packed
             || (fc.blocks <= MAX_VNNI_BLOCKS && (fc.k / fc.blocks.max(1)).is_multiple_of(4)))
         && fc.scales.len() == if packed { n.div_ceil(PANEL) * PANEL } else { n } * fc.blocks
@@ -359,21 +440,20 @@ impl Fc<'_> {
     fn run(&self, m: usize, n: usize, out: &mut [f32]) {
         let o = SharedMut::new(out);
         #[cfg(target_arch = "x86_64")]
-        if self.packed && vnni_detected() {
+        if self.packing == Packing::Vnni && vnni_detected()
+            || self.packing == Packing::Maddubs && avx2_detected()
+        {
             let tasks = tasks_for(m * n * self.k, MIN_TASK_WORK);
             run_parts(n.div_ceil(PANEL), tasks, &|panels| {
-                // SAFETY: the CPU has AVX-512F, BW and VNNI; `w` is packed; each task
-                // writes the columns of its own panels.
-                unsafe { self.panels_vnni(m, n, panels, &o) }
+                // SAFETY: the CPU has the packing's features (checked above); `w` is packed
+                // so; each task writes the columns of its own panels.
+                unsafe { self.panels(m, n, panels, &o) }
             });
             return;
         }
         run_parts(n, tasks_for(m * n * self.k, MIN_TASK_WORK), &|cols| {
             #[cfg(target_arch = "x86_64")]
-            if !self.packed
-                && std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
+            if self.packing == Packing::Rows && avx2_detected() {
                 // SAFETY: the CPU has AVX2 and FMA; each task writes its own columns.
                 return unsafe { self.tiles_avx2(m, n, cols, &o) };
             }
@@ -534,7 +614,7 @@ fn dots_avx2<const R: usize, const C: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::{Fc, pack_scales, pack_vnni, quantize_row, row_params};
+    use super::{Fc, Packing, pack_panels, pack_scales, quantize_row, row_params};
 
     /// Deterministic pseudo-random values in `[lo, hi)`.
     fn values(n: usize, seed: u32, lo: i32, hi: i32) -> Vec<i32> {
@@ -567,7 +647,7 @@ mod tests {
             bias,
             k,
             blocks: scales.len() / (w.len() / k),
-            packed: false,
+            packing: Packing::Rows,
         }
     }
 
@@ -729,70 +809,99 @@ mod tests {
         }
     }
 
-    /// The VNNI kernel on packed filters against the one-element-at-a-time formula, per
-    /// block and per channel, with row and column tails, on 1 and 3 threads.
+    /// The panel kernels on packed filters against the one-element-at-a-time formula, per
+    /// block and per channel, with row and column tails, on 1 and 3 threads: VNNI (where
+    /// the CPU has it) with 4- and 8-bit weights, `vpmaddubsw` (AVX2) with 4-bit weights at
+    /// their extremes.
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn vnni_matches_scalar() {
-        if !super::vnni_detected() {
-            return;
-        }
-        for (m, n, k, blocks, range) in [
-            (11, 37, 256, 8, 8),
-            (17, 64, 512, 4, 8),
-            (3, 5, 96, 6, 8),
-            (9, 33, 100, 1, 128),
-            (8, 48, 1536, 1, 128),
+    fn panels_match_scalar() {
+        for (packing, ok) in [
+            (Packing::Vnni, super::vnni_detected()),
+            (Packing::Maddubs, super::avx2_detected()),
         ] {
-            let q: Vec<i8> = int8s(m * k, 11, -128, 128);
-            let w: Vec<i8> = int8s(n * k, 12, -range, range);
-            let scales: Vec<f32> = floats(n * blocks, 13, 1, 100, 1e-3);
-            let ksum: Vec<f32> = floats(n, 14, -500, 500, 0.01);
-            let wsum: Vec<i32> = w
-                .chunks(k)
-                .map(|r| r.iter().map(|&x| x as i32).sum())
-                .collect();
-            let bias: Vec<f32> = floats(n, 15, -50, 50, 0.1);
-            let params: Vec<f32> = (0..m)
-                .flat_map(|r| [(r as f32 * 37.0) % 255.0 - 128.0, 0.01 + r as f32 * 1e-3])
-                .collect();
-            let packed = pack_vnni(&w, n, k);
-            let packed: Vec<i8> = packed.iter().map(|&x| x as i8).collect();
-            let pscales = pack_scales(&scales, n, blocks);
-            for bias in [Some(&bias[..]), None] {
-                let plain = Fc {
-                    q: &q,
-                    params: &params,
-                    w: &w,
-                    scales: &scales,
-                    wsum: if blocks > 1 { &[] } else { &wsum },
-                    ksum: if blocks > 1 { &ksum } else { &[] },
-                    bias,
-                    k,
-                    blocks,
-                    packed: false,
-                };
-                let fc = Fc {
-                    w: &packed,
-                    scales: &pscales,
-                    packed: true,
-                    ..plain
-                };
-                let want: Vec<f32> = (0..m * n).map(|i| plain.element(i / n, i % n)).collect();
-                let slow: Vec<f32> = (0..m * n).map(|i| fc.element(i / n, i % n)).collect();
-                assert_eq!(want, slow);
-                for threads in [1, 3] {
-                    etch_kernels::threads::set_num_threads(threads);
-                    let mut out = vec![f32::NAN; m * n];
-                    fc.run(m, n, &mut out);
-                    let (a, b): (Vec<u32>, Vec<u32>) = (
-                        want.iter().map(|v| v.to_bits()).collect(),
-                        out.iter().map(|v| v.to_bits()).collect(),
-                    );
-                    assert_eq!(a, b, "{m}x{n}x{k} blocks {blocks}, {threads} threads");
-                }
-                etch_kernels::threads::set_num_threads(0);
+            if !ok {
+                continue;
             }
+            for (m, n, k, blocks, range) in [
+                (11, 37, 256, 8, 8),
+                (17, 64, 512, 4, 8),
+                (3, 5, 96, 6, 8),
+                (9, 33, 100, 1, 128),
+                (8, 48, 1536, 1, 128),
+                (6, 16, 1536, 1, 8),
+                (5, 20, 4, 1, 8),
+            ] {
+                if packing == Packing::Maddubs && range > 8 {
+                    continue;
+                }
+                panel_case(packing, (m, n, k, blocks), range);
+            }
+        }
+    }
+
+    /// One case of [`panels_match_scalar`].
+    fn panel_case(packing: Packing, (m, n, k, blocks): (usize, usize, usize, usize), range: i32) {
+        let mut q: Vec<i8> = int8s(m * k, 11, -128, 128);
+        let mut w: Vec<i8> = int8s(n * k, 12, -range, range);
+        // Extremes: the largest products of either sign in the first two rows and columns.
+        q[..k].iter_mut().for_each(|v| *v = -128);
+        w[..k].iter_mut().for_each(|v| *v = -range as i8);
+        if m > 1 && n > 1 {
+            q[k..2 * k].iter_mut().for_each(|v| *v = 127);
+            w[k..2 * k].iter_mut().for_each(|v| *v = (range - 1) as i8);
+        }
+        let scales: Vec<f32> = floats(n * blocks, 13, 1, 100, 1e-3);
+        let ksum: Vec<f32> = floats(n, 14, -500, 500, 0.01);
+        let wsum: Vec<i32> = w
+            .chunks(k)
+            .map(|r| r.iter().map(|&x| x as i32).sum())
+            .collect();
+        let bias: Vec<f32> = floats(n, 15, -50, 50, 0.1);
+        let params: Vec<f32> = (0..m)
+            .flat_map(|r| [(r as f32 * 37.0) % 255.0 - 128.0, 0.01 + r as f32 * 1e-3])
+            .collect();
+        let packed: Vec<i8> = pack_panels(&w, n, k, packing)
+            .iter()
+            .map(|&x| x as i8)
+            .collect();
+        let pscales = pack_scales(&scales, n, blocks);
+        for bias in [Some(&bias[..]), None] {
+            let plain = Fc {
+                q: &q,
+                params: &params,
+                w: &w,
+                scales: &scales,
+                wsum: if blocks > 1 { &[] } else { &wsum },
+                ksum: if blocks > 1 { &ksum } else { &[] },
+                bias,
+                k,
+                blocks,
+                packing: Packing::Rows,
+            };
+            let fc = Fc {
+                w: &packed,
+                scales: &pscales,
+                packing,
+                ..plain
+            };
+            let want: Vec<f32> = (0..m * n).map(|i| plain.element(i / n, i % n)).collect();
+            let slow: Vec<f32> = (0..m * n).map(|i| fc.element(i / n, i % n)).collect();
+            assert_eq!(want, slow);
+            for threads in [1, 3] {
+                etch_kernels::threads::set_num_threads(threads);
+                let mut out = vec![f32::NAN; m * n];
+                fc.run(m, n, &mut out);
+                let (a, b): (Vec<u32>, Vec<u32>) = (
+                    want.iter().map(|v| v.to_bits()).collect(),
+                    out.iter().map(|v| v.to_bits()).collect(),
+                );
+                assert_eq!(
+                    a, b,
+                    "{packing:?} {m}x{n}x{k} blocks {blocks}, {threads} threads"
+                );
+            }
+            etch_kernels::threads::set_num_threads(0);
         }
     }
 
@@ -811,34 +920,40 @@ mod tests {
             let scales = floats(n * blocks, 3, 1, 100, 1e-3);
             let ksum = floats(n, 4, -500, 500, 0.01);
             let params: Vec<f32> = (0..m).flat_map(|_| [3.0, 0.02]).collect();
-            let packed: Vec<i8> = pack_vnni(&w, n, k).iter().map(|&x| x as i8).collect();
+            // The panels this CPU's kernels take (VNNI, else `vpmaddubsw`).
+            let packing = super::packing_for(k, 128, true);
+            let panels: Vec<i8> = pack_panels(&w, n, k, packing)
+                .iter()
+                .map(|&x| x as i8)
+                .collect();
             let pscales = pack_scales(&scales, n, blocks);
             let plain = unpacked(&q, &params, &w, &scales, (&[], &ksum), None, k);
             let only_packed = std::env::var_os("ETCH_BENCH_PACKED_ONLY").is_some();
             for fc in [
                 plain,
                 Fc {
-                    w: &packed,
+                    w: &panels,
                     scales: &pscales,
-                    packed: true,
+                    packing,
                     ..plain
                 },
             ] {
-                if only_packed && !fc.packed {
+                let packed = fc.packing != Packing::Rows;
+                if only_packed && !packed {
                     continue;
                 }
                 // `ETCH_BENCH_COLD`: the packed filters and the outputs rotate through copies
                 // larger than L3, as a decoder's layers come and go.
-                let copies = match std::env::var_os("ETCH_BENCH_COLD").is_some() && fc.packed {
+                let copies = match std::env::var_os("ETCH_BENCH_COLD").is_some() && packed {
                     true => (64 << 20) / (n * k + 4 * m * n) + 1,
                     false => 1,
                 };
-                let ws: Vec<Vec<i8>> = (0..copies).map(|_| packed.clone()).collect();
+                let ws: Vec<Vec<i8>> = (0..copies).map(|_| panels.clone()).collect();
                 let mut outs: Vec<Vec<f32>> = (0..copies).map(|_| vec![0.0f32; m * n]).collect();
                 let best = (0..if only_packed { 2000 } else { 50 })
                     .map(|i| {
                         let fc = Fc {
-                            w: if fc.packed { &ws[i % copies] } else { fc.w },
+                            w: if packed { &ws[i % copies] } else { fc.w },
                             ..fc
                         };
                         let out = &mut outs[i % copies];
@@ -849,8 +964,8 @@ mod tests {
                     .fold(f64::INFINITY, f64::min);
                 let gmacs = (m * n * k) as f64 / best * 1e-9;
                 println!(
-                    "{m}x{n}x{k} packed {}: {:.1} us, {gmacs:.0} GMAC/s",
-                    fc.packed,
+                    "{m}x{n}x{k} {:?}: {:.1} us, {gmacs:.0} GMAC/s",
+                    fc.packing,
                     best * 1e6
                 );
             }

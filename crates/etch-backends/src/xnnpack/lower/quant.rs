@@ -183,12 +183,13 @@ pub fn fully_connected(
         let bytes: Vec<u8> = wsum.iter().flat_map(|v| v.to_le_bytes()).collect();
         b.owned(ScalarType::Int, &[n], &bytes)?
     };
-    let vnni = qd8::use_vnni(k, k / blocks);
-    let wt = if vnni {
+    let packing = qd8::packing_for(k, k / blocks, b.value(filter).dtype.is_int4());
+    let packed = packing != qd8::Packing::Rows;
+    let wt = if packed {
         b.owned(
             ScalarType::Char,
             &[n.div_ceil(16), k / 4, 64],
-            &qd8::pack_vnni(&w, n, k),
+            &qd8::pack_panels(&w, n, k, packing),
         )?
     } else {
         b.owned(
@@ -197,7 +198,7 @@ pub fn fully_connected(
             &w.iter().map(|&x| x as u8).collect::<Vec<_>>(),
         )?
     };
-    let st = if vnni {
+    let st = if packed {
         let packed = qd8::pack_scales(&scales, n, blocks);
         b.owned(
             ScalarType::Float,
@@ -211,11 +212,14 @@ pub fn fully_connected(
     let x = b.view(input, &[m, k], None)?;
     let p = b.row_params(input, m)?;
     let o = b.view(output, &[m, n], None)?;
-    b.kernel_fn(
-        "xnnpack::qd8_fully_connected",
-        qd8::fully_connected,
-        &[x, p, wt, st, sums, bias, o],
-    );
+    let (name, kernel): (_, etch_core::KernelFn) = match packing {
+        qd8::Packing::Maddubs => (
+            "xnnpack::qd8_fully_connected_maddubs",
+            qd8::fully_connected_maddubs,
+        ),
+        _ => ("xnnpack::qd8_fully_connected", qd8::fully_connected),
+    };
+    b.kernel_fn(name, kernel, &[x, p, wt, st, sums, bias, o]);
     b.clamp(o, node.clamp);
     Ok(())
 }

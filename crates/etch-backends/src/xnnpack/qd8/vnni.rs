@@ -7,13 +7,10 @@ use super::{Fc, PANEL};
 use etch_kernels::threads::SharedMut;
 use std::arch::x86_64::*;
 
-/// Rows of a [`Fc::panels_vnni`] tile.
-const ROWS: usize = 8;
-/// Panels of [`PANEL`] columns in a [`Fc::panels_vnni`] tile.
-const PANELS: usize = 2;
-/// Row block sums kept at a time by [`Fc::panels_vnni`] (at least [`ROWS`] rows of
-/// [`super::MAX_VNNI_BLOCKS`] blocks).
-const SUMS: usize = 2048;
+/// Rows of a [`Fc::tile_vnni`] tile.
+pub(super) const ROWS: usize = 8;
+/// Panels of [`PANEL`] columns in a [`Fc::tile_vnni`] tile.
+pub(super) const PANELS: usize = 2;
 
 /// The first `n` (at most 16) lanes.
 #[inline]
@@ -71,7 +68,7 @@ pub(super) unsafe fn quantize_row(x: &[f32], q: &mut [i8]) -> (f32, f32) {
 /// # Safety
 /// The CPU has AVX-512F and AVX-512BW.
 #[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn sum_i8(a: &[i8]) -> i32 {
+pub(super) unsafe fn sum_i8(a: &[i8]) -> i32 {
     let (flip, zero) = (_mm512_set1_epi8(-128), _mm512_setzero_si512());
     let mut s = zero;
     let mut i = 0;
@@ -87,101 +84,30 @@ unsafe fn sum_i8(a: &[i8]) -> i32 {
     (_mm512_reduce_add_epi64(s) - 128 * i as i64) as i32
 }
 
-/// Asks for the output lines of `rows` x `np` panels from column `col0` (rows of `n`
-/// floats) in L1 for writing, while the tile before them runs: in a model the output is not
-/// in the caches, and each tile's stores would otherwise wait for their lines. The Llama
-/// `8da4w` decoder's fully-connected layers, one thread: 7.2-7.5 -> 6.0-6.4 ms a run.
-/// (Prefetching the next panels' filters as well gained nothing.)
-#[inline]
-fn prefetch_out(
-    o: &SharedMut<f32>,
-    n: usize,
-    rows: std::ops::Range<usize>,
-    col0: usize,
-    np: usize,
-) {
-    let base = o.as_ptr();
-    for row in rows {
-        let mut c = col0;
-        while c < (col0 + np * PANEL).min(n) {
-            // SAFETY: `row < m` and `c < n`, so the element is in `o` (`[m, n]`); a prefetch
-            // reads and writes nothing the program sees.
-            unsafe { _mm_prefetch::<_MM_HINT_ET0>(base.add(row * n + c).cast()) };
-            c += PANEL;
-        }
-    }
-}
-
-/// Asks for part `t` of `parts` of the filter lines of panels `panels` in L1, spread over
-/// the row tiles of the panels before them: in a model the filters come from L3 (the
-/// decoders' 4-bit filters unpacked to int8 are 14 MB), and the first row tile of each
-/// panel pair otherwise waits on them.
-#[inline]
-fn prefetch_filters(w: &[i8], panels: std::ops::Range<usize>, k: usize, t: usize, parts: usize) {
-    let lines = panels.len() * PANEL * k / 64;
-    let per = lines.div_ceil(parts.max(1));
-    let first = panels.start * PANEL * k / 64;
-    for line in first + t * per..first + ((t + 1) * per).min(lines) {
-        if line * 64 < w.len() {
-            // SAFETY: the address is inside `w`; a prefetch reads and writes nothing the
-            // program sees.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().add(line * 64).cast()) };
-        }
-    }
-}
-
 impl Fc<'_> {
-    /// Columns of panels `panels` (see [`super::pack_vnni`]) of every row, in tiles of up to
-    /// [`ROWS`] rows by [`PANELS`] panels, by chunks of rows whose block sums are computed
-    /// first (on the stack).
+    /// [`Fc::tile_vnni`] for `r` (at most [`ROWS`]) rows and `np` (at most [`PANELS`])
+    /// panels.
     ///
     /// # Safety
-    /// The CPU has AVX-512F, AVX-512BW and AVX-512 VNNI; `self.w` is packed; no other task
-    /// writes the columns of `panels` in `o`.
+    /// As [`Fc::tile_vnni`].
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    pub(super) unsafe fn panels_vnni(
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn tile_rows_vnni(
         &self,
-        m: usize,
+        r: usize,
+        row: usize,
+        p: usize,
+        np: usize,
         n: usize,
-        panels: std::ops::Range<usize>,
         o: &SharedMut<f32>,
+        sums: &[i32],
     ) {
-        let blocks = self.blocks;
-        // `-128 * sum(a)` of each block of the rows of a chunk, `sums[row * blocks + block]`.
-        let mut sums = [0i32; SUMS];
-        let chunk = (SUMS / blocks) / ROWS * ROWS;
-        let bl = self.k / blocks;
-        for r0 in (0..m).step_by(chunk) {
-            let r1 = (r0 + chunk).min(m);
-            for (s, a) in sums
-                .iter_mut()
-                .zip(self.q[r0 * self.k..r1 * self.k].chunks(bl))
-            {
-                // SAFETY: AVX-512F and BW are enabled.
-                *s = unsafe { sum_i8(a) }.wrapping_mul(-128);
-            }
-            let mut p = panels.start;
-            while p < panels.end {
-                let np = (panels.end - p).min(PANELS);
-                let next = p + np..(p + np + PANELS).min(panels.end);
-                let tiles = (r1 - r0).div_ceil(ROWS);
-                let mut row = r0;
-                while row < r1 {
-                    let r = (r1 - row).min(ROWS);
-                    prefetch_out(o, n, row + r..(row + 2 * r).min(m), p * PANEL, np);
-                    prefetch_filters(self.w, next.clone(), self.k, (row - r0) / ROWS, tiles);
-                    let sums = &sums[(row - r0) * blocks..(row - r0 + r) * blocks];
-                    // SAFETY: the features are enabled; these panels are this task's.
-                    unsafe {
-                        if np == PANELS {
-                            self.tile_rows::<PANELS>(r, row, p, n, o, sums)
-                        } else {
-                            self.tile_rows::<1>(r, row, p, n, o, sums)
-                        }
-                    }
-                    row += r;
-                }
-                p += np;
+        // SAFETY: as the caller's.
+        unsafe {
+            if np == PANELS {
+                self.tile_rows::<PANELS>(r, row, p, n, o, sums)
+            } else {
+                self.tile_rows::<1>(r, row, p, n, o, sums)
             }
         }
     }
@@ -224,7 +150,7 @@ impl Fc<'_> {
     /// `sums` is `-128 * sum(a)` of each block of these rows (`[R, blocks]`).
     ///
     /// # Safety
-    /// As [`Fc::panels_vnni`]; `row + R <= m`, `p + P` panels at most.
+    /// As [`Fc::panels`]; `row + R <= m`, `p + P` panels at most.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     unsafe fn tile_vnni<const R: usize, const P: usize>(
         &self,
