@@ -21,14 +21,19 @@ const STORE_COST: usize = 64;
 
 /// Per-mille cost of a pixel tile's term-lane against a pixel-vector tile's (its loads:
 /// four half-panel rows and up to 8 broadcasts per 16 multiply-adds, against 2 and 8).
+/// The AVX2 tiles take the same figure: on Zen 1 (`resnet18_conv_speed`) it sends 7×7 and
+/// 14×14 planes to pixel tiles (512 -> 512 on 7×7: 9.4 -> 6.3 ms; 256 -> 256 on 14×14: 6.6
+/// -> 6.1), and 256 -> 256 on 8×8 too, where an im2col is 6% faster (1.89 against 2.00
+/// ms); 1150 keeps the 8×8 plane in an im2col but sends the 14×14 planes to the wide grid
+/// (8-30% slower).
 const PX_PERMILLE: usize = 1050;
 
-/// Whether convolutions may take pixel tiles: AVX-512F (their kernel's), unless
-/// `ETCH_CONV_PIXELS=0` (never, for comparisons).
+/// Whether convolutions may take pixel tiles: where the packed products run (AVX-512F, or
+/// AVX2 and FMA: [`x86_avx2`]), unless `ETCH_CONV_PIXELS=0` (never, for comparisons).
 pub(super) fn enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
-        super::avx512() && std::env::var("ETCH_CONV_PIXELS").map_or(true, |v| v != "0")
+        super::available() && std::env::var("ETCH_CONV_PIXELS").map_or(true, |v| v != "0")
     })
 }
 
@@ -178,27 +183,155 @@ mod x86 {
     }
 }
 
+/// The pixel tiles on AVX2 with FMA: a tile's 16 channels of a pair of panels are two
+/// 8-lane vectors, its pixels taken at most 4 at a time (8 accumulators) and its pairs one
+/// at a time, each pass over the whole block of terms; the outputs are stored lane by lane
+/// (no scatter). The same sums in the same order as [`x86::tile`], so the same bits.
+#[cfg(target_arch = "x86_64")]
+mod x86_avx2 {
+    use super::{MR, PxTile};
+    use std::arch::x86_64::*;
+
+    /// Pixels `m0..m0 + M` × the 16 channels of pair `v` of `t`, over its block of terms;
+    /// with `pf`, the tile's prefetches too.
+    ///
+    /// # Safety
+    /// As [`tile`], for these pixels and this pair.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn pass<const M: usize>(t: &PxTile, v: usize, m0: usize, pf: bool) {
+        let mut acc = [[_mm256_setzero_ps(); 2]; M];
+        for (m, row) in acc.iter_mut().enumerate() {
+            for (h, y) in row.iter_mut().enumerate() {
+                // SAFETY: the pair's biases, or the tile's accumulators of pixel `m0 + m`.
+                *y = unsafe {
+                    if t.first {
+                        _mm256_loadu_ps(t.bias.add(16 * v + 8 * h))
+                    } else {
+                        _mm256_loadu_ps(t.acc.add(32 * (m0 + m) + 16 * v + 8 * h))
+                    }
+                };
+            }
+        }
+        let per = if pf { t.pf_n.div_ceil(t.k.max(1)) } else { 0 };
+        let (mut pf, mut pf_left) = (t.pf, if per > 0 { t.pf_n } else { 0 });
+        // SAFETY: pair `v`'s first row of the block.
+        let mut a = unsafe { t.a.add(v * t.ps) };
+        for kk in 0..t.k {
+            // SAFETY: term `kk`'s offset; the pixels it gives are inside the planes; the
+            // pair's row `kk` of the block.
+            unsafe {
+                let x = t.x.add(*t.offs.add(kk) as usize + m0);
+                let (w0, w1) = (_mm256_loadu_ps(a), _mm256_loadu_ps(a.add(8)));
+                for (m, row) in acc.iter_mut().enumerate() {
+                    let xb = _mm256_set1_ps(*x.add(m));
+                    row[0] = _mm256_fmadd_ps(xb, w0, row[0]);
+                    row[1] = _mm256_fmadd_ps(xb, w1, row[1]);
+                }
+                a = a.add(2 * MR);
+            }
+            for _ in 0..per.min(pf_left) {
+                // A hint: the address need not be valid.
+                _mm_prefetch::<_MM_HINT_T0>(pf as *const i8);
+                pf = pf.wrapping_add(16);
+                pf_left -= 1;
+            }
+        }
+        if !t.last {
+            for (m, row) in acc.iter().enumerate() {
+                for (h, &y) in row.iter().enumerate() {
+                    // SAFETY: the tile's accumulators.
+                    unsafe { _mm256_storeu_ps(t.acc.add(32 * (m0 + m) + 16 * v + 8 * h), y) };
+                }
+            }
+            return;
+        }
+        let (lo, hi) = (_mm256_set1_ps(t.lo), _mm256_set1_ps(t.hi));
+        for (m, row) in acc.iter().enumerate() {
+            let mut y = [0f32; 16];
+            for (h, &v) in row.iter().enumerate() {
+                let v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+                // SAFETY: `y` holds 16 floats.
+                unsafe { _mm256_storeu_ps(y.as_mut_ptr().add(8 * h), v) };
+            }
+            for (c, &y) in y.iter().enumerate() {
+                // SAFETY: channel `co + 16 v + c` of pixel `m0 + m` (the caller's contract).
+                unsafe { *t.out.add((16 * v + c) * t.c_rs + m0 + m) = y };
+            }
+        }
+    }
+
+    /// `M` pixels × `16 V` channels over one block of terms, as [`super::x86::tile`].
+    ///
+    /// # Safety
+    /// AVX2 and FMA; otherwise [`super::x86::tile`]'s contract (without its bound on
+    /// `t.c_rs`).
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn tile<const M: usize, const V: usize>(t: &PxTile) {
+        for v in 0..V {
+            let pf = v == 0;
+            // SAFETY: the caller's contract, for pixels split in passes of at most 4.
+            unsafe {
+                match M {
+                    1 => pass::<1>(t, v, 0, pf),
+                    2 => pass::<2>(t, v, 0, pf),
+                    3 => pass::<3>(t, v, 0, pf),
+                    4 => pass::<4>(t, v, 0, pf),
+                    5 => {
+                        pass::<3>(t, v, 0, pf);
+                        pass::<2>(t, v, 3, false);
+                    }
+                    6 => {
+                        pass::<3>(t, v, 0, pf);
+                        pass::<3>(t, v, 3, false);
+                    }
+                    7 => {
+                        pass::<4>(t, v, 0, pf);
+                        pass::<3>(t, v, 4, false);
+                    }
+                    _ => {
+                        pass::<4>(t, v, 0, pf);
+                        pass::<4>(t, v, 4, false);
+                    }
+                }
+            }
+        }
+    }
+}
+
 type PxFn = unsafe fn(&PxTile);
 
-/// The kernel for `m` pixels (1 to [`PX`]) and `v` vectors of channels (1 or 2).
+/// `$tile::<M, V>` for `$m` pixels (1 to [`PX`]) and `$v` vectors of 16 channels (1 or 2).
+#[cfg(target_arch = "x86_64")]
+macro_rules! kernel_of {
+    ($tile:path, $m:expr, $v:expr) => {{
+        use $tile as tile;
+        macro_rules! by_pixels {
+            ($vv:literal) => {
+                match $m {
+                    1 => tile::<1, $vv> as PxFn,
+                    2 => tile::<2, $vv>,
+                    3 => tile::<3, $vv>,
+                    4 => tile::<4, $vv>,
+                    5 => tile::<5, $vv>,
+                    6 => tile::<6, $vv>,
+                    7 => tile::<7, $vv>,
+                    _ => tile::<8, $vv>,
+                }
+            };
+        }
+        if $v > 1 { by_pixels!(2) } else { by_pixels!(1) }
+    }};
+}
+
+/// The kernel for `m` pixels (1 to [`PX`]) and `v` vectors of channels (1 or 2), on the
+/// packed products' instruction set.
 #[cfg(target_arch = "x86_64")]
 fn kernel(m: usize, v: usize) -> PxFn {
-    use x86::tile;
-    macro_rules! by_pixels {
-        ($v:literal) => {
-            match m {
-                1 => tile::<1, $v>,
-                2 => tile::<2, $v>,
-                3 => tile::<3, $v>,
-                4 => tile::<4, $v>,
-                5 => tile::<5, $v>,
-                6 => tile::<6, $v>,
-                7 => tile::<7, $v>,
-                _ => tile::<8, $v>,
-            }
-        };
+    match super::avx512() {
+        true => kernel_of!(x86::tile, m, v),
+        false => kernel_of!(x86_avx2::tile, m, v),
     }
-    if v > 1 { by_pixels!(2) } else { by_pixels!(1) }
 }
 
 /// Scratch elements of a task: each tile's accumulators between blocks of terms.
@@ -268,7 +401,7 @@ pub(super) fn task(s: &ConvShape, p: &ConvPlan, ops: &ConvOps<'_>, t: usize, acc
                     }),
                     pf_n: per_tile.min(lines - pf0),
                 };
-                // SAFETY: AVX-512F was detected (`conv2d`); the group's packed weights
+                // SAFETY: AVX-512F, or AVX2 and FMA, was detected (`conv2d`, `kernel`); the group's packed weights
                 // have `p.panels` panels of `p.kk` terms (the length checked), channels
                 // `co..co + 16 v` among them (`cost`: a multiple of 16), so the block's
                 // rows of its `2 v` panels and their biases; the term offsets from pixel
