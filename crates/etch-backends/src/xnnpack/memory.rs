@@ -263,8 +263,8 @@ pub fn layout(g: &Graph) -> Layout {
 
 /// Whether graph `g` has depthwise convolutions and every convolution and pooling node of
 /// it has an NHWC kernel (`lower/nhwc.rs`): fp32, one group or one output channel a
-/// group, max pooling; AVX-512F ([`etch_kernels::gemm512::avx512`]: the NHWC kernels' vector
-/// paths and the pixel tiles; on AVX2 the channels-first kernels measured faster).
+/// group, max pooling; and the CPU has AVX-512F ([`etch_kernels::gemm512::avx512`]), or
+/// AVX2 and FMA with enough depthwise work on large planes ([`avx2_nhwc_pays`]).
 fn nhwc_pays(g: &Graph) -> bool {
     use super::graph::{ConvKind, Datatype};
     let f32_value = |id: u32| {
@@ -290,7 +290,45 @@ fn nhwc_pays(g: &Graph) -> bool {
             return false;
         }
     }
-    depthwise && etch_kernels::gemm512::avx512()
+    depthwise
+        && (etch_kernels::gemm512::avx512()
+            || etch_kernels::conv::nhwc::available() && avx2_nhwc_pays(g))
+}
+
+/// On AVX2 (Zen 1) the NHWC depthwise kernels beat the channel groups on large planes (no
+/// packing of 112² and 56² planes through the caches), while the NHWC 1×1 convolutions of
+/// small planes (a fully-connected product over 16 to 64 pixels) lose 5-40 % to the
+/// channels-first tiles. Whole nets, NHWC against NCHW in one run (one and two threads,
+/// `bench/cpu/2026-12-04-session26-nhwc-zen1.json`): mobilenet_v2_224 0.96 / 0.90,
+/// mobilenet_v3_large_224 1.02 / 0.99, efficientnet_b0_224 1.01 / 0.99, the 128² nets
+/// 1.02-1.27. So NHWC is chosen when the depthwise multiply-adds on input planes of at
+/// least 56² are at least 12 % of the 1×1 ones on output planes of at most 8² (pixels
+/// above one): 0.15 and 0.16 for mobilenet_v2/v3_large at 224², 0.11 for efficientnet_b0,
+/// 0.03-0.04 at 128².
+fn avx2_nhwc_pays(g: &Graph) -> bool {
+    let plane = |id: u32| {
+        g.values
+            .get(id as usize)
+            .filter(|v| v.dims.len() == 4)
+            .map_or(0, |v| v.dims[1] as u64 * v.dims[2] as u64)
+    };
+    let numel = |id: u32| {
+        g.values
+            .get(id as usize)
+            .map_or(0, |v| v.dims.iter().map(|&d| d as u64).product::<u64>())
+    };
+    let (mut big_dw, mut small_pw) = (0u64, 0u64);
+    for n in &g.nodes {
+        let Op::Conv(c) = &n.op else { continue };
+        let taps = c.kernel[0] as u64 * c.kernel[1] as u64;
+        let macs = numel(c.output) * c.group_input_channels as u64 * taps;
+        if c.groups > 1 && plane(c.input) >= 56 * 56 {
+            big_dw += macs;
+        } else if c.groups == 1 && taps == 1 && (2..=64).contains(&plane(c.output)) {
+            small_pw += macs;
+        }
+    }
+    big_dw * 100 >= small_pw * 12
 }
 
 /// The values to lay out channels-first: in a graph with convolutions or pooling, every

@@ -255,10 +255,16 @@ fn depthwise_row(
         for_each_run(s, (b, oy), list, |ox, n, taps| {
             let px = &mut orow[ox * s.c..(ox + n) * s.c];
             let step = s.stride[1] * s.c;
-            // SAFETY: AVX-512F is present; every tap's input pixel (`c` channels) lies in
-            // `x` for each pixel of the run, and its weights (`c`) in `w` (`TapList::fill`,
-            // `for_each_run`, sizes checked); `bias` has `c` elements, `px` `n · c`.
-            unsafe { x86::depthwise_run(s.c, (x, step), w, bias, taps, px, lo, hi) };
+            // SAFETY: AVX-512F, or AVX2 and FMA, is present (`vector`); every tap's input
+            // pixel (`c` channels) lies in `x` for each pixel of the run, and its weights
+            // (`c`) in `w` (`TapList::fill`, `for_each_run`, sizes checked); `bias` has `c`
+            // elements, `px` `n · c`.
+            unsafe {
+                match crate::util::avx512() {
+                    true => x86::depthwise_run(s.c, (x, step), w, bias, taps, px, lo, hi),
+                    false => x86_avx2::depthwise_run(s.c, (x, step), w, bias, taps, px, lo, hi),
+                }
+            };
         });
         return;
     }
@@ -277,13 +283,29 @@ fn depthwise_row(
     }
 }
 
-/// Whether the AVX-512F pixel kernels run (the tests also run the scalar loops).
+/// Whether the pixel kernels run: AVX-512F ([`x86`]), or AVX2 and FMA ([`x86_avx2`]) (the
+/// tests also run the scalar loops).
 fn vector() -> bool {
     #[cfg(test)]
     if tests::SCALAR.load(std::sync::atomic::Ordering::Relaxed) {
         return false;
     }
-    crate::util::avx512()
+    available()
+}
+
+/// Whether this CPU has the pixel kernels (AVX-512F, or AVX2 and FMA): where the NHWC
+/// layout can pay.
+pub fn available() -> bool {
+    crate::util::avx512() || avx2_fma()
+}
+
+fn avx2_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// `min(hi, max(lo, x))` with NaN kept (as the vector clamp).
@@ -311,7 +333,12 @@ fn max_pool_row(s: &NhwcShape, x: &[f32], (row, orow): (usize, &mut [f32]), list
             let px = &mut orow[ox * s.c..(ox + n) * s.c];
             let step = s.stride[1] * s.c;
             // SAFETY: as in `depthwise_row`.
-            unsafe { x86::max_run(s.c, (x, step), taps, px) };
+            unsafe {
+                match crate::util::avx512() {
+                    true => x86::max_run(s.c, (x, step), taps, px),
+                    false => x86_avx2::max_run(s.c, (x, step), taps, px),
+                }
+            };
         });
         return;
     }
@@ -448,8 +475,14 @@ pub fn global_avg_pool_f32(
         let xb = &x[b * hw * c..(b + 1) * hw * c];
         #[cfg(target_arch = "x86_64")]
         if vector() {
-            // SAFETY: AVX-512F is present; `xb` holds `hw` pixels of `c`, `o` `c` elements.
-            unsafe { x86::channel_means(xb, hw, c, o) };
+            // SAFETY: AVX-512F, or AVX2 and FMA, is present; `xb` holds `hw` pixels of `c`,
+            // `o` `c` elements.
+            unsafe {
+                match crate::util::avx512() {
+                    true => x86::channel_means(xb, hw, c, o),
+                    false => x86_avx2::channel_means(xb, hw, c, o),
+                }
+            };
             continue;
         }
         o.fill(0.0);
@@ -486,7 +519,7 @@ pub fn planes_to_pixels_f32(
         );
         let mut p0 = 0;
         #[cfg(target_arch = "x86_64")]
-        if c == 3 && vector() {
+        if c == 3 && vector() && crate::util::avx512() {
             p0 = hw / 16 * 16;
             // SAFETY: AVX-512F is present; `src` holds 3 planes of `hw` and `dst` `hw`
             // pixels of 3 (sizes checked); the kernel touches pixels `..p0` only.
@@ -840,6 +873,10 @@ mod x86 {
         }
     }
 }
+
+#[cfg(target_arch = "x86_64")]
+#[path = "nhwc_avx2.rs"]
+mod x86_avx2;
 
 #[cfg(test)]
 #[path = "nhwc_tests.rs"]
