@@ -1,6 +1,6 @@
 //! 2-D max pooling: the window rule every path follows, and a fast path for contiguous
 //! float32 planes that takes 16 output columns at a time with AVX-512F, or 8 with AVX2
-//! (`maxpool_avx2.rs`).
+//! (`maxpool_avx2.rs`; values only of 3×3 windows at stride 2: `maxpool_sep.rs`).
 //!
 //! The rule ([`window_max`]): the window's elements inside the image, row by row and left
 //! to right; the first one starts the maximum, a later one replaces it when it is greater,
@@ -98,6 +98,8 @@ pub fn plane_f32(g: &PoolGeom, x: &[f32], out: &mut [f32], idx: Option<&mut [i64
     unsafe {
         if std::arch::is_x86_feature_detected!("avx512f") {
             avx512::plane(g, x, out, idx)
+        } else if idx.is_none() && sep::takes(g) {
+            sep::plane(g, x, out)
         } else {
             avx2::plane(g, x, out, idx)
         }
@@ -107,6 +109,9 @@ pub fn plane_f32(g: &PoolGeom, x: &[f32], out: &mut [f32], idx: Option<&mut [i64
 #[cfg(target_arch = "x86_64")]
 #[path = "maxpool_avx2.rs"]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+#[path = "maxpool_sep.rs"]
+mod sep;
 
 /// The lanes `lo..hi` of a block whose window column for lane `l` is `c0 + l · sw` that lie
 /// inside `0..w`, and within the block's `lanes` (both vector kernels).
@@ -392,6 +397,57 @@ mod tests {
             cases += 1;
         }
         assert!(cases > 1000, "{cases} cases");
+    }
+
+    /// The separable values-only path (3×3, stride 2, padding 0 or 1: `maxpool_sep.rs`)
+    /// against [`window_max`] on planes with NaNs of both signs, infinities, signed zeros
+    /// and ties, narrow and wide rows, floor and ceil modes.
+    #[test]
+    fn separable_plane_matches_the_rule() {
+        let mut rng = Rng(11);
+        for trial in 0..600 {
+            let (ph, pw) = (rng.below(2), rng.below(2));
+            let (h, w) = (1 + rng.below(24), 1 + rng.below(120));
+            let ceil = rng.below(2) == 1;
+            let (Some(oh), Some(ow)) =
+                (out_len(h, 3, 2, ph, 1, ceil), out_len(w, 3, 2, pw, 1, ceil))
+            else {
+                continue;
+            };
+            let g = PoolGeom {
+                h,
+                w,
+                oh,
+                ow,
+                kernel: [3, 3],
+                stride: [2, 2],
+                pad: [ph, pw],
+                dil: [1, 1],
+            };
+            if !fast_available(&g) {
+                return;
+            }
+            let x: Vec<f32> = match trial % 7 {
+                0 => vec![f32::NAN; h * w],
+                1 => (0..h * w)
+                    .map(|i| if i % 2 == 0 { 0.0 } else { -0.0 })
+                    .collect(),
+                _ => (0..h * w).map(|_| rng.val()).collect(),
+            };
+            let mut out = vec![7f32; oh * ow];
+            plane_f32(&g, &x, &mut out, None);
+            for y in 0..oh {
+                for xo in 0..ow {
+                    let (v, _) = window_max(&g, y, xo, |ih, iw| x[ih * w + iw]);
+                    let got = out[y * ow + xo];
+                    assert_eq!(
+                        got.to_bits(),
+                        v.to_bits(),
+                        "{g:?} ({y}, {xo}): {got} vs {v}"
+                    );
+                }
+            }
+        }
     }
 
     /// Resnet18's pooling (64 planes 112×112, 3×3, stride 2, padding 1), fast path and
