@@ -314,9 +314,24 @@ pub fn rows_by_vector_f32<O: BinOp>(
             // SAFETY: the CPU has AVX-512F.
             return unsafe { rows_avx512(op, x, v, swap, o) };
         }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { rows_avx2(op, x, v, swap, o) };
+        }
         rows_any(op, x, v, swap, o);
     });
     Ok(())
+}
+
+/// [`rows_any`] compiled for AVX2 (8 lanes where the baseline has 4).
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn rows_avx2<O: BinOp>(op: O, x: &[f32], v: &[f32], swap: bool, out: &mut [f32]) {
+    rows_any(op, x, v, swap, out)
 }
 
 /// [`rows_any`] compiled for AVX-512F.

@@ -458,7 +458,8 @@ fn interior_columns(s: &NhwcShape) -> (usize, usize) {
 }
 
 /// The mean over the pixels of each channel of `[n, hw, c]`: `[n, c]` (the pixels summed
-/// in order, then divided by their count, as `aten::mean`).
+/// in order, then divided by their count, as `aten::mean`). Split over the thread pool by
+/// blocks of 32 channels (each channel's sum is one task's, so the same bits).
 pub fn global_avg_pool_f32(
     n: usize,
     hw: usize,
@@ -470,37 +471,57 @@ pub fn global_avg_pool_f32(
     if len != Some(x.len()) || n.checked_mul(c) != Some(out.len()) || hw == 0 {
         return Err("global average pooling operand sizes");
     }
-    for b in 0..n {
-        let o = &mut out[b * c..(b + 1) * c];
-        let xb = &x[b * hw * c..(b + 1) * hw * c];
-        #[cfg(target_arch = "x86_64")]
-        if vector() {
-            // SAFETY: AVX-512F, or AVX2 and FMA, is present; `xb` holds `hw` pixels of `c`,
-            // `o` `c` elements.
-            unsafe {
-                match crate::util::avx512() {
-                    true => x86::channel_means(xb, hw, c, o),
-                    false => x86_avx2::channel_means(xb, hw, c, o),
-                }
-            };
-            continue;
-        }
-        o.fill(0.0);
-        for p in 0..hw {
-            let row = &xb[p * c..][..c];
-            for (o, &v) in o.iter_mut().zip(row) {
-                *o += v;
+    const BLOCK: usize = 32;
+    let blocks = c.div_ceil(BLOCK);
+    let o = SharedMut::new(out);
+    threads::run_parts(
+        n * blocks,
+        threads::tasks_for(n * hw * c, TASK_WORK),
+        &|range| {
+            for u in range {
+                let (b, c0) = (u / blocks, u % blocks * BLOCK);
+                let cn = BLOCK.min(c - c0);
+                // SAFETY: channels `c0..c0 + cn` of item `b` are this unit's alone.
+                let o = unsafe { o.slice(b * c + c0, cn) };
+                let xb = &x[b * hw * c..(b + 1) * hw * c];
+                channel_means(xb, (hw, c, c0), o);
             }
-        }
-        for o in o.iter_mut() {
-            *o /= hw as f32;
-        }
-    }
+        },
+    );
     Ok(())
 }
 
+/// The means of channels `c0..c0 + o.len()` of the `[hw, c]` pixels `xb` into `o`.
+fn channel_means(xb: &[f32], (hw, c, c0): (usize, usize, usize), o: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if vector() {
+        // SAFETY: AVX-512F, or AVX2 and FMA, is present; `xb` holds `hw` pixels of `c`, and
+        // each kernel reads channels `c0..c0 + o.len()` of them as a `[hw, c]` view
+        // starting at `c0`, `o.len()` wide.
+        unsafe {
+            let xv = &xb[c0..];
+            match crate::util::avx512() {
+                true => x86::channel_means(xv, (hw, c), o),
+                false => x86_avx2::channel_means(xv, (hw, c), o),
+            }
+        };
+        return;
+    }
+    o.fill(0.0);
+    for p in 0..hw {
+        let row = &xb[p * c + c0..][..o.len()];
+        for (o, &v) in o.iter_mut().zip(row) {
+            *o += v;
+        }
+    }
+    for o in o.iter_mut() {
+        *o /= hw as f32;
+    }
+}
+
 /// `[n, c, hw]` planes into `[n, hw, c]` pixels (an NCHW image into NHWC): for few
-/// channels (an RGB input), where 16×16 block transposes do not apply.
+/// channels (an RGB input), where 16×16 block transposes do not apply. Split over the
+/// thread pool by pixels.
 pub fn planes_to_pixels_f32(
     n: usize,
     c: usize,
@@ -512,24 +533,27 @@ pub fn planes_to_pixels_f32(
     if len != Some(x.len()) || len != Some(out.len()) {
         return Err("transpose operand sizes");
     }
+    let o = SharedMut::new(out);
     for b in 0..n {
-        let (src, dst) = (
-            &x[b * c * hw..(b + 1) * c * hw],
-            &mut out[b * c * hw..(b + 1) * c * hw],
-        );
-        let mut p0 = 0;
-        #[cfg(target_arch = "x86_64")]
-        if c == 3 && vector() && crate::util::avx512() {
-            p0 = hw / 16 * 16;
-            // SAFETY: AVX-512F is present; `src` holds 3 planes of `hw` and `dst` `hw`
-            // pixels of 3 (sizes checked); the kernel touches pixels `..p0` only.
-            unsafe { x86::rgb_to_pixels(src, hw, p0, dst) };
-        }
-        for p in p0..hw {
-            for ch in 0..c {
-                dst[p * c + ch] = src[ch * hw + p];
+        let src = &x[b * c * hw..(b + 1) * c * hw];
+        threads::run_parts(hw, threads::tasks_for(c * hw, TASK_WORK), &|range| {
+            // SAFETY: pixels `range` of item `b` are this part's alone.
+            let dst = unsafe { o.slice((b * hw + range.start) * c, range.len() * c) };
+            let mut p0 = range.start;
+            #[cfg(target_arch = "x86_64")]
+            if c == 3 && vector() && crate::util::avx512() {
+                p0 += range.len() / 16 * 16;
+                // SAFETY: AVX-512F is present; `src` holds 3 planes of `hw` and `dst` the
+                // pixels of `range` (sizes checked); the kernel touches pixels
+                // `range.start..p0` only.
+                unsafe { x86::rgb_to_pixels(src, hw, range.start..p0, dst) };
             }
-        }
+            for p in p0..range.end {
+                for ch in 0..c {
+                    dst[(p - range.start) * c + ch] = src[ch * hw + p];
+                }
+            }
+        });
     }
     Ok(())
 }
@@ -792,14 +816,15 @@ mod x86 {
             }
         }
     }
-    /// The mean of each of `c` channels over `hw` pixels `[hw, c]`: 64 channels at a time
-    /// summed over the pixels in order in registers, then divided by `hw`.
+    /// The means of the first `o.len()` channels over `hw` pixels `stride` apart (`[hw,
+    /// stride]` from the first channel): 64 channels at a time summed over the pixels in
+    /// order in registers, then divided by `hw`.
     ///
     /// # Safety
-    /// AVX-512F; `x` holds `hw · c` elements, `o` `c`.
+    /// AVX-512F; `x` holds `(hw - 1) · stride + o.len()` elements.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn channel_means(x: &[f32], hw: usize, c: usize, o: &mut [f32]) {
-        let div = _mm512_set1_ps(hw as f32);
+    pub(super) unsafe fn channel_means(x: &[f32], (hw, stride): (usize, usize), o: &mut [f32]) {
+        let (c, div) = (o.len(), _mm512_set1_ps(hw as f32));
         let mut c0 = 0;
         while c0 < c {
             let n = (c - c0).min(64);
@@ -807,7 +832,7 @@ mod x86 {
             let mut acc = [_mm512_setzero_ps(); 4];
             for p in 0..hw {
                 // SAFETY: pixel `p`'s channels `c0..c0 + n`, in the masks' lanes.
-                let row = unsafe { x.as_ptr().add(p * c + c0) };
+                let row = unsafe { x.as_ptr().add(p * stride + c0) };
                 for (v, a) in acc.iter_mut().enumerate() {
                     // SAFETY: as above (vector `v` of the block).
                     let xv = unsafe { _mm512_maskz_loadu_ps(masks[v], row.add(16 * v)) };
@@ -828,14 +853,20 @@ mod x86 {
         }
     }
 
-    /// Pixels `..p0` (a multiple of 16) of 3 planes of `hw` into `[hw, 3]`: 16 pixels at a
-    /// time, each output vector put together from two planes then the third by two
-    /// `vpermt2ps`.
+    /// Pixels `range` (a multiple of 16 of them) of 3 planes of `hw` into `dst` (`[range,
+    /// 3]`): 16 pixels at a time, each output vector put together from two planes then the
+    /// third by two `vpermt2ps`.
     ///
     /// # Safety
-    /// AVX-512F; `src` holds 3 planes of `hw`, `dst` `3 · hw` elements, `p0 ≤ hw`.
+    /// AVX-512F; `src` holds 3 planes of `hw`, `dst` `3 · range.len()` elements,
+    /// `range.end ≤ hw`.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn rgb_to_pixels(src: &[f32], hw: usize, p0: usize, dst: &mut [f32]) {
+    pub(super) unsafe fn rgb_to_pixels(
+        src: &[f32],
+        hw: usize,
+        range: std::ops::Range<usize>,
+        dst: &mut [f32],
+    ) {
         // Output lane q of vector k holds element g = 16 k + q: pixel g / 3, channel g % 3.
         let idx = |k: usize, second: bool| {
             let v: [i32; 16] = std::array::from_fn(|q| {
@@ -854,9 +885,10 @@ mod x86 {
         let first = [idx(0, false), idx(1, false), idx(2, false)];
         let second = [idx(0, true), idx(1, true), idx(2, true)];
         let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
-        let mut p = 0;
-        while p < p0 {
-            // SAFETY: pixels `p..p + 16 <= p0 <= hw` of each plane and their 48 outputs.
+        let mut p = range.start;
+        while p + 16 <= range.end {
+            // SAFETY: pixels `p..p + 16 <= range.end <= hw` of each plane and their 48
+            // outputs (`dst` starts at pixel `range.start`).
             unsafe {
                 let r = _mm512_loadu_ps(s.add(p));
                 let g = _mm512_loadu_ps(s.add(hw + p));
@@ -864,7 +896,7 @@ mod x86 {
                 for k in 0..3 {
                     let t = _mm512_permutex2var_ps(r, first[k], g);
                     _mm512_storeu_ps(
-                        d.add(3 * p + 16 * k),
+                        d.add(3 * (p - range.start) + 16 * k),
                         _mm512_permutex2var_ps(t, second[k], b),
                     );
                 }

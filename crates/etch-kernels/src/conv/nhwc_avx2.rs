@@ -213,14 +213,14 @@ pub(super) unsafe fn max_run(
     }
 }
 
-/// The mean of each of `c` channels over `hw` pixels `[hw, c]`: 32 channels at a time
-/// summed over the pixels in order in registers, then divided by `hw`.
+/// The means of the first `o.len()` channels over `hw` pixels `stride` apart: 32 channels
+/// at a time summed over the pixels in order in registers, then divided by `hw`.
 ///
 /// # Safety
-/// AVX2; `x` holds `hw · c` elements, `o` `c`.
+/// AVX2; `x` holds `(hw - 1) · stride + o.len()` elements.
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn channel_means(x: &[f32], hw: usize, c: usize, o: &mut [f32]) {
-    let div = _mm256_set1_ps(hw as f32);
+pub(super) unsafe fn channel_means(x: &[f32], (hw, stride): (usize, usize), o: &mut [f32]) {
+    let (c, div) = (o.len(), _mm256_set1_ps(hw as f32));
     let mut c0 = 0;
     while c0 < c {
         let n = (c - c0).min(4 * L);
@@ -228,7 +228,7 @@ pub(super) unsafe fn channel_means(x: &[f32], hw: usize, c: usize, o: &mut [f32]
         let mut acc = [_mm256_setzero_ps(); 4];
         for p in 0..hw {
             // SAFETY: pixel `p`'s channels `c0..c0 + n`.
-            let row = unsafe { x.as_ptr().add(p * c + c0) };
+            let row = unsafe { x.as_ptr().add(p * stride + c0) };
             for (v, a) in acc.iter_mut().enumerate() {
                 if lanes[v] > 0 {
                     // SAFETY: as above (vector `v` of the block, in its lanes).

@@ -356,12 +356,21 @@ fn nhwc_conv_speed() {
 
 #[test]
 fn planes_to_pixels_transposes() {
-    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut rng = Rng(13);
-    for (n, c, hw) in [(1, 3, 50), (2, 3, 64), (1, 4, 9), (1, 3, 7)] {
+    // The last splits over threads (parts not multiples of 16 pixels).
+    for (n, c, hw) in [
+        (1, 3, 50),
+        (2, 3, 64),
+        (1, 4, 9),
+        (1, 3, 7),
+        (1, 3, 100_003),
+    ] {
         let x = rng.vec(n * c * hw);
-        let mut out = vec![0f32; x.len()];
-        planes_to_pixels_f32(n, c, hw, &x, &mut out).unwrap();
+        let out = all_ways(|| {
+            let mut out = vec![0f32; x.len()];
+            planes_to_pixels_f32(n, c, hw, &x, &mut out).unwrap();
+            out
+        });
         for b in 0..n {
             for p in 0..hw {
                 for ch in 0..c {
@@ -369,6 +378,7 @@ fn planes_to_pixels_transposes() {
                 }
             }
         }
+        let mut out = vec![0f32; x.len()];
         assert!(planes_to_pixels_f32(n, c, hw + 1, &x, &mut out).is_err());
     }
 }
@@ -376,7 +386,14 @@ fn planes_to_pixels_transposes() {
 #[test]
 fn global_avg_pool_is_the_mean() {
     let mut rng = Rng(17);
-    for (n, hw, c) in [(1, 49, 1280), (2, 9, 20), (1, 196, 672), (1, 1, 3)] {
+    // The last splits over threads (blocks of 32 channels, a partial one).
+    for (n, hw, c) in [
+        (1, 49, 1280),
+        (2, 9, 20),
+        (1, 196, 672),
+        (1, 1, 3),
+        (1, 784, 400),
+    ] {
         let x = rng.vec(n * hw * c);
         let got = all_ways(|| {
             let mut out = vec![0f32; n * c];
