@@ -558,22 +558,48 @@ pub fn planes_to_pixels_f32(
     Ok(())
 }
 
+/// The pointers of a run's tile, for the pixel kernels ([`x86`], [`x86_avx2`]): the input
+/// at the run's first pixel (each tap's offset and channel `c0` still to add), the weights
+/// and the bias (null: none), the output at the tile's first pixel; the input and output
+/// steps from pixel to pixel.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Run {
+    x: *const f32,
+    x_step: usize,
+    w: *const f32,
+    bias: *const f32,
+    out: *mut f32,
+    c: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Run {
+    /// The run of the `px.len() / c` output pixels `px` over `c` channels, reading `x`
+    /// pixels `step` apart, with weights `w` and `bias` where given (pooling: none).
+    fn new(
+        c: usize,
+        (x, step): (&[f32], usize),
+        w: Option<&[f32]>,
+        bias: Option<&[f32]>,
+        px: &mut [f32],
+    ) -> Self {
+        Run {
+            x: x.as_ptr(),
+            x_step: step,
+            w: w.map_or(std::ptr::null(), |w| w.as_ptr()),
+            bias: bias.map_or(std::ptr::null(), |b| b.as_ptr()),
+            out: px.as_mut_ptr(),
+            c,
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
 
-    /// The pointers of a run's tile: the input at the run's first pixel (each tap's offset
-    /// and channel `c0` still to add), the weights, the bias (null: none), the output at
-    /// the tile's first pixel; the input and output steps from pixel to pixel.
-    #[derive(Clone, Copy)]
-    struct Run {
-        x: *const f32,
-        x_step: usize,
-        w: *const f32,
-        bias: *const f32,
-        out: *mut f32,
-        c: usize,
-    }
+    use super::Run;
 
     /// The mask of the first `n` (≤ 16) lanes.
     fn lanes(n: usize) -> __mmask16 {
@@ -708,14 +734,7 @@ mod x86 {
         hi: f32,
     ) {
         let n = px.len() / c.max(1);
-        let r = Run {
-            x: x.as_ptr(),
-            x_step: step,
-            w: w.as_ptr(),
-            bias: bias.map_or(std::ptr::null(), |b| b.as_ptr()),
-            out: px.as_mut_ptr(),
-            c,
-        };
+        let r = Run::new(c, (x, step), Some(w), bias, px);
         let bounds = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
         let mut c0 = 0;
         // SAFETY (every block): the caller's contract, each block inside `c` channels.
@@ -788,14 +807,7 @@ mod x86 {
         px: &mut [f32],
     ) {
         let n = px.len() / c.max(1);
-        let r = Run {
-            x: x.as_ptr(),
-            x_step: step,
-            w: std::ptr::null(),
-            bias: std::ptr::null(),
-            out: px.as_mut_ptr(),
-            c,
-        };
+        let r = Run::new(c, (x, step), None, None, px);
         let mut c0 = 0;
         // SAFETY (every tile): the caller's contract, each inside the run and `c`.
         unsafe {

@@ -4,22 +4,12 @@
 //! pooling's NaN rule; the means summed in pixel order then divided). A block's last vector
 //! is loaded and stored in its lanes only (`util::avx2`).
 
+use super::Run;
 use crate::util::avx2::{load, store};
 use std::arch::x86_64::*;
 
 /// Lanes of a vector.
 const L: usize = 8;
-
-/// The pointers of a run's tile, as [`super::x86`]'s.
-#[derive(Clone, Copy)]
-struct Run {
-    x: *const f32,
-    x_step: usize,
-    w: *const f32,
-    bias: *const f32,
-    out: *mut f32,
-    c: usize,
-}
 
 /// Lanes of vector `v` of a block of `V` whose last vector has `last` lanes.
 #[inline(always)]
@@ -119,14 +109,7 @@ pub(super) unsafe fn depthwise_run(
     hi: f32,
 ) {
     let n = px.len() / c.max(1);
-    let r = Run {
-        x: x.as_ptr(),
-        x_step: step,
-        w: w.as_ptr(),
-        bias: bias.map_or(std::ptr::null(), |b| b.as_ptr()),
-        out: px.as_mut_ptr(),
-        c,
-    };
+    let r = Run::new(c, (x, step), Some(w), bias, px);
     let bounds = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
     let mut c0 = 0;
     // SAFETY (every block): the caller's contract, each block inside `c` channels.
@@ -189,14 +172,7 @@ pub(super) unsafe fn max_run(
     px: &mut [f32],
 ) {
     let n = px.len() / c.max(1);
-    let r = Run {
-        x: x.as_ptr(),
-        x_step: step,
-        w: std::ptr::null(),
-        bias: std::ptr::null(),
-        out: px.as_mut_ptr(),
-        c,
-    };
+    let r = Run::new(c, (x, step), None, None, px);
     let mut c0 = 0;
     // SAFETY (every tile): the caller's contract, each inside the run and `c`.
     unsafe {
