@@ -8,18 +8,14 @@
 use super::PoolGeom;
 use std::arch::x86_64::*;
 
-/// The widest output row this path takes (three rows of column maxima on the stack).
-pub(super) const MAX_OW: usize = 1024;
-
 /// Whether this path takes `g` (values only): a 3×3 window, stride 2, no dilation, padding
-/// at most 1, output rows of at most [`MAX_OW`].
+/// at most 1.
 pub(super) fn takes(g: &PoolGeom) -> bool {
     g.kernel == [3, 3]
         && g.stride == [2, 2]
         && g.dil == [1, 1]
         && g.pad[0] <= 1
         && g.pad[1] <= 1
-        && g.ow <= MAX_OW
         && g.oh > 0
 }
 
@@ -133,8 +129,12 @@ unsafe fn columns(g: &PoolGeom, x: &[f32], ih: usize, hm: &mut [f32]) {
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn plane(g: &PoolGeom, x: &[f32], out: &mut [f32]) {
     let (ow, x) = (g.ow, &x[..g.h * g.w]);
-    // Column maxima of three input rows, by input row modulo 3.
-    let mut rows = [[0f32; MAX_OW]; 3];
+    // Column maxima of three input rows, by input row modulo 3 (each written by `columns`
+    // before it is read: scratch, not filled).
+    let mut buf = crate::scratch::take_dirty(3 * ow, 0f32);
+    let (r0, rest) = buf.split_at_mut(ow);
+    let (r1, r2) = rest.split_at_mut(ow);
+    let rows = [r0, r1, r2];
     let mut have = [usize::MAX; 3];
     for y in 0..g.oh {
         let (mut slots, mut n) = ([0usize; 3], 0);
@@ -146,14 +146,14 @@ pub(super) unsafe fn plane(g: &PoolGeom, x: &[f32], out: &mut [f32]) {
             let ih = ih as usize;
             if have[ih % 3] != ih {
                 // SAFETY: `ih < h`; `x` is the plane; the slot holds `ow` elements.
-                unsafe { columns(g, x, ih, &mut rows[ih % 3][..ow]) };
+                unsafe { columns(g, x, ih, rows[ih % 3]) };
                 have[ih % 3] = ih;
             }
             slots[n] = ih % 3;
             n += 1;
         }
         let o = &mut out[y * ow..(y + 1) * ow];
-        let r: [&[f32]; 3] = std::array::from_fn(|k| &rows[slots[k]][..ow]);
+        let r: [&[f32]; 3] = std::array::from_fn(|k| &*rows[slots[k]]);
         let mut xo = 0;
         while n == 3 && xo + 8 <= ow {
             // SAFETY: elements `xo .. xo + 8` of `o` and of the rows.
