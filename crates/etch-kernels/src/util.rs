@@ -1123,6 +1123,15 @@ pub(crate) fn avx512() -> bool {
     false
 }
 
+/// Whether the CPU has AVX2 and FMA (the 8-lane kernels' features).
+pub(crate) fn avx2_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// 8-lane `f32` helpers of the AVX2 kernels (CPUs without AVX-512F): the first `n` lanes
 /// loaded or stored, and [`clamp_f32`](crate::conv::clamp_f32) on a vector.
 #[cfg(target_arch = "x86_64")]

@@ -17,9 +17,7 @@ pub(super) const LANES: usize = 8;
 pub(super) fn available() -> bool {
     static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *AVAILABLE.get_or_init(|| {
-        std::env::var("ETCH_F32_AVX2").map_or(true, |v| v != "0")
-            && std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
+        std::env::var("ETCH_F32_AVX2").map_or(true, |v| v != "0") && crate::util::avx2_fma()
     })
 }
 

@@ -296,16 +296,7 @@ fn vector() -> bool {
 /// Whether this CPU has the pixel kernels (AVX-512F, or AVX2 and FMA): where the NHWC
 /// layout can pay.
 pub fn available() -> bool {
-    crate::util::avx512() || avx2_fma()
-}
-
-fn avx2_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    crate::util::avx512() || crate::util::avx2_fma()
 }
 
 /// `min(hi, max(lo, x))` with NaN kept (as the vector clamp).
