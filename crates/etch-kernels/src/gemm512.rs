@@ -911,6 +911,22 @@ fn direct_group(s: &ConvShape, kk: usize) -> usize {
     }
 }
 
+/// Tile groups of near-equal size (at most `group` tiles) for `tasks` tasks; a single
+/// (batch item, group) whose tiles fall into few groups takes a multiple of `tasks` of
+/// them, so that each task's contiguous share of the units holds as many tiles
+/// (112² planes of 392 direct tiles had groups of 128, 128, 128 and 8: two threads took
+/// 256 and 136 tiles; 14² planes of 6 tiles, 4 and 2).
+fn balanced_group(tiles: usize, group: usize, items: usize, tasks: usize) -> usize {
+    if tasks <= 1 {
+        return group;
+    }
+    let mut groups = tiles.div_ceil(group.max(1));
+    if items == 1 && groups < 4 * tasks {
+        groups = groups.next_multiple_of(tasks);
+    }
+    tiles.div_ceil(groups).max(1)
+}
+
 /// Whether direct planes end in column tiles (the tests time and check both ways).
 fn cols_enabled() -> bool {
     #[cfg(test)]
@@ -976,12 +992,6 @@ impl ConvPlan {
             // At least one (empty when all pixels are columns), which carries the columns.
             _ => (npix - cols).div_ceil(NR).max(1),
         };
-        let group = if mode == Mode::Direct {
-            direct_group(s, kk)
-        } else {
-            CONV_TILES
-        };
-        let per_item = tiles.div_ceil(group);
         let panels = s.cout_g.div_ceil(MR);
         let items = s.n * s.groups;
         // A tile (or column tile) loads each weight once however few pixels it has:
@@ -992,6 +1002,13 @@ impl ConvPlan {
             .saturating_mul(kk)
             .saturating_mul(npix.max(NR));
         let tasks = threads::tasks_for(work, crate::conv::CONV_TASK_WORK);
+        let group = if mode == Mode::Direct {
+            direct_group(s, kk)
+        } else {
+            CONV_TILES
+        };
+        let group = balanced_group(tiles, group, items, tasks);
+        let per_item = tiles.div_ceil(group);
         // Few tile groups: each also takes a range of the panels. A task's consecutive
         // units of one tile group run as one (one im2col for all their panels).
         let chunks = if tasks > 1 && items * per_item < 4 * tasks {

@@ -304,6 +304,36 @@ fn direct_by_panels_match_im2col() {
     }
 }
 
+/// On two threads a single item's few tile groups are of near-equal size and even in
+/// number ([`balanced_group`]): efficientnet's 16 -> 96 on 112² (392 tiles: groups of 98,
+/// were 128, 128, 128 and 8) and 672 -> 112 on 14² (6 tiles: 3 and 3, were 4 and 2); the
+/// outputs are the same bits as on one thread.
+#[test]
+fn direct_groups_split_evenly() {
+    if !available() {
+        return;
+    }
+    assert_eq!(balanced_group(392, 128, 1, 2), 98);
+    assert_eq!(balanced_group(6, 4, 1, 2), 3);
+    assert_eq!(balanced_group(6, 4, 1, 1), 4);
+    assert_eq!(balanced_group(100, 4, 1, 2), 4);
+    assert_eq!(balanced_group(7, 4, 3, 2), 4);
+    let mut rng = Rng(14);
+    for (c, co, h, w) in [(16, 96, 112, 112), (672, 112, 14, 14)] {
+        let s = pointwise(c, co, h, w);
+        {
+            let _guard = THREADS.lock().unwrap_or_else(|e| e.into_inner());
+            threads::set_num_threads(2);
+            let p = ConvPlan::new(&s, None, true);
+            threads::set_num_threads(0);
+            assert!(p.tasks == 2 && p.per_item.is_multiple_of(2), "{p:?}");
+            assert!(p.tiles - (p.per_item - 1) * p.group <= p.group, "{p:?}");
+            assert!(p.per_item * p.group - p.tiles < p.per_item, "{p:?}");
+        }
+        direct_matches_rows(&mut rng, (c, co, h, w));
+    }
+}
+
 /// Direct planes of `16 k + 1` to `16 k + 4` pixels end in a column tile ([`cols`]):
 /// 7×7, 14×14, one pixel (no pixel tile at all), several blocks of terms, partial
 /// panels.
