@@ -1444,6 +1444,16 @@ fn avg_pool2d_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     })
 }
 
+/// Whether the planes of `v` are contiguous and follow each other (row-major NCHW, size-1
+/// dims of any stride).
+fn dense(v: &View4) -> bool {
+    let hw = v.h * v.w;
+    (v.n <= 1 || v.s[0] == v.c * hw)
+        && (v.c <= 1 || v.s[1] == hw)
+        && (v.h <= 1 || v.s[2] == v.w)
+        && (v.w <= 1 || v.s[3] == 1)
+}
+
 /// `_adaptive_avg_pool2d`: args [self, output_size, out].
 fn adaptive_avg_pool2d_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::_adaptive_avg_pool2d.out";
@@ -1459,6 +1469,17 @@ fn adaptive_avg_pool2d_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let mut out = ctx.resize_out(2, &osz)?;
     same_dtype(OP, x.dtype(), out.dtype())?;
     let ov = view4(OP, &out, false)?;
+    // Global pooling of contiguous planes into contiguous outputs: one row sum a plane.
+    let (hw, planes) = (xv.h * xv.w, xv.n * xv.c);
+    if (oh, ow) == (1, 1) && hw > 0 && x.dtype() == etch_core::ScalarType::Float && dense(&xv) {
+        let o = out.data_mut::<f32>()?;
+        if dense(&ov)
+            && let Some(o) = o.get_mut(..planes)
+            && crate::reduce_rows::sum_rows_f32(x.data::<f32>()?, hw, o, true)
+        {
+            return Ok(());
+        }
+    }
     let tasks = threads::tasks_for(xv.n * xv.c * xv.h.max(oh) * xv.w.max(ow), POOL_TASK);
     dispatch_float!(x.dtype(), OP, "input", |T| {
         type F = <T as FElem>::F;
@@ -1738,6 +1759,15 @@ mod tests {
             (576, 8, 3, 2),
             (960, 4, 3, 1),
         ];
+        // `ETCH_BENCH_SHAPES="96,112,3,2;..."`: other shapes (channels, side, kernel, stride).
+        let shapes: Vec<_> = std::env::var("ETCH_BENCH_SHAPES").map_or(shapes.to_vec(), |v| {
+            v.split(';')
+                .map(|s| {
+                    let d: Vec<usize> = s.split(',').map(|n| n.trim().parse().unwrap()).collect();
+                    (d[0], d[1], d[2], d[3])
+                })
+                .collect()
+        });
         for (ch, h, k, s) in shapes {
             let p = k / 2;
             let o = (h + 2 * p - k) / s + 1;

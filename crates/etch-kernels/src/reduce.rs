@@ -188,6 +188,29 @@ fn reduces_contiguous(p: &Plan) -> bool {
     true
 }
 
+/// The number of outputs when output `r` reduces the `count` input elements from
+/// `r · count` and is stored at `r` (a contiguous input reduced over its innermost dims
+/// into a contiguous output: NCHW global average pooling).
+fn contiguous_rows(p: &Plan, so: &[usize]) -> Option<usize> {
+    if !reduces_contiguous(p) {
+        return None;
+    }
+    let (mut rows, mut step) = (1usize, p.count);
+    for d in (0..p.kept.len()).rev() {
+        if p.kept[d] == 1 {
+            continue;
+        }
+        if p.kept_in[d] != step || so[d] != rows {
+            return None;
+        }
+        rows = rows.checked_mul(p.kept[d])?;
+        step = step.checked_mul(p.kept[d])?;
+    }
+    // An input stride of the reduced dims past `count` elements is not possible here
+    // (contiguous), and the kept strides chain from `count`: row `r` starts at `r · count`.
+    Some(rows)
+}
+
 /// The sum of `x` in eight interleaved partial sums (vectorisable, and with less rounding
 /// error than one running sum).
 fn sum_lanes<T: FElem>(x: &[T]) -> T::F {
@@ -281,6 +304,19 @@ fn sum_mean(ctx: &mut KernelContext<'_>, op: &str, mean: bool) -> Result<()> {
         ..
     } = sum_mean_call(ctx, mean)?;
     let count = p.count;
+    if a.dtype() == ScalarType::Float
+        && out.dtype() == ScalarType::Float
+        && count > 0
+        && let Some(rows) = contiguous_rows(&p, &so)
+    {
+        let x = a.data::<f32>()?;
+        let o = out.data_mut::<f32>()?;
+        if let Some(o) = o.get_mut(..rows)
+            && crate::reduce_rows::sum_rows_f32(x, count, o, mean)
+        {
+            return Ok(());
+        }
+    }
     if a.dtype() == out.dtype() && a.dtype().is_floating() {
         return dispatch_float!(a.dtype(), op, "input", |T| {
             type F = <T as FElem>::F;
