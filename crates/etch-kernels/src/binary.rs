@@ -324,6 +324,93 @@ pub fn rows_by_vector_f32<O: BinOp>(
     Ok(())
 }
 
+/// `out[p, i] = op(x[p, i], v[p % c])` (`op(v[p % c], x[p, i])` with `swap`) for the
+/// planes of `hw` elements of `x` and `out`, `c = v.len()`: an NCHW tensor times a
+/// per-channel vector (the squeeze-excitation products of networks laid out
+/// channels-first), where the broadcasting walk takes each plane of 7² to 112² pixels as
+/// a row of its own through a closure. Split over the thread pool by planes; each element
+/// computed as [`apply2`] computes it.
+pub fn planes_by_vector_f32<O: BinOp>(
+    op: O,
+    x: &[f32],
+    v: &[f32],
+    hw: usize,
+    swap: bool,
+    out: &mut [f32],
+) -> Result<()> {
+    let c = v.len();
+    let plane_set = c.saturating_mul(hw);
+    if plane_set == 0 || x.len() != out.len() || !x.len().is_multiple_of(plane_set) {
+        return Err(Error::invalid_argument(format!(
+            "planes of {hw} for {c} channels over {} inputs and {} outputs",
+            x.len(),
+            out.len()
+        )));
+    }
+    let planes = x.len() / hw;
+    let tasks = crate::threads::tasks_for(x.len(), O::MIN_TASK);
+    let o = crate::threads::SharedMut::new(out);
+    crate::threads::run_parts(planes, tasks, &|range| {
+        // (The channel counted along: a division per plane cost as much as its products.)
+        let mut ch = range.start % c;
+        for p in range {
+            // SAFETY: plane `p` of `out` is this part's alone.
+            let o = unsafe { o.slice(p * hw, hw) };
+            let x = &x[p * hw..(p + 1) * hw];
+            let s = v[ch];
+            ch = if ch + 1 == c { 0 } else { ch + 1 };
+            #[cfg(target_arch = "x86_64")]
+            if crate::util::avx512() {
+                // SAFETY: the CPU has AVX-512F.
+                unsafe { plane_avx512(op, x, s, swap, o) };
+                continue;
+            }
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2.
+                unsafe { plane_avx2(op, x, s, swap, o) };
+                continue;
+            }
+            plane_any(op, x, s, swap, o);
+        }
+    });
+    Ok(())
+}
+
+/// [`plane_any`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn plane_avx2<O: BinOp>(op: O, x: &[f32], s: f32, swap: bool, out: &mut [f32]) {
+    plane_any(op, x, s, swap, out)
+}
+
+/// [`plane_any`] compiled for AVX-512F.
+///
+/// # Safety
+/// The CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn plane_avx512<O: BinOp>(op: O, x: &[f32], s: f32, swap: bool, out: &mut [f32]) {
+    plane_any(op, x, s, swap, out)
+}
+
+/// `out[i] = op(x[i], s)` (`op(s, x[i])` with `swap`).
+#[inline(always)]
+fn plane_any<O: BinOp>(op: O, x: &[f32], s: f32, swap: bool, out: &mut [f32]) {
+    if swap {
+        for (o, &a) in out.iter_mut().zip(x) {
+            *o = op.apply(s, a);
+        }
+    } else {
+        for (o, &a) in out.iter_mut().zip(x) {
+            *o = op.apply(a, s);
+        }
+    }
+}
+
 /// [`rows_any`] compiled for AVX2 (8 lanes where the baseline has 4).
 ///
 /// # Safety
@@ -987,5 +1074,78 @@ mod rows_tests {
             }
         }
         assert!(rows_by_vector_f32(Mul, &x[1..], &v, false, &mut vec![0f32; 95]).is_err());
+    }
+
+    /// Timing of the per-channel products of NCHW planes (not a test: `cargo test
+    /// --release -p etch-kernels --lib planes_speed -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn planes_speed() {
+        crate::threads::set_num_threads(1);
+        for (c, hw) in [(1152, 49), (672, 196), (144, 3136)] {
+            let x: Vec<f32> = (0..c * hw).map(|i| (i % 13) as f32).collect();
+            let v: Vec<f32> = (0..c).map(|i| i as f32 * 0.5).collect();
+            let mut out = vec![0f32; x.len()];
+            let time = |f: &mut dyn FnMut()| {
+                (0..300)
+                    .map(|_| {
+                        let t0 = std::time::Instant::now();
+                        f();
+                        t0.elapsed().as_secs_f64() * 1e6
+                    })
+                    .fold(f64::MAX, f64::min)
+            };
+            let inf = Clamped {
+                op: Mul,
+                lo: f32::NEG_INFINITY,
+                hi: f32::INFINITY,
+            };
+            let a = time(&mut || planes_by_vector_f32(inf, &x, &v, hw, false, &mut out).unwrap());
+            let b = time(&mut || planes_by_vector_f32(Mul, &x, &v, hw, false, &mut out).unwrap());
+            let sizes = [c, hw];
+            let d = time(&mut || {
+                map2_with(
+                    1 << 20,
+                    &sizes,
+                    &x,
+                    &[hw, 1],
+                    &v,
+                    &[1, 0],
+                    &mut out,
+                    &[hw, 1],
+                    |p, q| Mul.apply::<f32>(p, q),
+                )
+            });
+            println!("{c} x {hw}: clamped {a:.1} us, plain {b:.1} us, broadcast walk {d:.1} us");
+        }
+        crate::threads::set_num_threads(0);
+    }
+
+    /// [`planes_by_vector_f32`]: plane `p` of `hw` elements takes `v[p % c]` (two batch
+    /// items), the same bits as the broadcast, on one and two threads.
+    #[test]
+    fn planes_by_vector_is_the_broadcast() {
+        let (c, hw) = (24, 49);
+        let x: Vec<f32> = (0..2 * c * hw).map(|i| (i as f32 * 0.37).sin()).collect();
+        let v: Vec<f32> = (0..c).map(|i| (i as f32 * 0.11).cos()).collect();
+        let op = Clamped {
+            op: Div,
+            lo: -3.0,
+            hi: 2.5,
+        };
+        for (swap, nt) in [(false, 1), (true, 1), (false, 2), (true, 2)] {
+            crate::threads::set_num_threads(nt);
+            let mut out = vec![0f32; x.len()];
+            planes_by_vector_f32(op, &x, &v, hw, swap, &mut out).unwrap();
+            crate::threads::set_num_threads(0);
+            for (i, &o) in out.iter().enumerate() {
+                let (a, b) = (x[i], v[i / hw % c]);
+                let want: f32 = if swap { op.apply(b, a) } else { op.apply(a, b) };
+                assert_eq!(o.to_bits(), want.to_bits());
+            }
+        }
+        let mut out = vec![0f32; 2 * c * hw - 1];
+        assert!(planes_by_vector_f32(Mul, &x[1..], &v, hw, false, &mut out).is_err());
+        assert!(planes_by_vector_f32(Mul, &x, &v, 0, false, &mut vec![0f32; x.len()]).is_err());
     }
 }

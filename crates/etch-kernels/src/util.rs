@@ -1519,6 +1519,32 @@ fn map2_row<A: Copy, B: Copy, O>(
         // SAFETY: the CPU has AVX-512F (checked above).
         return unsafe { map2_row_avx512(o, a, oa, xa, b, ob, xb, f) };
     }
+    #[cfg(target_arch = "x86_64")]
+    if o.len() >= 8 && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked above).
+        return unsafe { map2_row_avx2(o, a, oa, xa, b, ob, xb, f) };
+    }
+    map2_row_any(o, a, oa, xa, b, ob, xb, f)
+}
+
+/// [`map2_row_any`] compiled for AVX2 (CPUs without AVX-512F: 8 lanes where the baseline
+/// build has 4; efficientnet's residual sums of 56k elements 6.3 -> µs on Zen 1).
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn map2_row_avx2<A: Copy, B: Copy, O>(
+    o: &mut [O],
+    a: &[A],
+    oa: usize,
+    xa: usize,
+    b: &[B],
+    ob: usize,
+    xb: usize,
+    f: impl Fn(A, B) -> O,
+) {
     map2_row_any(o, a, oa, xa, b, ob, xb, f)
 }
 

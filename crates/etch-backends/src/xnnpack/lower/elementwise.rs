@@ -6,7 +6,8 @@ use super::super::graph::{BinaryOp, Node, Op, UnaryOp};
 use super::super::plan::{Builder, bounded};
 use etch_core::{Error, KernelContext, KernelFn, Result, ScalarType};
 use etch_kernels::binary::{
-    Add, BinOp, Clamped, Div, Mul, PRelu, Sub, rows_by_vector_f32, tensor_tensor,
+    Add, BinOp, Clamped, Div, Mul, PRelu, Sub, planes_by_vector_f32, rows_by_vector_f32,
+    tensor_tensor,
 };
 use etch_kernels::unary::{Hardswish, SigmoidMul, unary_float};
 
@@ -93,7 +94,7 @@ pub fn binary(b: &mut Builder<'_>, node: &Node, op: BinaryOp, ids: [u32; 3]) -> 
     let [x, y, o] = elementwise_views(b, ids)?;
     if let Some((lo, hi)) = bounded(node.clamp)
         && f32s
-        && let Some((name, f, _)) = one_pass(op)
+        && let Some((name, f, _, _)) = one_pass(op)
     {
         let (lo, hi) = (b.double(lo as f64), b.double(hi as f64));
         b.kernel_fn(name, f, &[x, y, lo, hi, o]);
@@ -119,12 +120,12 @@ pub fn binary(b: &mut Builder<'_>, node: &Node, op: BinaryOp, ids: [u32; 3]) -> 
     Ok(())
 }
 
-/// A float32 sum, difference, product or quotient of an NHWC value (not laid out
-/// channels-first) and a vector of its channels (`[1, 1, 1, c]` or `[c]`), then the
-/// node's clamp, in one pass over rows of `c` ([`rows_by_vector_f32`]); `Ok(false)` for
-/// other nodes.
+/// A float32 sum, difference, product or quotient of an NHWC value and a vector of its
+/// channels (`[1, 1, 1, c]` or `[c]`), then the node's clamp, in one pass: over rows of `c`
+/// ([`rows_by_vector_f32`]), or over planes when the value and the output are laid out
+/// channels-first ([`planes_by_vector_f32`]); `Ok(false)` for other nodes.
 fn by_channel(b: &mut Builder<'_>, node: &Node, op: BinaryOp, [x, y, o]: [u32; 3]) -> Result<bool> {
-    let Some((_, _, f)) = one_pass(op) else {
+    let Some((_, _, f, planes)) = one_pass(op) else {
         return Ok(false);
     };
     let dout = b.value(o).dims;
@@ -138,13 +139,23 @@ fn by_channel(b: &mut Builder<'_>, node: &Node, op: BinaryOp, [x, y, o]: [u32; 3
     } else {
         return Ok(false);
     };
-    if dout.len() < 2
-        || dout[..dout.len() - 1].iter().product::<usize>() < 2
-        || [full, o].iter().any(|&id| b.is_channels_first(id))
-    {
+    if dout.len() < 2 || dout[..dout.len() - 1].iter().product::<usize>() < 2 {
         return Ok(false);
     }
-    let (full, vec, o) = (b.tensor(full)?, b.view(vec, &[c], None)?, b.tensor(o)?);
+    let (f, full, o) = if [full, o].iter().any(|&id| b.is_channels_first(id)) {
+        let (Some(full), Some(o)) = (b.dense_nchw(full)?, b.dense_nchw(o)?) else {
+            return Ok(false);
+        };
+        (planes, full, o)
+    } else {
+        (f, b.tensor(full)?, b.tensor(o)?)
+    };
+    // (A vector laid out channels-first is `[1, 1, 1, c]`: its NCHW view is the same
+    // bytes.)
+    let vec = match b.dense_nchw(vec)? {
+        Some(v) if b.is_channels_first(vec) => v,
+        _ => b.view(vec, &[c], None)?,
+    };
     let swap = b.boolean(swap);
     let (lo, hi) = b.clamp_bounds(node.clamp);
     b.kernel_fn(node.name, f, &[full, vec, swap, lo, hi, o]);
@@ -152,38 +163,72 @@ fn by_channel(b: &mut Builder<'_>, node: &Node, op: BinaryOp, [x, y, o]: [u32; 3
 }
 
 /// The float32 one-pass kernels of a sum, difference, product or quotient: the node's
-/// name, the op with its clamp ([`clamped`]), and by rows of a per-channel vector
-/// ([`rows`]); `None` for the other binary ops.
-fn one_pass(op: BinaryOp) -> Option<(&'static str, KernelFn, KernelFn)> {
+/// name, the op with its clamp ([`clamped`]), and by rows or planes of a per-channel
+/// vector ([`rows`]); `None` for the other binary ops.
+fn one_pass(op: BinaryOp) -> Option<(&'static str, KernelFn, KernelFn, KernelFn)> {
     Some(match op {
-        BinaryOp::Add => ("XNNAdd", add_clamped, add_rows),
-        BinaryOp::Sub => ("XNNSubtract", sub_clamped, sub_rows),
-        BinaryOp::Mul => ("XNNMultiply", mul_clamped, mul_rows),
-        BinaryOp::Div => ("XNNDivide", div_clamped, div_rows),
+        BinaryOp::Add => ("XNNAdd", add_clamped, add_rows, add_planes),
+        BinaryOp::Sub => ("XNNSubtract", sub_clamped, sub_rows, sub_planes),
+        BinaryOp::Mul => ("XNNMultiply", mul_clamped, mul_rows, mul_planes),
+        BinaryOp::Div => ("XNNDivide", div_clamped, div_rows, div_planes),
         _ => return None,
     })
 }
 
-/// `[x, v, swap, lo, hi, out]` (see [`by_channel`]).
-fn rows<O: BinOp>(ctx: &mut KernelContext<'_>, op: O) -> Result<()> {
+/// `[x, v, swap, lo, hi, out]` (see [`by_channel`]): by rows of an NHWC `x`, or with
+/// `planes` by the planes of an NCHW `x` (`[n, c, h, w]`).
+fn rows<O: BinOp>(ctx: &mut KernelContext<'_>, op: O, planes: bool) -> Result<()> {
     let (x, v, mut o) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(5)?);
     let swap = ctx.bool(2)?;
     let (lo, hi) = (ctx.double(3)? as f32, ctx.double(4)? as f32);
-    let op = Clamped { op, lo, hi };
-    rows_by_vector_f32(op, x.data()?, v.data()?, swap, o.data_mut()?)
+    let hw = planes.then(|| x.sizes().iter().skip(2).product::<usize>());
+    let (x, v, o) = (x.data()?, v.data()?, o.data_mut()?);
+    // Without a clamp, the op alone (the same results, without the comparisons).
+    if lo == f32::NEG_INFINITY && hi == f32::INFINITY {
+        return by_vector(op, x, v, hw, swap, o);
+    }
+    by_vector(Clamped { op, lo, hi }, x, v, hw, swap, o)
+}
+
+/// [`planes_by_vector_f32`] over planes of `hw` elements, else [`rows_by_vector_f32`].
+fn by_vector<O: BinOp>(
+    op: O,
+    x: &[f32],
+    v: &[f32],
+    hw: Option<usize>,
+    swap: bool,
+    o: &mut [f32],
+) -> Result<()> {
+    match hw {
+        Some(hw) => planes_by_vector_f32(op, x, v, hw, swap, o),
+        None => rows_by_vector_f32(op, x, v, swap, o),
+    }
+}
+
+fn add_planes(ctx: &mut KernelContext<'_>) -> Result<()> {
+    rows(ctx, Add, true)
+}
+fn sub_planes(ctx: &mut KernelContext<'_>) -> Result<()> {
+    rows(ctx, Sub, true)
+}
+fn mul_planes(ctx: &mut KernelContext<'_>) -> Result<()> {
+    rows(ctx, Mul, true)
+}
+fn div_planes(ctx: &mut KernelContext<'_>) -> Result<()> {
+    rows(ctx, Div, true)
 }
 
 fn add_rows(ctx: &mut KernelContext<'_>) -> Result<()> {
-    rows(ctx, Add)
+    rows(ctx, Add, false)
 }
 fn sub_rows(ctx: &mut KernelContext<'_>) -> Result<()> {
-    rows(ctx, Sub)
+    rows(ctx, Sub, false)
 }
 fn mul_rows(ctx: &mut KernelContext<'_>) -> Result<()> {
-    rows(ctx, Mul)
+    rows(ctx, Mul, false)
 }
 fn div_rows(ctx: &mut KernelContext<'_>) -> Result<()> {
-    rows(ctx, Div)
+    rows(ctx, Div, false)
 }
 
 /// `[x, y, lo, hi, out]`: `op(x, y)` clamped to `[lo, hi]` in one pass.
