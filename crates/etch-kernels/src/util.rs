@@ -415,6 +415,8 @@ pub trait Float:
     fn log2(self) -> Self;
     /// `log10`.
     fn log10(self) -> Self;
+    /// `self * a + b`, rounded once.
+    fn mul_add(self, a: Self, b: Self) -> Self;
 }
 
 macro_rules! float_impl {
@@ -426,6 +428,10 @@ macro_rules! float_impl {
             #[inline(always)]
             fn exp(self) -> Self {
                 $t::exp(self)
+            }
+            #[inline(always)]
+            fn mul_add(self, a: Self, b: Self) -> Self {
+                $t::mul_add(self, a, b)
             }
             #[inline(always)]
             fn ln(self) -> Self {

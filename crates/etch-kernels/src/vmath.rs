@@ -520,11 +520,11 @@ mod x86 {
                     V::splat(CLAMP).if_gt(x, x.mul(zero), y)
                 }
                 Kind::Hardswish => {
-                    // `t < 0 ? 0 : t > 6 ? 6 : t` as `maxps`/`minps` with `t` second (kept
-                    // when NaN; `max(0, -0)` is -0 as in the formula).
-                    let t = x.add(V::splat(3.0));
-                    let t = V::splat(6.0).min(zero.max(t));
-                    x.mul(t).div(V::splat(6.0))
+                    // XNNPACK's: `min(max(x / 6 + 1 / 2, 0), 1) · x`, the first one fused
+                    // multiply-add (see `crate::unary::Hardswish`).
+                    let sixth = V::splat(crate::unary::SIXTH);
+                    let a = x.fma(sixth, V::splat(0.5)).max(zero).min(one);
+                    a.mul(x)
                 }
             }
         }
