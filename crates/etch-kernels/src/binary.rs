@@ -1076,7 +1076,7 @@ mod rows_tests {
         assert!(rows_by_vector_f32(Mul, &x[1..], &v, false, &mut vec![0f32; 95]).is_err());
     }
 
-    /// Timing of the per-channel products of NCHW planes (not a test: `cargo test
+    /// Timing of the per-channel products of NCHW planes and of a dense sum (not a test: `cargo test
     /// --release -p etch-kernels --lib planes_speed -- --ignored --nocapture`).
     #[test]
     #[ignore]
@@ -1117,6 +1117,14 @@ mod rows_tests {
                 )
             });
             println!("{c} x {hw}: clamped {a:.1} us, plain {b:.1} us, broadcast walk {d:.1} us");
+            let y: Vec<f32> = x.iter().map(|v| v * 0.5).collect();
+            let n = [x.len()];
+            let e = time(&mut || {
+                map2_with(1 << 20, &n, &x, &[1], &y, &[1], &mut out, &[1], |p, q| {
+                    Add.apply::<f32>(p, q)
+                })
+            });
+            println!("  add of {} elements: {e:.1} us", x.len());
         }
         crate::threads::set_num_threads(0);
     }
