@@ -490,7 +490,6 @@ mod x86 {
         // SAFETY: as in `exp_neg_abs`.
         unsafe {
             let (zero, one) = (V::splat(0.0), V::splat(1.0));
-            let down = V::splat(SCALE_DOWN);
             match kind {
                 Kind::Sigmoid | Kind::SigmoidMul => {
                     // sigmoid(-|x|) = e / (1 + e); sigmoid(|x|) = 1 - that. Divided as
@@ -511,10 +510,13 @@ mod x86 {
                 }
                 Kind::ExpNegAbs => exp_neg_abs(x).1,
                 Kind::Silu => {
-                    // x > 0: x / (1 + e); otherwise x·e / (1 + e), scaled back.
+                    // x > 0: x / (1 + e); otherwise x·e / (1 + e) as `x·e·2^64 / (e·2^64 +
+                    // 2^64)` (see `Kind::Sigmoid`; the same bits as dividing by `1 + e` and
+                    // scaling back, for each of the 2^32 inputs, checked).
                     let e_up = exp_neg_abs(x).0;
                     let num = x.if_gt(zero, x, x.mul(e_up));
-                    let y = num.div(one_plus(e_up)).mul(x.if_gt(zero, one, down));
+                    let den = x.if_gt(zero, one_plus(e_up), e_up.add(V::splat(SCALE_UP)));
+                    let y = num.div(den);
                     // Below the clamp x·e^x rounds to -0: x·0 (NaN for -inf, as in
                     // PyTorch's formula).
                     V::splat(CLAMP).if_gt(x, x.mul(zero), y)
