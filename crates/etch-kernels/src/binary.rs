@@ -350,31 +350,43 @@ pub fn planes_by_vector_f32<O: BinOp>(
     let planes = x.len() / hw;
     let tasks = crate::threads::tasks_for(x.len(), O::MIN_TASK);
     let o = crate::threads::SharedMut::new(out);
+    // The widest variant this CPU has, chosen once.
+    let plane: PlaneFn<O> = {
+        #[cfg(target_arch = "x86_64")]
+        if crate::util::avx512() {
+            plane_avx512::<O>
+        } else if std::arch::is_x86_feature_detected!("avx2") {
+            plane_avx2::<O>
+        } else {
+            plane_baseline::<O>
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        plane_baseline::<O>
+    };
     crate::threads::run_parts(planes, tasks, &|range| {
         // (The channel counted along: a division per plane cost as much as its products.)
         let mut ch = range.start % c;
         for p in range {
             // SAFETY: plane `p` of `out` is this part's alone.
             let o = unsafe { o.slice(p * hw, hw) };
-            let x = &x[p * hw..(p + 1) * hw];
-            let s = v[ch];
+            // SAFETY: `plane` is a variant the CPU has (above).
+            unsafe { plane(op, &x[p * hw..(p + 1) * hw], v[ch], swap, o) };
             ch = if ch + 1 == c { 0 } else { ch + 1 };
-            #[cfg(target_arch = "x86_64")]
-            if crate::util::avx512() {
-                // SAFETY: the CPU has AVX-512F.
-                unsafe { plane_avx512(op, x, s, swap, o) };
-                continue;
-            }
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU has AVX2.
-                unsafe { plane_avx2(op, x, s, swap, o) };
-                continue;
-            }
-            plane_any(op, x, s, swap, o);
         }
     });
     Ok(())
+}
+
+/// A plane kernel: `out[i] = op(x[i], s)` (`op(s, x[i])` with `swap`); unsafe as its
+/// variants need their instruction sets.
+type PlaneFn<O> = unsafe fn(O, &[f32], f32, bool, &mut [f32]);
+
+/// [`plane_any`] as built (the baseline variant of [`PlaneFn`]).
+///
+/// # Safety
+/// None (unsafe only to share [`PlaneFn`]'s type).
+unsafe fn plane_baseline<O: BinOp>(op: O, x: &[f32], s: f32, swap: bool, out: &mut [f32]) {
+    plane_any(op, x, s, swap, out)
 }
 
 /// [`plane_any`] compiled for AVX2.

@@ -1444,16 +1444,6 @@ fn avg_pool2d_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     })
 }
 
-/// Whether the planes of `v` are contiguous and follow each other (row-major NCHW, size-1
-/// dims of any stride).
-fn dense(v: &View4) -> bool {
-    let hw = v.h * v.w;
-    (v.n <= 1 || v.s[0] == v.c * hw)
-        && (v.c <= 1 || v.s[1] == hw)
-        && (v.h <= 1 || v.s[2] == v.w)
-        && (v.w <= 1 || v.s[3] == 1)
-}
-
 /// `_adaptive_avg_pool2d`: args [self, output_size, out].
 fn adaptive_avg_pool2d_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     const OP: &str = "aten::_adaptive_avg_pool2d.out";
@@ -1471,11 +1461,15 @@ fn adaptive_avg_pool2d_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     let ov = view4(OP, &out, false)?;
     // Global pooling of contiguous planes into contiguous outputs: one row sum a plane.
     let (hw, planes) = (xv.h * xv.w, xv.n * xv.c);
-    if (oh, ow) == (1, 1) && hw > 0 && x.dtype() == etch_core::ScalarType::Float && dense(&xv) {
+    if (oh, ow) == (1, 1)
+        && hw > 0
+        && x.dtype() == etch_core::ScalarType::Float
+        && x.is_default_dim_order()
+        && out.is_default_dim_order()
+    {
         let o = out.data_mut::<f32>()?;
-        if dense(&ov)
-            && let Some(o) = o.get_mut(..planes)
-            && crate::reduce_rows::sum_rows_f32(x.data::<f32>()?, hw, o, true)
+        if let Some(o) = o.get_mut(..planes)
+            && crate::reduce::sum_rows_f32(x.data::<f32>()?, hw, o, true)
         {
             return Ok(());
         }

@@ -22,7 +22,6 @@ pub mod norm;
 pub mod prim;
 pub mod quantized;
 pub mod reduce;
-pub mod reduce_rows;
 pub mod sample;
 pub mod scratch;
 pub mod shape;

@@ -1,6 +1,10 @@
 //! Reductions (`sum`, `mean`, `amax`, `amin`, `any`, `all`, `argmax`, `argmin`) and `topk`.
 //! Floats accumulate in `f32` (`f64` for doubles), integers in `i64`.
 
+mod rows;
+
+pub use rows::sum_rows_f32;
+
 use crate::binary::{Class, class_of};
 use crate::threads::SharedMut;
 use crate::util::*;
@@ -206,8 +210,6 @@ fn contiguous_rows(p: &Plan, so: &[usize]) -> Option<usize> {
         rows = rows.checked_mul(p.kept[d])?;
         step = step.checked_mul(p.kept[d])?;
     }
-    // An input stride of the reduced dims past `count` elements is not possible here
-    // (contiguous), and the kept strides chain from `count`: row `r` starts at `r · count`.
     Some(rows)
 }
 
@@ -312,7 +314,7 @@ fn sum_mean(ctx: &mut KernelContext<'_>, op: &str, mean: bool) -> Result<()> {
         let x = a.data::<f32>()?;
         let o = out.data_mut::<f32>()?;
         if let Some(o) = o.get_mut(..rows)
-            && crate::reduce_rows::sum_rows_f32(x, count, o, mean)
+            && rows::sum_rows_f32(x, count, o, mean)
         {
             return Ok(());
         }

@@ -319,6 +319,7 @@ mod x86 {
     /// operations on each lane: the same bits).
     #[derive(Clone, Copy)]
     struct Quad<V>([V; 4]);
+
     impl<V: Lanes> Quad<V> {
         /// Four vectors from `p`.
         ///
@@ -343,86 +344,26 @@ mod x86 {
         }
     }
 
-    impl<V: Copy> Quad<V> {
-        /// `f` on each vector.
-        #[inline(always)]
-        fn map(self, f: impl Fn(V) -> V) -> Self {
-            let [a, b, c, d] = self.0;
-            Quad([f(a), f(b), f(c), f(d)])
-        }
-        /// `f` on each vector and its counterpart in `o`.
-        #[inline(always)]
-        fn zip(self, o: Self, f: impl Fn(V, V) -> V) -> Self {
-            let ([a, b, c, d], [p, q, r, s]) = (self.0, o.0);
-            Quad([f(a, p), f(b, q), f(c, r), f(d, s)])
-        }
-        /// `f` on each vector and its counterparts in `o` and `w`.
-        #[inline(always)]
-        fn zip3(self, o: Self, w: Self, f: impl Fn(V, V, V) -> V) -> Self {
-            let ([a, b, c, d], [p, q, r, s], [i, j, k, l]) = (self.0, o.0, w.0);
-            Quad([f(a, p, i), f(b, q, j), f(c, r, k), f(d, s, l)])
-        }
+    /// `Arith` methods of a [`Quad`]: the method on each of its vectors in turn.
+    macro_rules! quad_ops {
+        ($($name:ident($($arg:ident),*);)*) => {$(
+            #[inline(always)]
+            unsafe fn $name(self, $($arg: Self),*) -> Self {
+                // SAFETY: each vector's own operation, inlined into a caller with the
+                // features of `V` (the contract of `Arith`'s methods).
+                Quad(std::array::from_fn(|k| unsafe { self.0[k].$name($($arg.0[k]),*) }))
+            }
+        )*};
     }
 
-    // SAFETY (every block of this impl): each vector's own operation, inlined into a caller
-    // with the features of `V` (the contract of `Arith`'s methods).
     impl<V: Arith> Arith for Quad<V> {
         #[inline(always)]
         unsafe fn splat(v: f32) -> Self {
             unsafe { Quad([V::splat(v); 4]) }
         }
-        #[inline(always)]
-        unsafe fn add(self, b: Self) -> Self {
-            self.zip(b, |x, y| unsafe { x.add(y) })
-        }
-        #[inline(always)]
-        unsafe fn sub(self, b: Self) -> Self {
-            self.zip(b, |x, y| unsafe { x.sub(y) })
-        }
-        #[inline(always)]
-        unsafe fn mul(self, b: Self) -> Self {
-            self.zip(b, |x, y| unsafe { x.mul(y) })
-        }
-        #[inline(always)]
-        unsafe fn div(self, b: Self) -> Self {
-            self.zip(b, |x, y| unsafe { x.div(y) })
-        }
-        #[inline(always)]
-        unsafe fn fma(self, b: Self, c: Self) -> Self {
-            self.zip3(b, c, |x, y, z| unsafe { x.fma(y, z) })
-        }
-        #[inline(always)]
-        unsafe fn max(self, b: Self) -> Self {
-            self.zip(b, |x, y| unsafe { x.max(y) })
-        }
-        #[inline(always)]
-        unsafe fn min(self, b: Self) -> Self {
-            self.zip(b, |x, y| unsafe { x.min(y) })
-        }
-        #[inline(always)]
-        unsafe fn or(self, b: Self) -> Self {
-            self.zip(b, |x, y| unsafe { x.or(y) })
-        }
-        #[inline(always)]
-        unsafe fn shl23(self) -> Self {
-            self.map(|x| unsafe { x.shl23() })
-        }
-        #[inline(always)]
-        unsafe fn if_gt(self, v: Self, a: Self, b: Self) -> Self {
-            let ([s0, s1, s2, s3], [v0, v1, v2, v3]) = (self.0, v.0);
-            let ([a0, a1, a2, a3], [b0, b1, b2, b3]) = (a.0, b.0);
-            unsafe {
-                Quad([
-                    s0.if_gt(v0, a0, b0),
-                    s1.if_gt(v1, a1, b1),
-                    s2.if_gt(v2, a2, b2),
-                    s3.if_gt(v3, a3, b3),
-                ])
-            }
-        }
-        #[inline(always)]
-        unsafe fn if_sign_clear(self, a: Self, b: Self) -> Self {
-            self.zip3(a, b, |x, p, q| unsafe { x.if_sign_clear(p, q) })
+        quad_ops! {
+            add(b); sub(b); mul(b); div(b); fma(b, c); max(b); min(b); or(b); shl23();
+            if_gt(v, a, b); if_sign_clear(a, b);
         }
     }
 

@@ -4,34 +4,17 @@
 //! the additions (efficientnet_b0_224's 1152 planes of 49 pixels: 23 µs, against 5 µs for
 //! XNNPACK's NHWC mean).
 //!
-//! Every row is summed as [`sum_lanes`] sums it: eight partial sums over the row's chunks
+//! Every row is summed as the general reduction's [`sum_lanes`] sums it: eight partial sums over the row's chunks
 //! of eight (from zero), then `((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7))`, then the
 //! last `count % 8` elements in order; a mean divides by `count`. On AVX2, eight rows at a
 //! time: one vector of partial sums a row, and the eight rows' final sums formed together by
 //! horizontal adds (addition is commutative, so `hadd`'s operand order gives the same bits).
 
+use super::sum_lanes;
 use crate::threads::{self, SharedMut};
 
 /// Rows summed per task at least (elements).
 const TASK_ELEMS: usize = 1 << 16;
-
-/// The sum of `x` in eight interleaved partial sums, combined pairwise (vectorisable, and
-/// with less rounding error than one running sum); the reference order of this module.
-pub(crate) fn sum_lanes(x: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let chunks = x.chunks_exact(8);
-    let rest = chunks.remainder();
-    for c in chunks {
-        for k in 0..8 {
-            acc[k] += c[k];
-        }
-    }
-    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for &v in rest {
-        s += v;
-    }
-    s
-}
 
 /// `out[r]` = the sum (or, with `mean`, the mean) of `x[r · count..(r + 1) · count]`, for
 /// every row `r` of `out`, split over the thread pool when large. False (nothing written)
@@ -66,7 +49,7 @@ fn rows_range(x: &[f32], count: usize, o: &mut [f32], mean: bool) {
         }
     }
     for (r, v) in o.iter_mut().enumerate().skip(done) {
-        let s = sum_lanes(&x[r * count..(r + 1) * count]);
+        let s = sum_lanes::<f32>(&x[r * count..(r + 1) * count]);
         *v = if mean { s / count as f32 } else { s };
     }
 }
@@ -150,7 +133,7 @@ mod tests {
                         assert!(sum_rows_f32(&x, count, &mut o, mean));
                         threads::set_num_threads(0);
                         for (r, &v) in o.iter().enumerate() {
-                            let s = sum_lanes(&x[r * count..(r + 1) * count]);
+                            let s = sum_lanes::<f32>(&x[r * count..(r + 1) * count]);
                             let want = if mean { s / count as f32 } else { s };
                             assert_eq!(
                                 v.to_bits(),
@@ -187,7 +170,7 @@ mod tests {
             let rows_t = time(&mut || assert!(sum_rows_f32(&x, count, &mut o, true)));
             let one_t = time(&mut || {
                 for (r, v) in o.iter_mut().enumerate() {
-                    *v = sum_lanes(&x[r * count..(r + 1) * count]) / count as f32;
+                    *v = sum_lanes::<f32>(&x[r * count..(r + 1) * count]) / count as f32;
                 }
             });
             println!(
