@@ -14,7 +14,7 @@
 use super::{Conv, View4, conv_geometry, conv2d, depthwise_f32, packed_shape, weight_rows};
 use crate::gemm512;
 use crate::threads::{self, SharedMut};
-use crate::util::{ELEMENTWISE_TASK, contiguous_strides};
+use crate::util::{ELEMENTWISE_TASK, MATH_TASK, contiguous_strides};
 use etch_core::{
     ChainCall, Dynamism, Error, Fused, KernelContext, Result, Scalar, ScalarType, TensorRef,
 };
@@ -507,32 +507,48 @@ fn run_steps(steps: &[Step], src: Option<&[f32]>, o: &mut [f32], adds: &[&[f32]]
     }
     let n = o.len();
     let chunks = n.div_ceil(CHUNK);
-    let tasks = threads::tasks_for(n * steps.len(), ELEMENTWISE_TASK).clamp(1, chunks.max(1));
+    // A sigmoid costs what an `exp` does (`MATH_TASK`), the other steps a pass each.
+    let cost: usize = steps
+        .iter()
+        .map(|s| match s {
+            Step::Sigmoid | Step::SigmoidMul => ELEMENTWISE_TASK / MATH_TASK,
+            _ => 1,
+        })
+        .sum();
+    let tasks = threads::tasks_for(n * cost, ELEMENTWISE_TASK).clamp(1, chunks.max(1));
     let needs_pre = steps.contains(&Step::MulPre);
     let avx512 = crate::util::avx512();
     let out = SharedMut::new(o);
     threads::run_parts(chunks, tasks, &|part| {
-        let mut pre = [0f32; CHUNK];
+        let mut copy = [0f32; CHUNK];
         for ch in part {
             let start = ch * CHUNK;
             let len = CHUNK.min(n - start);
             // SAFETY: chunk `ch` is this task's alone.
             let cur = unsafe { out.slice(start, len) };
-            if let Some(src) = src {
-                cur.copy_from_slice(&src[start..start + len]);
-            }
-            if needs_pre {
-                pre[..len].copy_from_slice(cur);
-            }
+            // The values before the steps: the source chunk, else a copy of the output's.
+            let pre = match src {
+                Some(src) => &src[start..start + len],
+                None if needs_pre => {
+                    copy[..len].copy_from_slice(cur);
+                    &copy[..len]
+                }
+                None => &[][..],
+            };
+            let (first, rest) = match src {
+                // The first step reads the source and writes the chunk (no copy first).
+                Some(_) => (Some(&steps[0]), &steps[1..]),
+                None => (None, steps),
+            };
             let rs = (start, adds);
             #[cfg(target_arch = "x86_64")]
             if avx512 {
                 // SAFETY: the CPU has AVX-512F (`util::avx512`).
-                unsafe { chunk_avx512(steps, cur, &pre, rs) };
+                unsafe { chunk_avx512(first, rest, cur, pre, rs) };
                 continue;
             }
             let _ = avx512;
-            chunk(steps, cur, &pre, rs);
+            chunk(first, rest, cur, pre, rs);
         }
     });
 }
@@ -544,20 +560,35 @@ fn run_steps(steps: &[Step], src: Option<&[f32]>, o: &mut [f32], adds: &[&[f32]]
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn chunk_avx512(
+    first: Option<&Step>,
     steps: &[Step],
     cur: &mut [f32],
-    pre: &[f32; CHUNK],
+    pre: &[f32],
     rs: (usize, &[&[f32]]),
 ) {
-    chunk(steps, cur, pre, rs)
+    chunk(first, steps, cur, pre, rs)
 }
 
 /// The steps over one chunk `cur` (at `start` in the tensor; `pre`: its values before the
-/// steps), the residuals of `adds` in step order.
+/// steps), the residuals of `adds` in step order. `first`, if given, reads `pre` and
+/// writes `cur` (whose values are not read); `steps` then run in place.
 #[inline(always)]
-fn chunk(steps: &[Step], cur: &mut [f32], pre: &[f32; CHUNK], (start, adds): (usize, &[&[f32]])) {
+fn chunk(
+    first: Option<&Step>,
+    steps: &[Step],
+    cur: &mut [f32],
+    pre: &[f32],
+    (start, adds): (usize, &[&[f32]]),
+) {
     let len = cur.len();
     let mut residual = adds.iter();
+    if let Some(s) = first {
+        let r = match s {
+            Step::AddTensor(_) => residual.next().map(|r| &r[start..start + len]),
+            _ => None,
+        };
+        step_from(*s, pre, cur, r);
+    }
     for s in steps {
         match *s {
             Step::Clamp(lo, hi) => {
@@ -593,9 +624,80 @@ fn chunk(steps: &[Step], cur: &mut [f32], pre: &[f32; CHUNK], (start, adds): (us
     }
 }
 
+/// One step from `x` into `out` (`r`: the residual of an `AddTensor`), with [`chunk`]'s
+/// arithmetic for it.
+#[inline(always)]
+fn step_from(s: Step, x: &[f32], out: &mut [f32], r: Option<&[f32]>) {
+    #[inline(always)]
+    fn each(x: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32) {
+        out.iter_mut().zip(x).for_each(|(o, &v)| *o = f(v));
+    }
+    match s {
+        Step::Clamp(lo, hi) => each(x, out, |v| {
+            let y = if v < lo { lo } else { v };
+            if y > hi { hi } else { y }
+        }),
+        Step::Sigmoid => {
+            if !crate::vmath::sigmoid(x, out) {
+                each(x, out, |v| 1.0 / (1.0 + (-v).exp()));
+            }
+        }
+        Step::SigmoidMul => {
+            if !crate::vmath::sigmoid_mul(x, out) {
+                each(x, out, |v| v * (1.0 / (1.0 + (-v).exp())));
+            }
+        }
+        Step::MulPre => each(x, out, |v| v * v),
+        Step::Add(c) => each(x, out, |v| v + c),
+        Step::Mul(c) => each(x, out, |v| v * c),
+        Step::Div(c) => each(x, out, |v| v / c),
+        Step::AddTensor(_) => match r {
+            Some(r) => out
+                .iter_mut()
+                .zip(x)
+                .zip(r)
+                .for_each(|((o, &v), &r)| *o = v + r),
+            None => out.copy_from_slice(x),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every kind of first step gives the same bits reading a scratch tensor (the step
+    /// out of place) as in place over a copy of it.
+    #[test]
+    fn first_step_from_the_source_equals_in_place() {
+        let n = 3 * CHUNK + 5;
+        let x: Vec<f32> = (0..n)
+            .map(|i| ((i * 29) % 97) as f32 * 0.21 - 9.0)
+            .collect();
+        let r: Vec<f32> = (0..n).map(|i| ((i * 11) % 31) as f32 * 0.3 - 4.0).collect();
+        let firsts = [
+            Step::Clamp(-1.5, 2.0),
+            Step::Sigmoid,
+            Step::SigmoidMul,
+            Step::MulPre,
+            Step::Add(3.0),
+            Step::Mul(0.5),
+            Step::Div(6.0),
+            Step::AddTensor(0),
+        ];
+        for first in firsts {
+            let steps = [first, Step::MulPre, Step::Add(0.25)];
+            let mut want = x.clone();
+            run_steps(&steps, None, &mut want, &[&r]);
+            let mut got = vec![0f32; n];
+            run_steps(&steps, Some(&x), &mut got, &[&r]);
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{first:?}");
+        }
+    }
 
     /// The steps over chunks and threads give what each op gives over the whole tensor
     /// (the unfused kernels' arithmetic: the same sigmoid, one rounding a step).
@@ -637,7 +739,11 @@ mod tests {
             let mut o = x.clone();
             run_steps(&steps, None, &mut o, &[&r]);
             assert!(o == want, "in place, {threads} threads");
-            // The same from a scratch tensor, and with the SiLU pair as one step.
+            // The same from a scratch tensor (the first step reads it), and with the SiLU
+            // pair as one step.
+            let mut o1 = vec![0f32; n];
+            run_steps(&steps, Some(&x), &mut o1, &[&r]);
+            assert!(o1 == want, "from scratch, sigmoid first, {threads} threads");
             let mut steps2 = steps.to_vec();
             steps2.splice(..2, [Step::SigmoidMul]);
             let mut o2 = vec![0f32; n];
