@@ -234,6 +234,15 @@ pub fn apply2<O: BinOp>(
         bstrides(b, &shape),
         Shape::from_slice(out.strides())?,
     );
+    if common == ScalarType::Float && a.dtype() == common && b.dtype() == common {
+        let o_dense = out.dtype() == common && *so == *contiguous_strides(&shape);
+        if let Some(done) = o_dense
+            .then(|| by_channel_f32(op, a, b, &sa, &sb, out))
+            .flatten()
+        {
+            return done;
+        }
+    }
     if a.dtype() == common && b.dtype() == common && out.dtype() == common {
         return dispatch_all!(common, name, "input", |T| {
             let (x, y) = (a.data::<T>()?, b.data::<T>()?);
@@ -280,6 +289,59 @@ pub fn apply2<O: BinOp>(
         Class::F64 => mixed::<f64, O>(name, op, a, b, out, st),
         Class::I64 => mixed::<i64, O>(name, op, a, b, out, st),
     }
+}
+
+/// `op` of a dense float32 tensor and a per-channel vector into a dense output (`x · s`
+/// of a squeeze-excitation, `[n, c, h, w]` times `[1, c, 1, 1]`): over planes
+/// ([`planes_by_vector_f32`]) or rows ([`rows_by_vector_f32`]) instead of the broadcasting
+/// walk; `None` for other broadcasts. `sa`, `sb`: the operands' broadcast strides.
+fn by_channel_f32<O: BinOp>(
+    op: O,
+    a: &TensorRef<'_>,
+    b: &TensorRef<'_>,
+    sa: &[usize],
+    sb: &[usize],
+    out: &mut TensorRef<'_>,
+) -> Option<Result<()>> {
+    let shape = out.sizes();
+    let dense = contiguous_strides(shape);
+    // Strides with the dims of size 1 as 0 (they never move).
+    let norm = |st: &[usize]| -> Shape {
+        let mut n = Shape::from_slice(st).unwrap_or_default();
+        n.iter_mut()
+            .zip(shape)
+            .for_each(|(s, &d)| *s = if d == 1 { 0 } else { *s });
+        n
+    };
+    let (na, nb, nd) = (norm(sa), norm(sb), norm(&dense));
+    let (x, v, vs, swap) = match (na[..] == nd[..], nb[..] == nd[..]) {
+        (true, false) => (a, b, nb, false),
+        (false, true) => (b, a, na, true),
+        _ => return None,
+    };
+    // The vector's dims: one run of dims with its own dense strides; broadcast elsewhere.
+    let first = vs.iter().position(|&s| s != 0)?;
+    let end = first
+        + vs[first..]
+            .iter()
+            .position(|&s| s == 0)
+            .unwrap_or(vs.len() - first);
+    let run = contiguous_strides(&shape[first..end]);
+    if vs[end..].iter().any(|&s| s != 0) || *run != vs[first..end] {
+        return None;
+    }
+    let c: usize = shape[first..end].iter().product();
+    let hw: usize = shape[end..].iter().product();
+    let (xs, vs) = (x.data::<f32>().ok()?, v.data::<f32>().ok()?);
+    let v = vs.get(..c)?;
+    let o = out.data_mut::<f32>().ok()?;
+    if c < 2 || xs.len() != o.len() {
+        return None;
+    }
+    Some(match hw {
+        1 => rows_by_vector_f32(op, xs, v, swap, o),
+        _ => planes_by_vector_f32(op, xs, v, hw, swap, o),
+    })
 }
 
 /// `out[r, i] = op(x[r, i], v[i])` (`op(v[i], x[r, i])` with `swap`) for the rows of

@@ -35,6 +35,59 @@ fn add_broadcast_alpha_and_promotion() {
     );
 }
 
+/// Per-channel broadcasts of float32 (`[n, c, h, w]` with `[1, c, 1, 1]`, `[c, 1, 1]`,
+/// `[c]` last, either operand order; a squeeze-excitation's `x · s`) take the per-plane and
+/// per-row kernels: each element is `op(x, v[ch])` rounded once, as the walk computes it,
+/// for 1 and 3 threads.
+#[test]
+fn per_channel_broadcasts() {
+    let cases: [(&[usize], &[usize], usize); 5] = [
+        (&[2, 5, 7, 9], &[1, 5, 1, 1], 63),
+        (&[1, 24, 28, 28], &[24, 1, 1], 784),
+        (&[3, 40], &[40], 1),
+        (&[1, 16, 33], &[1, 16, 1], 33),
+        (&[4, 6, 5], &[6, 1], 5),
+    ];
+    for threads in [1, 3] {
+        etch_kernels::threads::set_num_threads(threads);
+        for (xs, vs, hw) in cases {
+            let n: usize = xs.iter().product();
+            let c: usize = vs.iter().product();
+            let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+            let v: Vec<f32> = (0..c).map(|i| 0.5 + i as f32 * 0.173).collect();
+            for (op, f) in [
+                ("aten::mul.out", (|a, b| a * b) as fn(f32, f32) -> f32),
+                ("aten::div.out", |a, b| a / b),
+                ("aten::sub.out", |a, b| a - b),
+            ] {
+                for swap in [false, true] {
+                    let mut e = Env::default();
+                    let (xt, vt) = (e.t(&x, xs), e.t(&v, vs));
+                    let o = e.out(ScalarType::Float, xs);
+                    let (p, q) = if swap { (vt, xt) } else { (xt, vt) };
+                    let mut args = vec![p, q];
+                    if op == "aten::sub.out" {
+                        args.push(e.int(1));
+                    }
+                    args.extend([o, o]);
+                    e.run(op, &args).unwrap();
+                    let got = e.get::<f32>(o);
+                    for (i, (&g, &a)) in got.iter().zip(&x).enumerate() {
+                        let b = v[i / hw % c];
+                        let want = if swap { f(b, a) } else { f(a, b) };
+                        assert_eq!(
+                            g.to_bits(),
+                            want.to_bits(),
+                            "{op} {xs:?} {vs:?} {swap} @{i}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    etch_kernels::threads::set_num_threads(0);
+}
+
 #[test]
 fn mul_scalar_promotes_and_integer_ops_wrap() {
     let mut e = Env::default();
