@@ -35,9 +35,9 @@ pub fn sigmoid_mul(x: &[f32], out: &mut [f32]) -> bool {
     map(x, out, Kind::SigmoidMul)
 }
 
-/// `out[i] = x[i] * clamp(x[i] + 3, 0, 6) / 6` with the scalar formula's roundings (the
-/// sum, the clamp keeping NaN, the product, then the division), bit for bit; `false` if the
-/// CPU has no vector variant.
+/// `out[i] = x[i] * min(max(fma(x[i], 1/6, 1/2), 0), 1)`, XNNPACK's hardswish (what
+/// `unary::Hardswish` computes, bit for bit; not PyTorch's `x * clamp(x + 3, 0, 6) / 6`,
+/// which portable programs keep); `false` if the CPU has no vector variant.
 pub fn hardswish(x: &[f32], out: &mut [f32]) -> bool {
     map(x, out, Kind::Hardswish)
 }

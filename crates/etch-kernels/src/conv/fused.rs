@@ -35,6 +35,10 @@ enum Step {
     SigmoidMul,
     /// Times the value before the first step (SiLU's and hardswish's product).
     MulPre,
+    /// `x · clamp(x + 3, 0, 6) / 6` as the calls of PyTorch's decomposition compute it (the
+    /// sum, the clamp, the product, the division: one rounding each), as the first step,
+    /// in one pass instead of five.
+    Hardswish,
     Add(f32),
     Mul(f32),
     Div(f32),
@@ -191,6 +195,23 @@ fn plan(ctx: &KernelContext<'_>, chain: &[ChainCall<'_>]) -> Result<Option<Fused
     }
     if steps.starts_with(&[Step::Sigmoid, Step::MulPre]) {
         steps.splice(..2, [Step::SigmoidMul]);
+    }
+    // Hardswish as PyTorch decomposes it: `x + 3`, the clamps to [0, 6] (one call or two),
+    // the product with `x`, the division by 6.
+    let (inf, ninf) = (f32::INFINITY, f32::NEG_INFINITY);
+    for clamps in [
+        &[Step::Clamp(0.0, inf), Step::Clamp(ninf, 6.0)][..],
+        &[Step::Clamp(0.0, 6.0)],
+    ] {
+        let pattern: Vec<Step> = [
+            &[Step::Add(3.0)][..],
+            clamps,
+            &[Step::MulPre, Step::Div(6.0)],
+        ]
+        .concat();
+        if steps.starts_with(&pattern) {
+            steps.splice(..pattern.len(), [Step::Hardswish]);
+        }
     }
     let s = x.sizes();
     Ok(Some(Fused {
@@ -511,13 +532,25 @@ fn run_steps(steps: &[Step], src: Option<&[f32]>, o: &mut [f32], adds: &[&[f32]]
     let cost: usize = steps
         .iter()
         .map(|s| match s {
-            Step::Sigmoid | Step::SigmoidMul => ELEMENTWISE_TASK / MATH_TASK,
+            Step::Sigmoid | Step::SigmoidMul | Step::Hardswish => ELEMENTWISE_TASK / MATH_TASK,
             _ => 1,
         })
         .sum();
     let tasks = threads::tasks_for(n * cost, ELEMENTWISE_TASK).clamp(1, chunks.max(1));
     let needs_pre = steps.contains(&Step::MulPre);
-    let avx512 = crate::util::avx512();
+    // The widest variant this CPU has, chosen once.
+    let chunk_fn: ChunkFn = {
+        #[cfg(target_arch = "x86_64")]
+        if crate::util::avx512() {
+            chunk_avx512
+        } else if std::arch::is_x86_feature_detected!("avx2") {
+            chunk_avx2
+        } else {
+            chunk_baseline
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        chunk_baseline
+    };
     let out = SharedMut::new(o);
     threads::run_parts(chunks, tasks, &|part| {
         let mut copy = [0f32; CHUNK];
@@ -540,17 +573,44 @@ fn run_steps(steps: &[Step], src: Option<&[f32]>, o: &mut [f32], adds: &[&[f32]]
                 Some(_) => (Some(&steps[0]), &steps[1..]),
                 None => (None, steps),
             };
-            let rs = (start, adds);
-            #[cfg(target_arch = "x86_64")]
-            if avx512 {
-                // SAFETY: the CPU has AVX-512F (`util::avx512`).
-                unsafe { chunk_avx512(first, rest, cur, pre, rs) };
-                continue;
-            }
-            let _ = avx512;
-            chunk(first, rest, cur, pre, rs);
+            // SAFETY: `chunk_fn` is a variant the CPU has (above).
+            unsafe { chunk_fn(first, rest, cur, pre, (start, adds)) };
         }
     });
+}
+
+/// A variant of [`chunk`]; unsafe as its variants need their instruction sets.
+type ChunkFn = unsafe fn(Option<&Step>, &[Step], &mut [f32], &[f32], (usize, &[&[f32]]));
+
+/// [`chunk`] as built (the baseline variant of [`ChunkFn`]).
+///
+/// # Safety
+/// None (unsafe only to share [`ChunkFn`]'s type).
+unsafe fn chunk_baseline(
+    first: Option<&Step>,
+    steps: &[Step],
+    cur: &mut [f32],
+    pre: &[f32],
+    rs: (usize, &[&[f32]]),
+) {
+    chunk(first, steps, cur, pre, rs)
+}
+
+/// [`chunk`] compiled for AVX2 (8-lane loops where the baseline build has 4; the same
+/// roundings: no contraction into fused multiply-adds).
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn chunk_avx2(
+    first: Option<&Step>,
+    steps: &[Step],
+    cur: &mut [f32],
+    pre: &[f32],
+    rs: (usize, &[&[f32]]),
+) {
+    chunk(first, steps, cur, pre, rs)
 }
 
 /// [`chunk`] compiled for AVX-512F (its loops in 16-lane vectors; the same roundings).
@@ -611,6 +671,7 @@ fn chunk(
                 }
             }
             Step::MulPre => cur.iter_mut().zip(pre).for_each(|(v, p)| *v *= p),
+            Step::Hardswish => cur.iter_mut().for_each(|v| *v = hardswish(*v)),
             Step::Add(c) => cur.iter_mut().for_each(|v| *v += c),
             Step::Mul(c) => cur.iter_mut().for_each(|v| *v *= c),
             Step::Div(c) => cur.iter_mut().for_each(|v| *v /= c),
@@ -622,6 +683,15 @@ fn chunk(
             }
         }
     }
+}
+
+/// PyTorch's decomposed hardswish, `x · clamp(x + 3, 0, 6) / 6` (NaN stays NaN).
+#[inline(always)]
+fn hardswish(x: f32) -> f32 {
+    let t = x + 3.0;
+    let t = if t < 0.0 { 0.0 } else { t };
+    let t = if t > 6.0 { 6.0 } else { t };
+    x * t / 6.0
 }
 
 /// One step from `x` into `out` (`r`: the residual of an `AddTensor`), with [`chunk`]'s
@@ -648,6 +718,7 @@ fn step_from(s: Step, x: &[f32], out: &mut [f32], r: Option<&[f32]>) {
             }
         }
         Step::MulPre => each(x, out, |v| v * v),
+        Step::Hardswish => each(x, out, hardswish),
         Step::Add(c) => each(x, out, |v| v + c),
         Step::Mul(c) => each(x, out, |v| v * c),
         Step::Div(c) => each(x, out, |v| v / c),
@@ -680,6 +751,7 @@ mod tests {
             Step::Sigmoid,
             Step::SigmoidMul,
             Step::MulPre,
+            Step::Hardswish,
             Step::Add(3.0),
             Step::Mul(0.5),
             Step::Div(6.0),
@@ -696,6 +768,40 @@ mod tests {
                 .zip(&want)
                 .all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same, "{first:?}");
+        }
+    }
+
+    /// The hardswish step gives the bits of the five steps it replaces (PyTorch's
+    /// decomposition), in place and from a scratch tensor, NaN and infinities included.
+    #[test]
+    fn hardswish_step_equals_the_decomposition() {
+        let mut x: Vec<f32> = (0..5000).map(|i| (i as f32 - 2500.0) * 0.0037).collect();
+        x.extend([
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -3.0,
+            3.0,
+            -0.0,
+            1e-30,
+        ]);
+        let five = [
+            Step::Add(3.0),
+            Step::Clamp(0.0, f32::INFINITY),
+            Step::Clamp(f32::NEG_INFINITY, 6.0),
+            Step::MulPre,
+            Step::Div(6.0),
+        ];
+        let mut want = x.clone();
+        run_steps(&five, None, &mut want, &[]);
+        for src in [false, true] {
+            let mut got = if src { vec![0f32; x.len()] } else { x.clone() };
+            run_steps(&[Step::Hardswish], src.then_some(&x[..]), &mut got, &[]);
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "from the source: {src}");
         }
     }
 
