@@ -234,14 +234,11 @@ pub fn apply2<O: BinOp>(
         bstrides(b, &shape),
         Shape::from_slice(out.strides())?,
     );
-    if common == ScalarType::Float && a.dtype() == common && b.dtype() == common {
-        let o_dense = out.dtype() == common && *so == *contiguous_strides(&shape);
-        if let Some(done) = o_dense
-            .then(|| by_channel_f32(op, a, b, &sa, &sb, out))
-            .flatten()
-        {
-            return done;
-        }
+    let floats = [a.dtype(), b.dtype(), out.dtype()]
+        .iter()
+        .all(|&t| t == ScalarType::Float);
+    if floats && let Some(done) = by_channel_f32(op, a, b, [&sa, &sb, &so], out) {
+        return done;
     }
     if a.dtype() == common && b.dtype() == common && out.dtype() == common {
         return dispatch_all!(common, name, "input", |T| {
@@ -294,13 +291,13 @@ pub fn apply2<O: BinOp>(
 /// `op` of a dense float32 tensor and a per-channel vector into a dense output (`x · s`
 /// of a squeeze-excitation, `[n, c, h, w]` times `[1, c, 1, 1]`): over planes
 /// ([`planes_by_vector_f32`]) or rows ([`rows_by_vector_f32`]) instead of the broadcasting
-/// walk; `None` for other broadcasts. `sa`, `sb`: the operands' broadcast strides.
+/// walk; `None` for other broadcasts. `[sa, sb, so]`: the operands' broadcast strides and
+/// the output's strides.
 fn by_channel_f32<O: BinOp>(
     op: O,
     a: &TensorRef<'_>,
     b: &TensorRef<'_>,
-    sa: &[usize],
-    sb: &[usize],
+    [sa, sb, so]: [&[usize]; 3],
     out: &mut TensorRef<'_>,
 ) -> Option<Result<()>> {
     let shape = out.sizes();
@@ -314,6 +311,9 @@ fn by_channel_f32<O: BinOp>(
         n
     };
     let (na, nb, nd) = (norm(sa), norm(sb), norm(&dense));
+    if norm(so)[..] != nd[..] {
+        return None;
+    }
     let (x, v, vs, swap) = match (na[..] == nd[..], nb[..] == nd[..]) {
         (true, false) => (a, b, nb, false),
         (false, true) => (b, a, na, true),

@@ -568,120 +568,129 @@ fn run_steps(steps: &[Step], src: Option<&[f32]>, o: &mut [f32], adds: &[&[f32]]
                 }
                 None => &[][..],
             };
-            let (first, rest) = match src {
-                // The first step reads the source and writes the chunk (no copy first).
-                Some(_) => (Some(&steps[0]), &steps[1..]),
-                None => (None, steps),
-            };
+            let src = src.map(|src| &src[start..start + len]);
             // SAFETY: `chunk_fn` is a variant the CPU has (above).
-            unsafe { chunk_fn(first, rest, cur, pre, (start, adds)) };
+            unsafe { chunk_fn(steps, src, cur, pre, (start, adds)) };
         }
     });
 }
 
 /// A variant of [`chunk`]; unsafe as its variants need their instruction sets.
-type ChunkFn = unsafe fn(Option<&Step>, &[Step], &mut [f32], &[f32], (usize, &[&[f32]]));
+type ChunkFn = unsafe fn(&[Step], Option<&[f32]>, &mut [f32], &[f32], (usize, &[&[f32]]));
 
-/// [`chunk`] as built (the baseline variant of [`ChunkFn`]).
-///
-/// # Safety
-/// None (unsafe only to share [`ChunkFn`]'s type).
-unsafe fn chunk_baseline(
-    first: Option<&Step>,
-    steps: &[Step],
-    cur: &mut [f32],
-    pre: &[f32],
-    rs: (usize, &[&[f32]]),
-) {
-    chunk(first, steps, cur, pre, rs)
+/// [`chunk`] compiled for each instruction set: its loops in the set's vectors, the same
+/// roundings (no contraction into fused multiply-adds).
+macro_rules! chunk_variants {
+    ($($(#[$attr:meta])* $name:ident, $needs:literal;)*) => {$(
+        /// [`chunk`] for the variants of [`ChunkFn`].
+        ///
+        /// # Safety
+        #[doc = $needs]
+        $(#[$attr])*
+        unsafe fn $name(
+            steps: &[Step],
+            src: Option<&[f32]>,
+            cur: &mut [f32],
+            pre: &[f32],
+            rs: (usize, &[&[f32]]),
+        ) {
+            chunk(steps, src, cur, pre, rs)
+        }
+    )*};
 }
 
-/// [`chunk`] compiled for AVX2 (8-lane loops where the baseline build has 4; the same
-/// roundings: no contraction into fused multiply-adds).
-///
-/// # Safety
-/// The CPU has AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn chunk_avx2(
-    first: Option<&Step>,
-    steps: &[Step],
-    cur: &mut [f32],
-    pre: &[f32],
-    rs: (usize, &[&[f32]]),
-) {
-    chunk(first, steps, cur, pre, rs)
-}
-
-/// [`chunk`] compiled for AVX-512F (its loops in 16-lane vectors; the same roundings).
-///
-/// # Safety
-/// The CPU has AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn chunk_avx512(
-    first: Option<&Step>,
-    steps: &[Step],
-    cur: &mut [f32],
-    pre: &[f32],
-    rs: (usize, &[&[f32]]),
-) {
-    chunk(first, steps, cur, pre, rs)
+chunk_variants! {
+    chunk_baseline, "None (unsafe only to share [`ChunkFn`]'s type).";
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    chunk_avx2, "The CPU has AVX2.";
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    chunk_avx512, "The CPU has AVX-512F.";
 }
 
 /// The steps over one chunk `cur` (at `start` in the tensor; `pre`: its values before the
-/// steps), the residuals of `adds` in step order. `first`, if given, reads `pre` and
-/// writes `cur` (whose values are not read); `steps` then run in place.
+/// steps), the residuals of `adds` in step order. With `src`, the first step reads it and
+/// writes `cur` (whose values are not read); every other step runs in place.
 #[inline(always)]
 fn chunk(
-    first: Option<&Step>,
     steps: &[Step],
+    src: Option<&[f32]>,
     cur: &mut [f32],
     pre: &[f32],
     (start, adds): (usize, &[&[f32]]),
 ) {
     let len = cur.len();
     let mut residual = adds.iter();
-    if let Some(s) = first {
+    for (k, &s) in steps.iter().enumerate() {
         let r = match s {
             Step::AddTensor(_) => residual.next().map(|r| &r[start..start + len]),
             _ => None,
         };
-        step_from(*s, pre, cur, r);
+        step(s, src.filter(|_| k == 0), cur, pre, r);
     }
-    for s in steps {
-        match *s {
-            Step::Clamp(lo, hi) => {
-                // `aten::clamp`'s order: the lower bound, then the upper.
-                for v in cur.iter_mut() {
-                    let y = if *v < lo { lo } else { *v };
-                    *v = if y > hi { hi } else { y };
-                }
-            }
-            // In place (a copy through a scratch chunk, a `memmove` call per chunk, made
-            // these steps 1.5x slower than the sigmoid into another buffer).
-            Step::Sigmoid => {
-                if !crate::vmath::sigmoid_in_place(cur) {
-                    cur.iter_mut().for_each(|v| *v = 1.0 / (1.0 + (-*v).exp()));
-                }
-            }
-            Step::SigmoidMul => {
-                if !crate::vmath::sigmoid_mul_in_place(cur) {
-                    cur.iter_mut().for_each(|v| *v *= 1.0 / (1.0 + (-*v).exp()));
-                }
-            }
-            Step::MulPre => cur.iter_mut().zip(pre).for_each(|(v, p)| *v *= p),
-            Step::Hardswish => cur.iter_mut().for_each(|v| *v = hardswish(*v)),
-            Step::Add(c) => cur.iter_mut().for_each(|v| *v += c),
-            Step::Mul(c) => cur.iter_mut().for_each(|v| *v *= c),
-            Step::Div(c) => cur.iter_mut().for_each(|v| *v /= c),
-            Step::AddTensor(_) => {
-                if let Some(r) = residual.next() {
-                    let r = &r[start..start + len];
-                    cur.iter_mut().zip(r).for_each(|(v, r)| *v += r);
-                }
+}
+
+/// One step into `cur`, from `src` when given, else in place (`pre`: the values before the
+/// steps; `r`: the residual of an `AddTensor`).
+#[inline(always)]
+fn step(s: Step, src: Option<&[f32]>, cur: &mut [f32], pre: &[f32], r: Option<&[f32]>) {
+    /// `cur[i] = f(v[i])`, `v` being `src` or `cur` itself.
+    #[inline(always)]
+    fn each(src: Option<&[f32]>, cur: &mut [f32], f: impl Fn(f32) -> f32) {
+        match src {
+            Some(x) => cur.iter_mut().zip(x).for_each(|(o, &v)| *o = f(v)),
+            None => cur.iter_mut().for_each(|v| *v = f(*v)),
+        }
+    }
+    /// `cur[i] = f(v[i], w[i])`.
+    #[inline(always)]
+    fn each2(src: Option<&[f32]>, cur: &mut [f32], w: &[f32], f: impl Fn(f32, f32) -> f32) {
+        match src {
+            Some(x) => cur
+                .iter_mut()
+                .zip(x)
+                .zip(w)
+                .for_each(|((o, &v), &w)| *o = f(v, w)),
+            None => cur.iter_mut().zip(w).for_each(|(v, &w)| *v = f(*v, w)),
+        }
+    }
+    let sigmoid = |v: f32| 1.0 / (1.0 + (-v).exp());
+    match s {
+        // `aten::clamp`'s order: the lower bound, then the upper.
+        Step::Clamp(lo, hi) => each(src, cur, |v| {
+            let y = if v < lo { lo } else { v };
+            if y > hi { hi } else { y }
+        }),
+        // In place (a copy through a scratch chunk, a `memmove` call per chunk, made these
+        // steps 1.5x slower than the sigmoid into another buffer).
+        Step::Sigmoid => {
+            let vector = match src {
+                Some(x) => crate::vmath::sigmoid(x, cur),
+                None => crate::vmath::sigmoid_in_place(cur),
+            };
+            if !vector {
+                each(src, cur, sigmoid);
             }
         }
+        Step::SigmoidMul => {
+            let vector = match src {
+                Some(x) => crate::vmath::sigmoid_mul(x, cur),
+                None => crate::vmath::sigmoid_mul_in_place(cur),
+            };
+            if !vector {
+                each(src, cur, |v| v * sigmoid(v));
+            }
+        }
+        Step::MulPre => each2(src, cur, pre, |v, p| v * p),
+        Step::Hardswish => each(src, cur, hardswish),
+        Step::Add(c) => each(src, cur, |v| v + c),
+        Step::Mul(c) => each(src, cur, |v| v * c),
+        Step::Div(c) => each(src, cur, |v| v / c),
+        Step::AddTensor(_) => match r {
+            Some(r) => each2(src, cur, r, |v, r| v + r),
+            None => each(src, cur, |v| v),
+        },
     }
 }
 
@@ -692,45 +701,6 @@ fn hardswish(x: f32) -> f32 {
     let t = if t < 0.0 { 0.0 } else { t };
     let t = if t > 6.0 { 6.0 } else { t };
     x * t / 6.0
-}
-
-/// One step from `x` into `out` (`r`: the residual of an `AddTensor`), with [`chunk`]'s
-/// arithmetic for it.
-#[inline(always)]
-fn step_from(s: Step, x: &[f32], out: &mut [f32], r: Option<&[f32]>) {
-    #[inline(always)]
-    fn each(x: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32) {
-        out.iter_mut().zip(x).for_each(|(o, &v)| *o = f(v));
-    }
-    match s {
-        Step::Clamp(lo, hi) => each(x, out, |v| {
-            let y = if v < lo { lo } else { v };
-            if y > hi { hi } else { y }
-        }),
-        Step::Sigmoid => {
-            if !crate::vmath::sigmoid(x, out) {
-                each(x, out, |v| 1.0 / (1.0 + (-v).exp()));
-            }
-        }
-        Step::SigmoidMul => {
-            if !crate::vmath::sigmoid_mul(x, out) {
-                each(x, out, |v| v * (1.0 / (1.0 + (-v).exp())));
-            }
-        }
-        Step::MulPre => each(x, out, |v| v * v),
-        Step::Hardswish => each(x, out, hardswish),
-        Step::Add(c) => each(x, out, |v| v + c),
-        Step::Mul(c) => each(x, out, |v| v * c),
-        Step::Div(c) => each(x, out, |v| v / c),
-        Step::AddTensor(_) => match r {
-            Some(r) => out
-                .iter_mut()
-                .zip(x)
-                .zip(r)
-                .for_each(|((o, &v), &r)| *o = v + r),
-            None => out.copy_from_slice(x),
-        },
-    }
 }
 
 #[cfg(test)]
