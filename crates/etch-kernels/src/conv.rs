@@ -744,11 +744,11 @@ fn conv2d<T: FElem>(c: &Conv, xs: &[T], ws: &[T], bs: Option<&[T]>, o: &mut [T])
             });
         }
     } else {
-        threads::run(tasks, &|t| {
+        threads::run_shares(units, tasks, &|t, range| {
             let base = t * per_task;
             // SAFETY: task `t` owns its region of `buf`.
             let wsp = unsafe { buf.slice(base + col_len + acc_len, ws_len) };
-            for u in threads::part(units, tasks, t) {
+            for u in range {
                 if !direct_in {
                     im2col(u, 0..npix, base);
                 }
@@ -815,10 +815,10 @@ fn depthwise<T: FElem>(
     let per_task = (prows * pwid + DW_LANES_MAX * sw + pwid).next_multiple_of(16);
     let mut pads = crate::scratch::take(tasks * per_task, zero);
     let pads = SharedMut::new(&mut pads);
-    threads::run(tasks, &|t| {
+    threads::run_shares(planes, tasks, &|t, range| {
         // SAFETY: task `t`'s own padded plane.
         let pad = unsafe { pads.slice(t * per_task, per_task) };
-        for plane in threads::part(planes, tasks, t) {
+        for plane in range {
             match &fast {
                 Some(f) => f.plane(&g, plane, pad),
                 None => dw_plane_dispatch(&g, plane, pad),

@@ -25,6 +25,7 @@
 //! the scratch pool, so nothing allocates once warm.
 
 use crate::threads::{self, SharedMut};
+use std::ops::Range;
 
 #[cfg(target_arch = "x86_64")]
 #[path = "gemm512/avx2.rs"]
@@ -624,8 +625,8 @@ fn fc_split(
         // Large outputs (1×1 convolutions of NHWC images: 4.8 MB for mobilenet_v2's
         // 16 -> 96 at 112²) are written from memory: their lines are fetched ahead.
         let pf_out = m * n * 4 >= FC_PF_OUT_BYTES && fc_prefetch();
-        let body = |t: usize| {
-            for u in threads::part(units, tasks, t) {
+        let body = |_: usize, range: Range<usize>| {
+            for u in range {
                 let (blk, rt) = (u / row_tiles, u % row_tiles);
                 let r0 = rt * MR;
                 let rows = MR.min(m - r0);
@@ -667,11 +668,7 @@ fn fc_split(
                 }
             }
         };
-        if tasks == 1 {
-            body(0);
-        } else {
-            threads::run(tasks, &body);
-        }
+        threads::run_shares(units, tasks, &body);
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (x, m, k, packed, n, out, lo, hi, threaded);
@@ -1235,10 +1232,16 @@ fn pack_block(
     }
 }
 
-/// Task `t`'s units: one at a time when they run by panels ([`ConvPlan`]`::by_panels`);
-/// else runs of consecutive units of one tile group become one range of panels.
-fn conv_task(s: &ConvShape, p: &ConvPlan, ops: &ConvOps<'_>, t: usize, colt: &mut [f32]) {
-    let range = threads::part(p.units, p.tasks, t);
+/// Units `range` of a task: one at a time when they run by panels
+/// ([`ConvPlan`]`::by_panels`); else runs of consecutive units of one tile group become one
+/// range of panels.
+fn conv_task(
+    s: &ConvShape,
+    p: &ConvPlan,
+    ops: &ConvOps<'_>,
+    range: Range<usize>,
+    colt: &mut [f32],
+) {
     let per = p.per_item * p.chunks;
     let mut u = range.start;
     while u < range.end {
@@ -1736,14 +1739,14 @@ fn conv2d_with(
                 lo,
                 hi,
             };
-            threads::run(sp.tasks, &|t| {
+            threads::run_shares(sp.units, sp.tasks, &|t, units| {
                 // SAFETY: task `t` owns buffer `t` (`sp.tasks <= p.tasks`: fewer channels,
                 // no more work; the same im2col length).
                 let colt = unsafe { col.slice(t * task_len, task_len) };
                 if sp.mode == Mode::Pixels {
-                    pixels::task(&sub, &sp, &ops, t, colt);
+                    pixels::task(&sub, &sp, &ops, units, colt);
                 } else {
-                    conv_task(&sub, &sp, &ops, t, colt);
+                    conv_task(&sub, &sp, &ops, units, colt);
                 }
             });
         }

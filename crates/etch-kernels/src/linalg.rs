@@ -128,10 +128,10 @@ pub fn gemm_batched<F: Float + GemmElem>(
     let ws = SharedMut::new(&mut ws);
     let dst = SharedMut::new(out);
     let (pa, pb) = (a.data.as_ptr() as usize, b.data.as_ptr() as usize);
-    threads::run(tasks, &|t| {
+    threads::run_shares(units, tasks, &|t, range| {
         // SAFETY: task `t` owns workspace `t`.
         let w = unsafe { ws.slice(t * ws_len, ws_len) };
-        for u in threads::part(units, tasks, t) {
+        for u in range {
             let (bi, j) = (u / per_item, u % per_item);
             let (rows, cols) = match axis {
                 Axis::Rows => (block(j), 0..d.n),

@@ -86,10 +86,10 @@ pub(super) fn run(
     let bufs = SharedMut::new(&mut bufs);
     let out = SharedMut::new(o);
     let geo = Geo { hp, wp, kk, fma };
-    threads::run(tasks, &|t| {
+    threads::run_shares(units, tasks, &|t, range| {
         // SAFETY: task `t`'s own buffer.
         let buf = unsafe { bufs.slice(t * per, per) };
-        for u in threads::part(units, tasks, t) {
+        for u in range {
             // SAFETY: AVX-512F (`util::avx512`) for 16 lanes, else AVX2 and FMA
             // (`dw256::available`); the group's input and output planes are in bounds
             // (checked above) and its outputs this task's alone.

@@ -148,20 +148,10 @@ pub(super) fn run(
     let work = planes * c.oh * c.ow * plan.kk;
     let tasks = threads::tasks_for(work, super::DEPTHWISE_TASK_WORK).min(planes);
     let out = SharedMut::new(o);
-    threads::run(tasks, &|t| {
+    threads::run_parts(planes, tasks, &|part| {
         // SAFETY: AVX-512F (checked above); every plane's input and output spans are in
         // bounds (checked above), and the planes of `part` (their outputs) this task's alone.
-        unsafe {
-            planes_avx512(
-                &plan,
-                c,
-                xs,
-                (w, bs),
-                &out,
-                threads::part(planes, tasks, t),
-                (clamp, fma),
-            )
-        };
+        unsafe { planes_avx512(&plan, c, xs, (w, bs), &out, part, (clamp, fma)) };
     });
     true
 }

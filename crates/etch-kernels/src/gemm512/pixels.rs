@@ -11,7 +11,7 @@
 //! same bits.
 
 use super::{CONV_KC, ConvLayout, ConvOps, ConvPlan, ConvShape, MR, Mode, conv_weight_at};
-use crate::threads;
+use std::ops::Range;
 
 /// The most pixels of a tile.
 pub(super) const PX: usize = 8;
@@ -339,15 +339,20 @@ pub(super) fn scratch_len(s: &ConvShape) -> usize {
     s.oh * row_tiles(s.ow).0 * PX * 32
 }
 
-/// Task `t`'s units of a convolution in pixel tiles: per (item, 32-channel group) and
-/// block of [`CONV_KC`] terms, every tile of the item's output rows (the block's weights,
-/// 32 KiB, stay in L1 while they pass over it), prefetching the next block's.
-pub(super) fn task(s: &ConvShape, p: &ConvPlan, ops: &ConvOps<'_>, t: usize, accs: &mut [f32]) {
+/// Units `range` of a convolution in pixel tiles: per (item, 32-channel group) and block
+/// of [`CONV_KC`] terms, every tile of the item's output rows (the block's weights, 32 KiB,
+/// stay in L1 while they pass over it), prefetching the next block's.
+pub(super) fn task(
+    s: &ConvShape,
+    p: &ConvPlan,
+    ops: &ConvOps<'_>,
+    range: Range<usize>,
+    accs: &mut [f32],
+) {
     debug_assert_eq!(p.mode, Mode::Pixels);
     let groups32 = s.cout_g.div_ceil(32);
     let (per_row, width) = row_tiles(s.ow);
     let tiles = s.oh * per_row;
-    let range = threads::part(p.units, p.tasks, t);
     // Unit `u`'s group weights (biases first), and the first row of its channels' block
     // starting at term `r0` (the block's pairs of panels are contiguous).
     let block = |u: usize, r0: usize| {

@@ -26,9 +26,8 @@ pub fn sum_rows_f32(x: &[f32], count: usize, out: &mut [f32], mean: bool) -> boo
     }
     let tasks = threads::tasks_for(rows * count, TASK_ELEMS).min(rows.div_ceil(8));
     let out = SharedMut::new(out);
-    threads::run(tasks, &|t| {
+    threads::run_parts(rows.div_ceil(8), tasks, &|blocks| {
         // Blocks of eight rows per task, so that the vector path takes whole blocks.
-        let blocks = threads::part(rows.div_ceil(8), tasks, t);
         let (r0, r1) = (blocks.start * 8, rows.min(blocks.end * 8));
         // SAFETY: rows `r0..r1` of `out` are this task's alone.
         let o = unsafe { out.slice(r0, r1 - r0) };
