@@ -241,8 +241,9 @@ pub fn set_layout(layout: Option<Layout>) {
 /// The layout for graph `g`: [`set_layout`]'s, else `ETCH_XNNPACK_LAYOUT`'s (`nhwc` or
 /// `nchw`), else NHWC for graphs with depthwise convolutions (mobilenets, efficientnets:
 /// their depthwise layers run at XNNPACK's speed only channels-last) and channels-first
-/// for the others (resnets: etch's NCHW convolutions are as fast there, and the portable
-/// program's layout).
+/// for the others (resnets: etch's NCHW convolutions are as fast there on Intel's cores,
+/// and the portable program's layout), except on AMD's AVX-512 cores (see
+/// [`nhwc_pays`]).
 pub fn layout(g: &Graph) -> Layout {
     match LAYOUT.load(std::sync::atomic::Ordering::Relaxed) {
         1 => return Layout::ChannelsFirst,
@@ -261,10 +262,11 @@ pub fn layout(g: &Graph) -> Layout {
     }
 }
 
-/// Whether graph `g` has depthwise convolutions and every convolution and pooling node of
-/// it has an NHWC kernel (`lower/nhwc.rs`): fp32, one group or one output channel a
-/// group, max pooling; and the CPU has AVX-512F ([`etch_kernels::gemm512::avx512`]), or
-/// AVX2 and FMA with enough depthwise work on large planes ([`avx2_nhwc_pays`]).
+/// Whether graph `g` has depthwise convolutions (or the CPU is an AMD one with AVX-512)
+/// and every convolution and pooling node of it has an NHWC kernel (`lower/nhwc.rs`):
+/// fp32, one group or one output channel a group, max pooling; and the CPU has AVX-512F
+/// ([`etch_kernels::gemm512::avx512`]), or AVX2 and FMA with enough depthwise work on
+/// large planes ([`avx2_nhwc_pays`]).
 fn nhwc_pays(g: &Graph) -> bool {
     use super::graph::{ConvKind, Datatype};
     let f32_value = |id: u32| {
@@ -290,7 +292,9 @@ fn nhwc_pays(g: &Graph) -> bool {
             return false;
         }
     }
-    depthwise
+    // Graphs without depthwise convolutions (resnets) too on AMD's AVX-512 cores
+    // ([`etch_kernels::gemm512::amd_avx512`]).
+    (depthwise || etch_kernels::gemm512::amd_avx512())
         && (etch_kernels::gemm512::avx512()
             || etch_kernels::conv::nhwc::available() && avx2_nhwc_pays(g))
 }
