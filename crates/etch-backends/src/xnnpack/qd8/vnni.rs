@@ -29,36 +29,63 @@ fn lanes(n: usize) -> __mmask16 {
 pub(super) unsafe fn quantize_row(x: &[f32], q: &mut [i8]) -> (f32, f32) {
     debug_assert_eq!(x.len(), q.len());
     let len = x.len();
-    let mut vmin = _mm512_set1_ps(f32::INFINITY);
-    let mut vmax = _mm512_set1_ps(f32::NEG_INFINITY);
+    // Four running extrema each (one dependent chain per vector would bound the loop by
+    // the min/max latency).
+    let mut vmin = [_mm512_set1_ps(f32::INFINITY); 4];
+    let mut vmax = [_mm512_set1_ps(f32::NEG_INFINITY); 4];
     let mut i = 0;
+    while i + 64 <= len {
+        for (u, (lo, hi)) in vmin.iter_mut().zip(&mut vmax).enumerate() {
+            // SAFETY: elements `i + 16 u..i + 16 u + 16` are inside `x`.
+            let v = unsafe { _mm512_loadu_ps(x.as_ptr().add(i + 16 * u)) };
+            // `vminps` returns its second operand when either is NaN.
+            *lo = _mm512_min_ps(v, *lo);
+            *hi = _mm512_max_ps(v, *hi);
+        }
+        i += 64;
+    }
     while i < len {
         let m = lanes(len - i);
         // SAFETY: lanes at and past `len` are masked off.
         let v = unsafe { _mm512_maskz_loadu_ps(m, x.as_ptr().add(i)) };
-        // `vminps` returns its second operand when either is NaN.
-        vmin = _mm512_mask_min_ps(vmin, m, v, vmin);
-        vmax = _mm512_mask_max_ps(vmax, m, v, vmax);
+        vmin[0] = _mm512_mask_min_ps(vmin[0], m, v, vmin[0]);
+        vmax[0] = _mm512_mask_max_ps(vmax[0], m, v, vmax[0]);
         i += 16;
     }
+    // NaN never enters the running extrema, so the order they are combined in does not
+    // change them.
+    let vmin = _mm512_min_ps(_mm512_min_ps(vmin[0], vmin[1]), _mm512_min_ps(vmin[2], vmin[3]));
+    let vmax = _mm512_max_ps(_mm512_max_ps(vmax[0], vmax[1]), _mm512_max_ps(vmax[2], vmax[3]));
     let (min, max) = (_mm512_reduce_min_ps(vmin), _mm512_reduce_max_ps(vmax));
     let (zp, inv, scale) = super::row_params(min, max);
     let lo = _mm512_set1_ps(-128.0 - zp as f32);
     let hi = _mm512_set1_ps(127.0 - zp as f32);
     let (vs, vz) = (_mm512_set1_ps(scale), _mm512_set1_epi32(zp));
-    let mut i = 0;
-    while i < len {
-        let m = lanes(len - i);
-        // SAFETY: as above.
-        let v = unsafe { _mm512_maskz_loadu_ps(m, x.as_ptr().add(i)) };
+    let quantize = |v: __m512| {
         // max(NaN, lo) is lo, as `f32::max`.
         let y = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, vs), lo), hi);
         let y = _mm512_cvt_roundps_epi32::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(y);
-        // SAFETY: as above (`q` has `x`'s length); every value is in [-128, 127].
+        // Every value is in [-128, 127].
+        _mm512_add_epi32(y, vz)
+    };
+    let mut i = 0;
+    while i + 16 <= len {
+        // SAFETY: elements `i..i + 16` are inside `x` and `q` (`q` has `x`'s length).
         unsafe {
-            _mm512_mask_cvtepi32_storeu_epi8(q.as_mut_ptr().add(i), m, _mm512_add_epi32(y, vz))
-        };
+            let y = quantize(_mm512_loadu_ps(x.as_ptr().add(i)));
+            // Narrowed in a register and stored whole: the masked narrowing store
+            // (`vpmovdb` to memory) is slow on Zen 4.
+            _mm_storeu_si128(q.as_mut_ptr().add(i).cast(), _mm512_cvtepi32_epi8(y));
+        }
         i += 16;
+    }
+    if i < len {
+        let m = lanes(len - i);
+        // SAFETY: lanes at and past `len` are masked off.
+        unsafe {
+            let y = quantize(_mm512_maskz_loadu_ps(m, x.as_ptr().add(i)));
+            _mm512_mask_cvtepi32_storeu_epi8(q.as_mut_ptr().add(i), m, y);
+        }
     }
     (zp as f32, inv)
 }
