@@ -299,7 +299,8 @@ fn nhwc_speed() {
 }
 
 /// `cargo test --release -p etch-kernels --lib nhwc_conv_speed -- --ignored --nocapture`:
-/// mobilenet_v2_224's stem and 1×1 convolutions on NHWC tensors, one thread.
+/// mobilenet_v2_224's stem and 1×1 convolutions and resnet18_224's convolutions on NHWC
+/// tensors, one thread.
 #[test]
 #[ignore]
 fn nhwc_conv_speed() {
@@ -317,6 +318,11 @@ fn nhwc_conv_speed() {
         (7, 320, 1280, 1, 1),
         (14, 96, 576, 1, 1),
         (56, 64, 64, 3, 1),
+        (56, 64, 128, 3, 2),
+        (28, 128, 128, 3, 1),
+        (14, 256, 256, 3, 1),
+        (7, 512, 512, 3, 1),
+        (14, 256, 512, 1, 2),
     ] {
         let mut s = shape(1, hw, c, co, k, st, k / 2, 1);
         s.w = hw;

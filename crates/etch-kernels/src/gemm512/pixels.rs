@@ -27,6 +27,12 @@ const STORE_COST: usize = 64;
 /// ms); 1150 keeps the 8×8 plane in an im2col but sends the 14×14 planes to the wide grid
 /// (8-30% slower).
 const PX_PERMILLE: usize = 1050;
+/// [`PX_PERMILLE`] on AMD's AVX-512 cores (Zen 4: `resnet18_conv_speed`), where pixel tiles
+/// beat the wide grid on resnet18's 56² and 28² planes (64 -> 64 on 56²: 2.29 -> 2.19 ms;
+/// 128 -> 128 on 28²: 2.36 -> 2.16) and 64 -> 128 on 32² at stride 2 (0.47 -> 0.39), while
+/// 64 -> 64 on 32² stays in rows (pixel tiles 0.89 against 0.71 ms): any figure between
+/// 889 and 939 makes those choices.
+const PX_PERMILLE_AMD512: usize = 900;
 
 /// Whether convolutions may take pixel tiles: where the packed products run (AVX-512F, or
 /// AVX2 and FMA: [`x86_avx2`]), unless `ETCH_CONV_PIXELS=0` (never, for comparisons).
@@ -67,7 +73,11 @@ pub(super) fn cost(s: &ConvShape, kk: usize) -> Option<usize> {
         && s.os[1]
             .checked_mul(32)
             .is_some_and(|v| v < i32::MAX as usize);
-    fits.then(|| npix * (kk * PX_PERMILLE / 1000 + STORE_COST))
+    let permille = match super::amd_avx512() {
+        true => PX_PERMILLE_AMD512,
+        false => PX_PERMILLE,
+    };
+    fits.then(|| npix * (kk * permille / 1000 + STORE_COST))
 }
 
 /// The units of a convolution in pixel tiles: (batch item and group, 32-channel group).

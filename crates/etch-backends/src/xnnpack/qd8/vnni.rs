@@ -54,8 +54,14 @@ pub(super) unsafe fn quantize_row(x: &[f32], q: &mut [i8]) -> (f32, f32) {
     }
     // NaN never enters the running extrema, so the order they are combined in does not
     // change them.
-    let vmin = _mm512_min_ps(_mm512_min_ps(vmin[0], vmin[1]), _mm512_min_ps(vmin[2], vmin[3]));
-    let vmax = _mm512_max_ps(_mm512_max_ps(vmax[0], vmax[1]), _mm512_max_ps(vmax[2], vmax[3]));
+    let vmin = _mm512_min_ps(
+        _mm512_min_ps(vmin[0], vmin[1]),
+        _mm512_min_ps(vmin[2], vmin[3]),
+    );
+    let vmax = _mm512_max_ps(
+        _mm512_max_ps(vmax[0], vmax[1]),
+        _mm512_max_ps(vmax[2], vmax[3]),
+    );
     let (min, max) = (_mm512_reduce_min_ps(vmin), _mm512_reduce_max_ps(vmax));
     let (zp, inv, scale) = super::row_params(min, max);
     let lo = _mm512_set1_ps(-128.0 - zp as f32);
