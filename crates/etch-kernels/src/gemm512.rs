@@ -84,22 +84,7 @@ pub fn avx512() -> bool {
 /// channels-first ones on resnet18 (one thread 0.96x, two 0.80x, session 29), where on
 /// Intel's AVX-512 cores they lost (session 22: 1.05-1.2x).
 pub fn amd_avx512() -> bool {
-    static AMD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    avx512()
-        && *AMD.get_or_init(|| {
-            #[cfg(target_arch = "x86_64")]
-            {
-                // CPUID leaf 0: the vendor string in EBX, EDX, ECX.
-                let r = std::arch::x86_64::__cpuid(0);
-                let mut v = [0u8; 12];
-                v[..4].copy_from_slice(&r.ebx.to_le_bytes());
-                v[4..8].copy_from_slice(&r.edx.to_le_bytes());
-                v[8..].copy_from_slice(&r.ecx.to_le_bytes());
-                &v == b"AuthenticAMD"
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            false
-        })
+    avx512() && crate::util::amd_cpu()
 }
 
 /// The instruction set the packed products run on.

@@ -1129,6 +1129,26 @@ pub(crate) fn avx512() -> bool {
     false
 }
 
+/// Whether the CPU is AMD's (CPUID vendor "AuthenticAMD"), for choices that differ by
+/// microarchitecture rather than by instruction set (cached).
+pub(crate) fn amd_cpu() -> bool {
+    static AMD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AMD.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // CPUID leaf 0: the vendor string in EBX, EDX, ECX.
+            let r = std::arch::x86_64::__cpuid(0);
+            let mut v = [0u8; 12];
+            v[..4].copy_from_slice(&r.ebx.to_le_bytes());
+            v[4..8].copy_from_slice(&r.edx.to_le_bytes());
+            v[8..].copy_from_slice(&r.ecx.to_le_bytes());
+            &v == b"AuthenticAMD"
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    })
+}
+
 /// Whether the CPU has AVX2 and FMA (the 8-lane kernels' features).
 pub(crate) fn avx2_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
