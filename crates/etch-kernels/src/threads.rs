@@ -57,7 +57,8 @@ pub fn set_num_threads(n: usize) {
 /// and the workers the next ones, so consecutive operations split the same way find their
 /// data in the cache of the core that wrote it (measured: with four smaller tasks per
 /// thread, taken in any order, elementwise ops after a split convolution ran up to 2x
-/// slower than on one thread). A thread that is late loses its task to the others.
+/// slower than on one thread). A thread that is late loses the back of its share to the
+/// others ([`run_shares`]).
 pub const TASKS_PER_THREAD: usize = 1;
 
 /// How many tasks to split `work` units over so that each task has at least `min_work`:
@@ -320,6 +321,8 @@ pub fn run_shares(n: usize, tasks: usize, f: &(dyn Fn(usize, Range<usize>) + Syn
         f(0, 0..n);
         return;
     }
+    // Fixed parts where `run` would run the tasks one after another anyway (one thread,
+    // or inside a task): each then goes front to back, with nothing to balance.
     if tasks > SHARE_SLOTS
         || n > u32::MAX as usize
         || num_threads() <= 1
@@ -497,16 +500,21 @@ impl<'a, T> SharedMut<'a, T> {
 mod tests {
     use super::*;
 
+    /// Runs `body` with a counter for each of `0..n` and checks every one was hit once.
+    fn each_once(n: usize, body: impl FnOnce(&(dyn Fn(usize) + Sync))) {
+        let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+        body(&|i| {
+            hits[i].fetch_add(1, Ordering::Relaxed);
+        });
+        assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+    }
+
     #[test]
     fn every_task_runs_once_with_any_thread_count() {
         for threads in [1, 2, 3, 8] {
             set_num_threads(threads);
             for n in [0, 1, 2, 7, 100, 1000] {
-                let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
-                run(n, &|i| {
-                    hits[i].fetch_add(1, Ordering::Relaxed);
-                });
-                assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+                each_once(n, |hit| run(n, hit));
             }
         }
         set_num_threads(0);
@@ -541,14 +549,12 @@ mod tests {
             set_num_threads(threads);
             for n in [0, 1, 2, 7, 100, 1000] {
                 for tasks in [1, 2, 3, 5, 70] {
-                    let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
-                    run_shares(n, tasks, &|t, r| {
-                        assert!(t < tasks.max(1));
-                        for i in r {
-                            hits[i].fetch_add(1, Ordering::Relaxed);
-                        }
+                    each_once(n, |hit| {
+                        run_shares(n, tasks, &|t, r| {
+                            assert!(t < tasks.max(1));
+                            r.for_each(hit);
+                        })
                     });
-                    assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
                 }
             }
         }
