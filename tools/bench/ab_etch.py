@@ -11,13 +11,12 @@ median), then ExecuTorch's pip runtime on the delegated program (`--et`); the su
 each engine's minimum and median over the rounds and every round's figure.
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_xnnpack import ExecuTorch, etch_bench  # noqa: E402
 
 
 def main():
@@ -34,18 +33,13 @@ def main():
     inp = os.path.join(a.dir, "in0.npy")
     et = None
     if a.et:
-        from compare_xnnpack import ExecuTorch
-
         et = ExecuTorch(os.path.join(a.dir, "xnnpack.pte"), [inp], a.threads)
     res = {}
-    env = dict(os.environ, ETCH_NUM_THREADS=str(a.threads))
     for r in range(a.rounds):
         for b in a.bins.split(","):
             for p in ptes:
-                cmd = [b, "bench", os.path.join(a.dir, p + ".pte"), "--iterations", str(a.iters),
-                       "--json", "--input", inp]
-                out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
-                res.setdefault((os.path.basename(b), p), []).append(json.loads(out.stdout)["median_ms"])
+                ms = etch_bench(b, os.path.join(a.dir, p + ".pte"), [inp], a.threads, a.iters)
+                res.setdefault((os.path.basename(b), p), []).append(ms)
         if et:
             res.setdefault(("executorch", "xnnpack"), []).append(et.bench(a.iters))
         print("round", r, {f"{k[0]}/{k[1]}": round(v[-1], 2) for k, v in res.items()}, flush=True)

@@ -34,14 +34,9 @@ def main():
     for _ in range(a.rounds):
         for b in bins:
             runs[b].append(ae.events(b, pte, inputs, a.threads, a.iterations))
-    mins = {}
     for b in bins:
-        lists = [evs for evs, _ in runs[b]]
-        if any(len(e) != len(lists[0]) for e in lists):
-            sys.exit(f"{b}: the event lists differ between rounds")
-        mins[b] = [(lists[0][i][0], min(e[i][1] for e in lists)) for i in range(len(lists[0]))]
         print(f"{b}: execute min {min(ex for _, ex in runs[b]):.3f} ms")
-    first, second = mins[bins[0]], mins[bins[1]]
+    first, second = (ae.minimums(runs[b], b) for b in bins)
     for (name, x), (_, y) in zip(first, second):
         if max(x, y) > 0.05:
             print(f"{name[:40]:40} {x * 1000:8.1f} {y * 1000:8.1f} {y / x:5.2f}")

@@ -46,6 +46,14 @@ def events(etch, pte, inputs, threads, iterations):
     return [(n, ms) for n, ms in evs if n not in co.SKIP], execute
 
 
+def minimums(runs, what):
+    """Each event's minimum over rounds of `events` (the lists line up round to round)."""
+    first = runs[0][0]
+    if any(len(evs) != len(first) for evs, _ in runs):
+        sys.exit(f"{what}: the event lists differ between rounds")
+    return [(first[i][0], min(evs[i][1] for evs, _ in runs)) for i in range(len(first))]
+
+
 def grouped(evs):
     """The delegate's events as the portable program fuses them."""
     out = []
@@ -81,13 +89,7 @@ def main():
                 evs = grouped(evs)
             runs[kind].append((evs, execute))
 
-    def minimums(kind):
-        first = runs[kind][0][0]
-        if any(len(r[0]) != len(first) for r in runs[kind]):
-            sys.exit(f"{kind}: the event lists differ between rounds")
-        return [(first[i][0], min(r[0][i][1] for r in runs[kind])) for i in range(len(first))]
-
-    p, x = minimums("portable"), minimums("xnnpack")
+    p, x = minimums(runs["portable"], "portable"), minimums(runs["xnnpack"], "xnnpack")
     ex = {k: min(r[1] for r in v) for k, v in runs.items()}
     print(f"{a.model_dir}, {a.threads} thread(s), minimums of {a.rounds} rounds of {a.iterations} executions")
     print(f"execute: portable {ex['portable']:.3f} ms, XNNPACK-delegated {ex['xnnpack']:.3f} ms")
