@@ -324,6 +324,9 @@ impl Module {
             // Convolutions fused with their batch norm and activation (ETCH_FUSE_KERNELS=0:
             // each call on its own).
             fuse_kernels: std::env::var("ETCH_FUSE_KERNELS").map_or(true, |v| v != "0"),
+            // Feature maps channels-last where a convolution gains (ETCH_CHANNELS_LAST=0:
+            // as exported).
+            channels_last: std::env::var("ETCH_CHANNELS_LAST").map_or(true, |v| v != "0"),
             device_context: None,
         }
     }

@@ -6,41 +6,18 @@
 
 mod common;
 
-use common::manifest;
-use etch::{LoadConfig, Method, Program, Value};
-use std::sync::Arc;
+use common::{load_case, run_f32};
+use etch::Method;
 
 const FUSED: &str = "etch::fused_convolution";
 
 /// The method as loaded with or without fusion, with its first case's inputs set.
 fn load(fixture: &str, method: &str, fuse: bool) -> Method {
-    let fx = manifest().into_iter().find(|f| f.name == fixture).unwrap();
-    let bytes = std::fs::read(&fx.pte).unwrap();
-    let program = Program::from_bytes(&bytes).unwrap();
-    let kernels = Arc::new(etch::default_kernels());
-    let mut config = LoadConfig::new(kernels, Arc::new(etch::default_backends()));
-    config.fuse_kernels = fuse;
-    let mut m = Method::load(&program, method, &config).unwrap();
-    let case = fx.cases.iter().find(|c| c.method == method).unwrap();
-    m.set_inputs(&case.load_inputs()).unwrap();
-    m
+    load_case(fixture, method, |c| c.fuse_kernels = fuse)
 }
 
-/// The float32 outputs of one run.
 fn run(m: &mut Method) -> Vec<Vec<f32>> {
-    m.execute().unwrap();
-    let outs = m.output_values().unwrap();
-    outs.iter()
-        .map(|v| match v {
-            Value::Tensor(t) => t
-                .as_bytes()
-                .unwrap()
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
-            other => panic!("unexpected output {other:?}"),
-        })
-        .collect()
+    run_f32(m)
 }
 
 fn count(calls: &[&str], op: &str) -> usize {

@@ -28,8 +28,10 @@ fn run_with(fixture: &str, prepare: bool, convs_only: bool) -> Vec<Vec<u8>> {
     }
     let mut config = LoadConfig::new(Arc::new(kernels), Arc::new(etch::default_backends()));
     config.prepare_kernels = prepare;
-    // Convolutions run on their own (fusion packs its own weights).
+    // Convolutions run on their own (fusion packs its own weights), channels-first (the
+    // layout choice needs the hooks; tests/layout.rs compares it).
     config.fuse_kernels = false;
+    config.channels_last = false;
     let mut method = Method::load(&program, "forward", &config).unwrap();
     method.set_inputs(&fx.cases[0].load_inputs()).unwrap();
     method.execute().unwrap();

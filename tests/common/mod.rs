@@ -15,6 +15,38 @@ pub fn simulated() -> (Arc<DeviceRegistry>, Arc<SimulatedAllocator>) {
     (Arc::new(r), sim)
 }
 
+/// `fixture`'s `method`, loaded with the default kernels and backends and the load options
+/// `configure` sets, with the inputs of its first case of that method set.
+pub fn load_case(
+    fixture: &str,
+    method: &str,
+    configure: impl FnOnce(&mut etch::LoadConfig),
+) -> etch::Method {
+    let fx = manifest().into_iter().find(|f| f.name == fixture).unwrap();
+    let bytes = std::fs::read(&fx.pte).unwrap();
+    let program = etch::Program::from_bytes(&bytes).unwrap();
+    let kernels = Arc::new(etch::default_kernels());
+    let mut config = etch::LoadConfig::new(kernels, Arc::new(etch::default_backends()));
+    configure(&mut config);
+    let mut m = etch::Method::load(&program, method, &config).unwrap();
+    let case = fx.cases.iter().find(|c| c.method == method).unwrap();
+    m.set_inputs(&case.load_inputs()).unwrap();
+    m
+}
+
+/// The float32 outputs of one run of `m`.
+pub fn run_f32(m: &mut etch::Method) -> Vec<Vec<f32>> {
+    m.execute().unwrap();
+    m.output_values()
+        .unwrap()
+        .iter()
+        .map(|v| match v {
+            Value::Tensor(t) => t.to_vec::<f32>().unwrap(),
+            other => panic!("unexpected output {other:?}"),
+        })
+        .collect()
+}
+
 pub fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }

@@ -164,6 +164,7 @@ impl Backend for ExecutorBackend {
             fold_constants: config.fold_constants,
             prepare_kernels: config.prepare_kernels,
             fuse_kernels: config.fuse_kernels,
+            channels_last: config.channels_last,
             device_context: device_context.clone(),
             device_constants: config.device_constants.clone(),
         };

@@ -74,6 +74,27 @@ pub struct Fused {
 /// on the thread count.
 pub type FuseFn = fn(&KernelContext<'_>, &[ChainCall<'_>]) -> Result<Option<Fused>>;
 
+/// Which tensor arguments of one call may be laid out channels-last (dim order `0, 2, 3,
+/// 1`) by the load-time layout choice ([`KernelRegistry::register_layout`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LayoutRule {
+    /// Arguments that share one layout: all channels-first or all channels-last.
+    pub tied: Vec<usize>,
+    /// Arguments the kernel reads in either layout: channels-last only with the tied ones,
+    /// channels-first (contiguous) whatever they are.
+    pub adapts: Vec<usize>,
+    /// Whether running the tied arguments channels-last pays (a convolution that is faster
+    /// so); the others only follow.
+    pub gains: bool,
+}
+
+/// A kernel's layout hook ([`KernelRegistry::register_layout`]): for one call site, with
+/// its arguments as they are at load (every tensor in its default dim order), the
+/// arguments that the kernel runs channels-last as well, or `None` when it runs this call
+/// channels-first only. Tensor arguments the rule does not name keep their layout, except
+/// `[n, c, 1, 1]` and other tensors whose layouts are the same bytes.
+pub type LayoutFn = fn(&KernelContext<'_>) -> Option<LayoutRule>;
+
 /// A scalar argument (PyTorch's `Scalar`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Scalar {
@@ -556,6 +577,7 @@ pub struct KernelRegistry {
     kernels: HashMap<String, KernelFn>,
     prepares: HashMap<String, PrepareFn>,
     fusions: HashMap<String, FuseFn>,
+    layouts: HashMap<String, LayoutFn>,
 }
 
 impl KernelRegistry {
@@ -594,6 +616,15 @@ impl KernelRegistry {
     /// The fusion registered for chains starting with `head`, if any.
     pub fn fusion_fn(&self, head: &str) -> Option<FuseFn> {
         self.fusions.get(head).copied()
+    }
+    /// Registers the layout hook of the kernel registered as `name` (replacing any earlier
+    /// one; see [`LayoutFn`]).
+    pub fn register_layout(&mut self, name: &str, f: LayoutFn) {
+        self.layouts.insert(name.to_string(), f);
+    }
+    /// The layout hook registered for `name`, if any.
+    pub fn layout_fn(&self, name: &str) -> Option<LayoutFn> {
+        self.layouts.get(name).copied()
     }
     /// Looks a kernel up by full name.
     pub fn get(&self, name: &str) -> Option<KernelFn> {

@@ -22,8 +22,8 @@ pub use graph::{
     DeviceContext, DeviceExecHooks, DeviceGraph, DeviceGuard, DeviceOpTimer, lock_device,
 };
 pub use kernel::{
-    ChainCall, Dims, FuseFn, Fused, KernelContext, KernelFn, KernelRegistry, PrepareFn, Prepared,
-    Scalar, operator_name,
+    ChainCall, Dims, FuseFn, Fused, KernelContext, KernelFn, KernelRegistry, LayoutFn, LayoutRule,
+    PrepareFn, Prepared, Scalar, operator_name,
 };
 pub use scalar::{Element, ScalarType};
 pub use source::{ByteSource, Prefix};

@@ -226,6 +226,14 @@ impl TensorImpl {
     pub fn is_channels_last(&self) -> bool {
         self.ndim == 4 && self.dim_order() == [0, 2, 3, 1]
     }
+    /// Lays the same sizes and memory out in another dim order (a load-time layout
+    /// choice: the bytes are read again in the new order, nothing is moved).
+    pub fn set_dim_order(&mut self, order: &[u8]) -> Result<()> {
+        validate_dim_order(order, self.ndim as usize)?;
+        self.dim_order[..order.len()].copy_from_slice(order);
+        self.compute_strides();
+        Ok(())
+    }
     /// The raw data pointer (null for unbound inputs).
     pub fn data_ptr(&self) -> *mut u8 {
         self.data

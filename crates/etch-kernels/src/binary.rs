@@ -300,7 +300,18 @@ fn by_channel_f32<O: BinOp>(
     [sa, sb, so]: [&[usize]; 3],
     out: &mut TensorRef<'_>,
 ) -> Option<Result<()>> {
-    let shape = out.sizes();
+    // The dims in the output's memory order (a channels-last output: `n, h, w, c`, where a
+    // `[n, c, 1, 1]` vector is per row of channels).
+    let order = out.dim_order();
+    let perm = |st: &[usize]| -> Option<Shape> {
+        let mut p = Shape::new();
+        for &d in order {
+            p.push(*st.get(d as usize)?).ok()?;
+        }
+        Some(p)
+    };
+    let (shape, sa, sb, so) = (perm(out.sizes())?, perm(sa)?, perm(sb)?, perm(so)?);
+    let (shape, sa, sb, so) = (&shape[..], &sa[..], &sb[..], &so[..]);
     let dense = contiguous_strides(shape);
     // Strides with the dims of size 1 as 0 (they never move).
     let norm = |st: &[usize]| -> Shape {

@@ -3,6 +3,8 @@
 
 use crate::dispatch_float;
 
+#[path = "conv/channels_last.rs"]
+mod channels_last;
 #[cfg(target_arch = "x86_64")]
 #[path = "conv/dw256.rs"]
 mod dw256;
@@ -24,7 +26,7 @@ use crate::linalg::{GemmDims, MatRef, gemm_batched};
 use crate::maxpool::{self, PoolGeom, window_max};
 use crate::threads::{self, SharedMut};
 use crate::util::*;
-use etch_core::{Error, KernelContext, KernelRegistry, Prepared, Result, TensorRef};
+use etch_core::{Error, KernelContext, KernelRegistry, LayoutRule, Prepared, Result, TensorRef};
 
 /// A 4-D view (N, C, H, W) of a 3-D or 4-D tensor: sizes and strides.
 #[derive(Clone, Copy, Debug)]
@@ -220,6 +222,18 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
         )));
     }
     geom.ov = ov;
+    if let Some(p) = ctx.prepared::<PackedNhwc>()
+        && out.is_channels_last()
+        && p.weight
+            == (
+                w.data_ptr() as usize,
+                [geom.wv.n, geom.wv.c, geom.wv.h, geom.wv.w],
+            )
+    {
+        let (xs, o) = (channels_last::input(OP, &x)?, out.data_mut::<f32>()?);
+        let all = (f32::NEG_INFINITY, f32::INFINITY);
+        return channels_last::run(OP, &geom, &p.weights, xs, o, all);
+    }
     if x.dtype() == etch_core::ScalarType::Float && g == 1 && gemm512::available() {
         if let Some(p) = ctx.prepared::<PackedConv>()
             && prepacked_conv_f32(&geom, p, &x, &w, &mut out)?
@@ -350,6 +364,62 @@ fn prepacked_conv_f32(
     Ok(gemm512::conv2d(&s, xs, &p.packed, p.layout, o, lo, hi).is_ok())
 }
 
+/// A constant weight and bias packed at load for the NHWC kernels, where the output is
+/// channels-last ([`channels_last`]).
+struct PackedNhwc {
+    weights: channels_last::NhwcWeights,
+    /// The weight it was packed from (its data's address and sizes).
+    weight: (usize, [usize; 4]),
+}
+
+/// Whether `t` is a float32 tensor.
+fn f32s(t: &TensorRef<'_>) -> bool {
+    t.dtype() == etch_core::ScalarType::Float
+}
+
+/// The geometry of a float32 2-D convolution (not transposed) whose weight and bias are
+/// constants and whose input has a static shape: what the packing at load takes.
+fn constant_conv(ctx: &KernelContext<'_>) -> Result<Option<Conv>> {
+    let bias = ctx.opt_tensor(2)?;
+    let (x, w) = (ctx.tensor(0)?, ctx.tensor(1)?);
+    if !ctx.is_constant(1)
+        || bias.is_some() && !ctx.is_constant(2)
+        || ctx.bool(6)?
+        || !f32s(&x)
+        || !f32s(&w)
+        || bias.as_ref().is_some_and(|b| !f32s(b))
+        || x.dim() != 4
+        || x.dynamism() != etch_core::Dynamism::Static
+    {
+        return Ok(None);
+    }
+    Ok(conv_geometry(ctx, &x, &w).ok())
+}
+
+/// `aten::convolution.out`'s layout hook ([`channels_last::rule`]).
+fn convolution_layout(ctx: &KernelContext<'_>) -> Option<LayoutRule> {
+    let out = ctx.tensor(9).ok()?;
+    if !f32s(&out) || out.dynamism() != etch_core::Dynamism::Static {
+        return None;
+    }
+    channels_last::rule(&constant_conv(ctx).ok()??)
+}
+
+/// The weights of `c` packed for the NHWC kernels (`w` its weight tensor).
+fn pack_nhwc(
+    c: &Conv,
+    w: &TensorRef<'_>,
+    bias: Option<&[f32]>,
+) -> Result<Option<channels_last::NhwcWeights>> {
+    let (ws, wv) = (w.data::<f32>()?, c.wv);
+    let taps = c.kh * c.kw;
+    let term = |co: usize, r: usize| {
+        let (ci, t) = (r / taps, r % taps);
+        ws[co * wv.s[0] + ci * wv.s[1] + t / c.kw * wv.s[2] + t % c.kw * wv.s[3]]
+    };
+    Ok(channels_last::NhwcWeights::pack(c, term, bias))
+}
+
 /// `aten::convolution.out`'s load-time hook: a float32 one-group convolution whose weight
 /// (and bias) are constants gets them packed once ([`PackedConv`]) instead of on every
 /// call. `None` for every other call, bad arguments included (the kernel reports those
@@ -361,7 +431,6 @@ fn convolution_prepare(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
 /// [`convolution_prepare`]'s packing, or why not.
 fn pack_convolution(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
     let bias = ctx.opt_tensor(2)?;
-    let f32s = |t: &TensorRef<'_>| t.dtype() == etch_core::ScalarType::Float;
     let (x, w) = (ctx.tensor(0)?, ctx.tensor(1)?);
     if !gemm512::available()
         || !ctx.is_constant(1)
@@ -381,6 +450,18 @@ fn pack_convolution(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
         Some(b) => Some(b.data::<f32>()?),
         None => None,
     };
+    if ctx.tensor(9)?.is_channels_last() {
+        let Some(c) = constant_conv(ctx)? else {
+            return Ok(None);
+        };
+        let wv = c.wv;
+        return Ok(pack_nhwc(&c, &w, bs)?.map(|weights| {
+            std::sync::Arc::new(PackedNhwc {
+                weights,
+                weight: (ws.as_ptr() as usize, [wv.n, wv.c, wv.h, wv.w]),
+            }) as Prepared
+        }));
+    }
     // (Sizes the kernel will reject when it runs: left to it.)
     let Some((s, ld, kk)) = weight_rows(&c, ws).filter(|_| c.g == 1) else {
         return Ok(None);
@@ -1308,6 +1389,22 @@ fn max_pool2d(ctx: &mut KernelContext<'_>, op: &str, with_idx: bool) -> Result<(
         dil: [dh, dw],
     };
     let tasks = threads::tasks_for(xv.n * xv.c * oh * ow * kh * kw, POOL_TASK);
+    // Channels-last float32 feature maps (the load-time layout choice): whole pixels.
+    let nhwc = |t: &TensorRef<'_>| t.dim() == 4 && t.is_channels_last();
+    if x.dtype() == etch_core::ScalarType::Float
+        && nhwc(&x)
+        && nhwc(&out)
+        && idx.as_ref().is_none_or(nhwc)
+    {
+        let (xs, o) = (x.data::<f32>()?, out.data_mut::<f32>()?);
+        let io = match &mut idx {
+            Some(t) => Some(t.data_mut::<i64>()?),
+            None => None,
+        };
+        if maxpool::pixels_f32(&g, (xv.n, xv.c), xs, o, io) {
+            return Ok(());
+        }
+    }
     let io = match &mut idx {
         Some(idx) => Some(SharedMut::new(idx.data_mut::<i64>()?)),
         None => None,
@@ -1511,6 +1608,7 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
     reg.register("aten::convolution.out", convolution_out)?;
     reg.register_prepare("aten::convolution.out", convolution_prepare);
     reg.register_fusion("aten::convolution.out", fused::fuse_convolution);
+    reg.register_layout("aten::convolution.out", convolution_layout);
     reg.register(
         "aten::max_pool2d_with_indices.out",
         max_pool2d_with_indices_out,

@@ -14,6 +14,7 @@ pub mod etch_ops;
 pub mod gemm;
 pub mod gemm512;
 pub mod index;
+pub mod layout;
 pub mod linalg;
 pub mod llama;
 pub mod llama_gdr;
@@ -52,6 +53,7 @@ pub fn register_portable(reg: &mut KernelRegistry) -> Result<()> {
     quantized::register(reg)?;
     etch_ops::register(reg)?;
     device_copy::register(reg)?;
+    layout::register(reg);
     Ok(())
 }
 

@@ -31,6 +31,24 @@ pub struct PoolGeom {
     pub dil: [usize; 2],
 }
 
+/// Calls `f(ih, iw)` for the elements of output `(y, xo)`'s window inside the image, row
+/// by row and left to right.
+#[inline(always)]
+fn window(g: &PoolGeom, y: usize, xo: usize, mut f: impl FnMut(usize, usize)) {
+    for i in 0..g.kernel[0] {
+        let ih = (y * g.stride[0] + i * g.dil[0]) as isize - g.pad[0] as isize;
+        if ih < 0 || ih as usize >= g.h {
+            continue;
+        }
+        for j in 0..g.kernel[1] {
+            let iw = (xo * g.stride[1] + j * g.dil[1]) as isize - g.pad[1] as isize;
+            if iw >= 0 && (iw as usize) < g.w {
+                f(ih as usize, iw as usize);
+            }
+        }
+    }
+}
+
 /// The maximum of output `(y, xo)`'s window and its index in the plane, reading input
 /// element `(ih, iw)` through `at` (the rule of the module doc).
 #[inline(always)]
@@ -42,24 +60,187 @@ pub fn window_max<F: Float>(
 ) -> (F, i64) {
     let mut best = F::NEG_INFINITY;
     let mut bi: i64 = -1;
-    for i in 0..g.kernel[0] {
-        let ih = (y * g.stride[0] + i * g.dil[0]) as isize - g.pad[0] as isize;
-        if ih < 0 || ih as usize >= g.h {
+    window(g, y, xo, |ih, iw| {
+        let v = at(ih, iw);
+        if bi < 0 || v > best || v.is_nan() && !best.is_nan() {
+            best = v;
+            bi = (ih * g.w + iw) as i64;
+        }
+    });
+    (best, bi.max(0))
+}
+
+/// Max pooling of channels-last pixels `x` (`[n, h, w, c]` in memory) into `out` (`[n, oh,
+/// ow, c]`) and their indices `idx` (each the element's offset in its `H×W` plane), by the
+/// rule of the module doc, over whole pixels of channels at a time; split over the thread
+/// pool by output rows. `false` (nothing written) for operands of other sizes.
+pub fn pixels_f32(
+    g: &PoolGeom,
+    (n, c): (usize, usize),
+    x: &[f32],
+    out: &mut [f32],
+    idx: Option<&mut [i64]>,
+) -> bool {
+    let len = |h: usize, w: usize| n.checked_mul(h)?.checked_mul(w)?.checked_mul(c);
+    let olen = len(g.oh, g.ow);
+    if len(g.h, g.w) != Some(x.len())
+        || olen != Some(out.len())
+        || idx.as_ref().is_some_and(|i| Some(i.len()) != olen)
+        || c == 0
+        || g.kernel[0].saturating_mul(g.kernel[1]) > MAX_TAPS
+        || g.h.saturating_mul(g.w) > i32::MAX as usize
+    {
+        return false;
+    }
+    let work = out.len() * g.kernel[0] * g.kernel[1];
+    let tasks = crate::threads::tasks_for(work, 1 << 15);
+    let o = crate::threads::SharedMut::new(out);
+    let io = idx.map(crate::threads::SharedMut::new);
+    let row_len = g.ow * c;
+    // The widest variant of `pool_row` this CPU has.
+    let row_fn: RowFn = {
+        #[cfg(target_arch = "x86_64")]
+        if crate::util::avx512() {
+            row_avx512
+        } else if std::arch::is_x86_feature_detected!("avx2") {
+            row_avx2
+        } else {
+            row_baseline
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        row_baseline
+    };
+    crate::threads::run_parts(n * g.oh, tasks, &|rows| {
+        for row in rows {
+            // SAFETY: output row `row` (of values and of indices) is this part's alone.
+            let (orow, irow) = unsafe {
+                (
+                    o.slice(row * row_len, row_len),
+                    io.as_ref().map(|i| i.slice(row * row_len, row_len)),
+                )
+            };
+            // SAFETY: `row_fn` is a variant the CPU has (above).
+            unsafe { row_fn(g, (row, c), x, orow, irow) };
+        }
+    });
+    true
+}
+
+/// A variant of [`pool_row`]; unsafe as its variants need their instruction sets.
+type RowFn = unsafe fn(&PoolGeom, (usize, usize), &[f32], &mut [f32], Option<&mut [i64]>);
+
+/// [`pool_row`] compiled for each instruction set (its channel loops in the set's vectors).
+macro_rules! row_variants {
+    ($($(#[$attr:meta])* $name:ident, $needs:literal;)*) => {$(
+        /// [`pool_row`] for the variants of [`RowFn`].
+        ///
+        /// # Safety
+        #[doc = $needs]
+        $(#[$attr])*
+        unsafe fn $name(
+            g: &PoolGeom,
+            rc: (usize, usize),
+            x: &[f32],
+            orow: &mut [f32],
+            irow: Option<&mut [i64]>,
+        ) {
+            pool_row(g, rc, x, orow, irow)
+        }
+    )*};
+}
+
+row_variants! {
+    row_baseline, "None (unsafe only to share [`RowFn`]'s type).";
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    row_avx2, "The CPU has AVX2.";
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    row_avx512, "The CPU has AVX-512F.";
+}
+
+/// The most window elements [`pool_row`] takes (larger windows: the strided path).
+const MAX_TAPS: usize = 64;
+
+/// Output row `row` (item and `y`) of [`pixels_f32`] into `orow` and `irow` (`c` channels
+/// a pixel): per pixel, its window's elements inside the image, then blocks of 16
+/// channels kept in registers over them (indices as `i32`, widened at the store).
+#[inline(always)]
+fn pool_row(
+    g: &PoolGeom,
+    (row, c): (usize, usize),
+    x: &[f32],
+    orow: &mut [f32],
+    mut irow: Option<&mut [i64]>,
+) {
+    const L: usize = 16;
+    let (b, y) = (row / g.oh, row % g.oh);
+    let mut taps = [(0usize, 0i32); MAX_TAPS];
+    for xo in 0..g.ow {
+        let mut n = 0;
+        window(g, y, xo, |ih, iw| {
+            taps[n] = (((b * g.h + ih) * g.w + iw) * c, (ih * g.w + iw) as i32);
+            n += 1;
+        });
+        let best = &mut orow[xo * c..(xo + 1) * c];
+        let mut ix = irow.as_mut().map(|i| &mut i[xo * c..(xo + 1) * c]);
+        if n == 0 {
+            best.fill(f32::NEG_INFINITY);
+            if let Some(ix) = ix {
+                ix.fill(0);
+            }
             continue;
         }
-        for j in 0..g.kernel[1] {
-            let iw = (xo * g.stride[1] + j * g.dil[1]) as isize - g.pad[1] as isize;
-            if iw < 0 || iw as usize >= g.w {
+        let taps = &taps[..n];
+        let mut c0 = 0;
+        while c0 < c {
+            let w = L.min(c - c0);
+            #[cfg(target_arch = "x86_64")]
+            if w == L && crate::util::avx512() {
+                // SAFETY: AVX-512F is present; every tap's pixel holds `c` channels of `x`
+                // (offsets from in-image elements, sizes checked by `pixels_f32`), so 16
+                // from `c0`; `best` and `ix` hold `c`.
+                unsafe {
+                    avx512::pixel_block(
+                        x,
+                        taps,
+                        c0,
+                        &mut best[c0..c0 + L],
+                        ix.as_deref_mut().map(|i| &mut i[c0..c0 + L]),
+                    )
+                };
+                c0 += w;
                 continue;
             }
-            let v = at(ih as usize, iw as usize);
-            if bi < 0 || v > best || v.is_nan() && !best.is_nan() {
-                best = v;
-                bi = (ih as usize * g.w + iw as usize) as i64;
+            let (mut bv, mut bi) = ([f32::NEG_INFINITY; L], [taps[0].1; L]);
+            bv[..w].copy_from_slice(&x[taps[0].0 + c0..][..w]);
+            for &(off, at) in &taps[1..] {
+                let xr = &x[off + c0..][..w];
+                if let Ok(xr) = <&[f32; L]>::try_from(xr) {
+                    for k in 0..L {
+                        let (v, m) = (xr[k], bv[k]);
+                        let take = v > m || v.is_nan() && !m.is_nan();
+                        bv[k] = if take { v } else { m };
+                        bi[k] = if take { at } else { bi[k] };
+                    }
+                } else {
+                    for (k, &v) in xr.iter().enumerate() {
+                        let m = bv[k];
+                        if v > m || v.is_nan() && !m.is_nan() {
+                            (bv[k], bi[k]) = (v, at);
+                        }
+                    }
+                }
             }
+            best[c0..c0 + w].copy_from_slice(&bv[..w]);
+            if let Some(ix) = ix.as_deref_mut() {
+                for (d, &s) in ix[c0..c0 + w].iter_mut().zip(&bi) {
+                    *d = s as i64;
+                }
+            }
+            c0 += w;
         }
     }
-    (best, bi.max(0))
 }
 
 /// Whether [`plane_f32`] takes planes of this geometry: AVX-512F or AVX2 on the CPU, and
@@ -134,6 +315,48 @@ fn inside(c0: isize, sw: usize, w: usize, lanes: usize) -> (usize, usize) {
 mod avx512 {
     use super::{PoolGeom, inside};
     use std::arch::x86_64::*;
+
+    /// 16 channels from `c0` of one channels-last pixel: the maxima over the window
+    /// elements `taps` (each its offset in `x` and its index in the plane; at least one) by
+    /// the rule of the module doc, into `best` and (as `i64`) `ix`.
+    ///
+    /// # Safety
+    /// AVX-512F is present; `x` holds 16 elements from `off + c0` for every tap; `best` and
+    /// `ix` (when given) hold 16 elements.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn pixel_block(
+        x: &[f32],
+        taps: &[(usize, i32)],
+        c0: usize,
+        best: &mut [f32],
+        ix: Option<&mut [i64]>,
+    ) {
+        debug_assert!(!taps.is_empty() && best.len() >= 16);
+        let xp = x.as_ptr();
+        // SAFETY: the caller's bounds (16 elements a tap, 16 outputs).
+        unsafe {
+            let mut bv = _mm512_loadu_ps(xp.add(taps[0].0 + c0));
+            let mut bi = _mm512_set1_epi32(taps[0].1);
+            for &(off, at) in &taps[1..] {
+                debug_assert!(off + c0 + 16 <= x.len());
+                let v = _mm512_loadu_ps(xp.add(off + c0));
+                let gt = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, bv);
+                let v_nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
+                let b_nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(bv, bv);
+                let take = gt | (v_nan & !b_nan);
+                bv = _mm512_mask_mov_ps(bv, take, v);
+                bi = _mm512_mask_mov_epi32(bi, take, _mm512_set1_epi32(at));
+            }
+            _mm512_storeu_ps(best.as_mut_ptr(), bv);
+            if let Some(ix) = ix {
+                debug_assert!(ix.len() >= 16);
+                let lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(bi));
+                let hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(bi));
+                _mm512_storeu_si512(ix.as_mut_ptr().cast(), lo);
+                _mm512_storeu_si512(ix.as_mut_ptr().add(8).cast(), hi);
+            }
+        }
+    }
 
     /// Lanes `lo..hi` (of 32).
     fn bits(lo: usize, hi: usize) -> u32 {
@@ -316,6 +539,27 @@ mod tests {
         fn below(&mut self, n: usize) -> usize {
             (self.next() % n as u64) as usize
         }
+        /// A random pooling of up to 4×4 windows (strides up to 3, dilation up to 2, padding,
+        /// ceil mode) over an image of up to `max_h` × `max_w`; `None` where it has no
+        /// output.
+        fn geometry(&mut self, max_h: usize, max_w: usize) -> Option<PoolGeom> {
+            let (kh, kw) = (1 + self.below(4), 1 + self.below(4));
+            let (sh, sw) = (1 + self.below(3), 1 + self.below(3));
+            let (dh, dw) = (1 + self.below(2), 1 + self.below(2));
+            let (ph, pw) = (self.below(kh / 2 + 1), self.below(kw / 2 + 1));
+            let (h, w) = (1 + self.below(max_h), 1 + self.below(max_w));
+            let ceil = self.below(2) == 1;
+            Some(PoolGeom {
+                h,
+                w,
+                oh: out_len(h, kh, sh, ph, dh, ceil)?,
+                ow: out_len(w, kw, sw, pw, dw, ceil)?,
+                kernel: [kh, kw],
+                stride: [sh, sw],
+                pad: [ph, pw],
+                dil: [dh, dw],
+            })
+        }
         /// Few distinct values (many ties), with NaNs and infinities.
         fn val(&mut self) -> f32 {
             match self.below(40) {
@@ -341,28 +585,10 @@ mod tests {
         let mut rng = Rng(7);
         let mut cases = 0;
         for trial in 0..3000 {
-            let (kh, kw) = (1 + rng.below(4), 1 + rng.below(4));
-            let (sh, sw) = (1 + rng.below(3), 1 + rng.below(3));
-            let (dh, dw) = (1 + rng.below(2), 1 + rng.below(2));
-            let (ph, pw) = (rng.below(kh / 2 + 1), rng.below(kw / 2 + 1));
-            let (h, w) = (1 + rng.below(20), 1 + rng.below(70));
-            let ceil = rng.below(2) == 1;
-            let (Some(oh), Some(ow)) = (
-                out_len(h, kh, sh, ph, dh, ceil),
-                out_len(w, kw, sw, pw, dw, ceil),
-            ) else {
+            let Some(g) = rng.geometry(20, 70) else {
                 continue;
             };
-            let g = PoolGeom {
-                h,
-                w,
-                oh,
-                ow,
-                kernel: [kh, kw],
-                stride: [sh, sw],
-                pad: [ph, pw],
-                dil: [dh, dw],
-            };
+            let (h, w, oh, ow) = (g.h, g.w, g.oh, g.ow);
             if !fast_available(&g) {
                 return;
             }
@@ -397,6 +623,44 @@ mod tests {
             cases += 1;
         }
         assert!(cases > 1000, "{cases} cases");
+    }
+
+    /// The channels-last path ([`pixels_f32`]: 16-channel blocks, then the rest) against
+    /// [`window_max`] on each channel's plane, the same bits and indices, on random
+    /// feature maps with NaNs, infinities, signed zeros and ties.
+    #[test]
+    fn channels_last_pixels_match_the_rule() {
+        let mut rng = Rng(5);
+        let mut cases = 0;
+        for trial in 0..400 {
+            let (n, c) = (1 + rng.below(2), [1, 5, 16, 21, 35][trial % 5]);
+            let Some(g) = rng.geometry(12, 12) else {
+                continue;
+            };
+            let (h, w, oh, ow) = (g.h, g.w, g.oh, g.ow);
+            let x: Vec<f32> = (0..n * h * w * c).map(|_| rng.val()).collect();
+            let mut out = vec![7f32; n * oh * ow * c];
+            let mut idx = vec![-7i64; n * oh * ow * c];
+            let with_idx = trial % 3 != 0;
+            assert!(pixels_f32(
+                &g,
+                (n, c),
+                &x,
+                &mut out,
+                with_idx.then_some(&mut idx[..])
+            ));
+            for (b, ch, y, xo) in (0..n * c * oh * ow).map(|i| {
+                let (b, r) = (i / (c * oh * ow), i % (c * oh * ow));
+                (b, r / (oh * ow), r % (oh * ow) / ow, r % ow)
+            }) {
+                let (v, i) = window_max(&g, y, xo, |ih, iw| x[((b * h + ih) * w + iw) * c + ch]);
+                let k = ((b * oh + y) * ow + xo) * c + ch;
+                assert_eq!(out[k].to_bits(), v.to_bits(), "{g:?} c={c} at {k}");
+                assert_eq!(idx[k], if with_idx { i } else { -7 }, "{g:?} c={c} at {k}");
+            }
+            cases += 1;
+        }
+        assert!(cases > 200, "{cases} cases");
     }
 
     /// The separable values-only path (3×3, stride 2, padding 0 or 1: `maxpool_sep.rs`)

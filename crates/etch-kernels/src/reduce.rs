@@ -306,6 +306,22 @@ fn sum_mean(ctx: &mut KernelContext<'_>, op: &str, mean: bool) -> Result<()> {
         ..
     } = sum_mean_call(ctx, mean)?;
     let count = p.count;
+    if mean
+        && a.dtype() == ScalarType::Float
+        && out.dtype() == ScalarType::Float
+        && a.is_channels_last()
+        && let &[n, c, h, w] = a.sizes()
+        && count == h * w
+        && count > 0
+        && out.numel() == n * c
+        && so[..] == [c, 1]
+    {
+        // Channels-last feature maps (the load-time layout choice): the pixels' mean per
+        // channel, as the XNNPACK delegate's global average pooling.
+        let (x, o) = (a.data::<f32>()?, out.data_mut::<f32>()?);
+        return crate::conv::nhwc::global_avg_pool_f32(n, count, c, x, o)
+            .map_err(|e| Error::invalid_argument(format!("{op}: {e}")));
+    }
     if a.dtype() == ScalarType::Float
         && out.dtype() == ScalarType::Float
         && count > 0

@@ -42,7 +42,7 @@ pub(crate) struct FusedCalls {
 }
 
 /// Every value an instruction's arguments mention, tensor list items included.
-fn mentioned(values: &[EValue], args: &[u32]) -> Vec<u32> {
+pub(crate) fn mentioned(values: &[EValue], args: &[u32]) -> Vec<u32> {
     let mut out = Vec::with_capacity(args.len());
     for &a in args {
         out.push(a);

@@ -9,6 +9,7 @@
 pub mod backend;
 mod fold;
 mod fuse;
+mod layout;
 pub mod memory;
 pub mod meta;
 pub mod method;

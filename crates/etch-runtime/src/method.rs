@@ -38,6 +38,11 @@ pub struct LoadConfig {
     /// convolution with the batch norm and activation after it) where the host runs them
     /// (default: on). Fused calls may differ from the unfused ones in the last bits.
     pub fuse_kernels: bool,
+    /// Lay 4-d float32 feature maps out channels-last at load where every kernel touching
+    /// them allows it and a convolution gains (`KernelRegistry::register_layout`; needs
+    /// `prepare_kernels`, default: on). Results may differ in the last bits (other orders
+    /// of sums).
+    pub channels_last: bool,
     /// The context a device's kernels get with every call of this (nested) method.
     pub device_context: Option<etch_core::DeviceContext>,
     /// Most bytes of planned memory a method may allocate (`None`: no limit). Loading a
@@ -135,6 +140,7 @@ impl LoadConfig {
             fold_constants: true,
             prepare_kernels: true,
             fuse_kernels: true,
+            channels_last: true,
             device_context: None,
             max_planned_bytes: None,
             shared_arenas: None,
@@ -290,6 +296,8 @@ pub struct Method {
     /// True when the method's device memory is host-accessible (the simulated device), so
     /// CPU kernels may run on it.
     host_access: bool,
+    /// How many values the load-time layout choice laid out channels-last.
+    channels_last: usize,
     _program: Program,
     _named_data: Option<Arc<dyn NamedDataMap>>,
 }
@@ -630,6 +638,19 @@ impl Method {
                 drop_frees(chain, ids);
             }
         }
+        let mut channels_last = 0;
+        if straight && config.channels_last && config.prepare_kernels && host_access {
+            let refs: Vec<_> = chains.iter().map(|c| call_refs(c)).collect();
+            let mut f = crate::layout::LayoutInput {
+                values: &mut values,
+                constant: &constant,
+                intermediate: &intermediate,
+                op_names: &op_names,
+                kernels: &config.kernels,
+                devices: &config.devices,
+            };
+            channels_last = crate::layout::choose(&mut f, &refs)?;
+        }
         if straight && config.fuse_kernels && host_access {
             let mut f = crate::fuse::FuseInput {
                 values: &mut values,
@@ -695,6 +716,7 @@ impl Method {
             input_set,
             jump_limit: None,
             host_access,
+            channels_last,
             arenas,
             _owned: owned,
             devices: Arc::clone(&config.devices),
@@ -1074,6 +1096,12 @@ impl Method {
     /// The method's metadata.
     pub fn meta(&self) -> &MethodMeta {
         &self.meta
+    }
+
+    /// How many of the method's feature maps the load-time layout choice laid out
+    /// channels-last ([`LoadConfig::channels_last`]).
+    pub fn channels_last_values(&self) -> usize {
+        self.channels_last
     }
 
     /// The operators of the method's kernel calls in the order they run, after the work

@@ -11,10 +11,11 @@
 //! the unfused kernel's arithmetic (the same sigmoid, one rounding a step), so a chain
 //! without a batch norm gives the unfused calls' values.
 
+use super::channels_last::{self, NhwcWeights};
 use super::{Conv, View4, conv_geometry, conv2d, depthwise_f32, packed_shape, weight_rows};
 use crate::gemm512;
 use crate::threads::{self, SharedMut};
-use crate::util::{ELEMENTWISE_TASK, MATH_TASK, contiguous_strides};
+use crate::util::{ELEMENTWISE_TASK, MATH_TASK};
 use etch_core::{
     ChainCall, Dynamism, Error, Fused, KernelContext, Result, Scalar, ScalarType, TensorRef,
 };
@@ -63,6 +64,9 @@ enum Weights {
         b: Option<Vec<f32>>,
         fma: bool,
     },
+    /// A channels-last output ([`channels_last`]): the NHWC kernels' weights; `x_nhwc`:
+    /// the input is channels-last too (else channels-first, transposed first).
+    Nhwc { w: NhwcWeights, x_nhwc: bool },
 }
 
 /// What a fused call runs (its [`Fused::prepared`]).
@@ -94,12 +98,10 @@ fn f32s(t: &TensorRef<'_>) -> bool {
     t.dtype() == ScalarType::Float
 }
 
-/// A contiguous float32 tensor of these sizes.
-fn plain(t: &TensorRef<'_>, sizes: &[usize]) -> bool {
-    f32s(t)
-        && t.sizes() == sizes
-        && *t.strides() == *contiguous_strides(sizes)
-        && t.dynamism() == Dynamism::Static
+/// A static float32 tensor of these sizes and strides (the convolution output's: dense,
+/// channels-first or channels-last).
+fn plain(t: &TensorRef<'_>, sizes: &[usize], strides: &[usize]) -> bool {
+    f32s(t) && t.sizes() == sizes && t.strides() == strides && t.dynamism() == Dynamism::Static
 }
 
 /// The value of a constant one-element float32 tensor argument.
@@ -139,6 +141,13 @@ fn plan(ctx: &KernelContext<'_>, chain: &[ChainCall<'_>]) -> Result<Option<Fused
     }
     let c = conv_geometry(ctx, &x, &w)?;
     let shape = [c.xv.n, c.wv.n, c.oh, c.ow];
+    // The output's layout, which every step's output shares: contiguous or channels-last.
+    let o9 = ctx.tensor(9)?;
+    let nhwc = o9.is_channels_last();
+    if !nhwc && !o9.is_default_dim_order() {
+        return no;
+    }
+    let strides = o9.strides();
     let id = |i: usize| ctx.value_index(i);
     // Per-channel scale and shift of the batch norm, if the chain has one.
     let mut k = 1;
@@ -157,22 +166,28 @@ fn plan(ctx: &KernelContext<'_>, chain: &[ChainCall<'_>]) -> Result<Option<Fused
     let mut made = vec![id(9), pre];
     let mut steps = Vec::new();
     while let Some(call) = chain.get(k).filter(|_| steps.len() < MAX_STEPS) {
-        let Some((step, o)) = step_of(ctx, call, id(out), pre, &made, &shape) else {
+        let Some((step, o)) = step_of(ctx, call, (id(out), pre), &made, (&shape, strides)) else {
             break;
         };
-        if !ctx.tensor(o).is_ok_and(|t| plain(&t, &shape)) {
+        if !ctx.tensor(o).is_ok_and(|t| plain(&t, &shape, strides)) {
             break;
         }
         steps.push(step);
         made.push(id(o));
         (k, out, stats) = (k + 1, o, None);
     }
-    if k < 2 || !ctx.tensor(out).is_ok_and(|t| plain(&t, &shape)) {
+    if k < 2 || !ctx.tensor(out).is_ok_and(|t| plain(&t, &shape, strides)) {
         return no;
     }
-    let Some(weights) = fold_weights(&c, affine.as_ref(), &w, bias.as_ref())? else {
+    let Some(mut weights) = fold_weights(&c, affine.as_ref(), &w, bias.as_ref(), nhwc)? else {
         return no;
     };
+    if let Weights::Nhwc { x_nhwc, .. } = &mut weights {
+        *x_nhwc = x.is_channels_last();
+        if !*x_nhwc && !x.is_default_dim_order() {
+            return no;
+        }
+    }
     // Clamps alone go to the tile store, merged (when their ranges meet).
     let mut clamp = (f32::NEG_INFINITY, f32::INFINITY);
     let clamps_only = steps.iter().all(|s| matches!(s, Step::Clamp(..)));
@@ -264,10 +279,9 @@ fn batch_norm_affine(ctx: &KernelContext<'_>, a: usize, c: usize) -> Option<Vec<
 fn step_of(
     ctx: &KernelContext<'_>,
     call: &ChainCall<'_>,
-    cur: Option<u32>,
-    pre: Option<u32>,
+    (cur, pre): (Option<u32>, Option<u32>),
     made: &[Option<u32>],
-    shape: &[usize; 4],
+    (shape, strides): (&[usize; 4], &[usize]),
 ) -> Option<(Step, usize)> {
     let a = call.args.start;
     let id = |i: usize| ctx.value_index(a + i);
@@ -310,7 +324,9 @@ fn step_of(
                 Some(v) => Step::Add(v),
                 // A residual: a tensor from outside the chain, of the output's shape.
                 None if !made.contains(&id(other))
-                    && ctx.tensor(a + other).is_ok_and(|t| plain(&t, shape)) =>
+                    && ctx
+                        .tensor(a + other)
+                        .is_ok_and(|t| plain(&t, shape, strides)) =>
                 {
                     Step::AddTensor(a + other)
                 }
@@ -323,13 +339,14 @@ fn step_of(
 }
 
 /// The convolution's weights with the batch norm folded in (`affine`), packed for the
-/// kernel that runs it: one group on [`gemm512`] (else the portable convolution),
-/// depthwise on [`depthwise_f32`].
+/// kernel that runs it: into a channels-last output (`nhwc`) on the NHWC kernels; else one
+/// group on [`gemm512`] (else the portable convolution), depthwise on [`depthwise_f32`].
 fn fold_weights(
     c: &Conv,
     affine: Option<&Vec<(f64, f64)>>,
     w: &TensorRef<'_>,
     bias: Option<&TensorRef<'_>>,
+    nhwc: bool,
 ) -> Result<Option<Weights>> {
     let ws = w.data::<f32>()?;
     let bs = match bias {
@@ -355,6 +372,10 @@ fn fold_weights(
                 .collect(),
         ),
     };
+    if nhwc {
+        let w = NhwcWeights::pack(c, |co, r| folded[co * kk + r], bias.as_deref());
+        return Ok(w.map(|w| Weights::Nhwc { w, x_nhwc: false }));
+    }
     if c.g == 1 && gemm512::available() {
         let layout = gemm512::conv_layout_for(&s);
         let packed = gemm512::pack_conv(
@@ -513,6 +534,7 @@ fn convolve(op: &str, p: &FusedConv, geom: &Conv, xs: &[f32], dst: &mut [f32]) -
             p.clamp,
             *fma,
         ),
+        Weights::Nhwc { w, x_nhwc } => channels_last::run(op, geom, w, (xs, *x_nhwc), dst, p.clamp),
     }
 }
 

@@ -381,13 +381,19 @@ pub fn conv_f32(
     let tasks = s.row_tasks(s.ow * s.co * k);
     let dst = SharedMut::new(out);
     let failed = std::sync::atomic::AtomicBool::new(false);
-    threads::run_parts(rows, tasks, &|range| {
-        let mut col = crate::scratch::take_dirty(s.ow * k, 0f32);
+    // One loan on the calling thread, a slice a task: the workers' pools would grow on the
+    // first call that hands one of them a larger layer, which the split (timing) decides.
+    let per = s.ow * k;
+    let mut cols = crate::scratch::take_dirty(tasks.max(1) * per, 0f32);
+    let cols = SharedMut::new(&mut cols[..]);
+    threads::run_shares(rows, tasks, &|t, range| {
+        // SAFETY: slice `t` is task `t`'s, which one thread runs at a time.
+        let col = unsafe { cols.slice(t * per, per) };
         for row in range {
-            im2col_row(s, x, row, &mut col);
+            im2col_row(s, x, row, col);
             // SAFETY: output row `row` is this part's alone.
             let o = unsafe { dst.slice(row * s.ow * s.co, s.ow * s.co) };
-            if gemm512::fully_connected_serial(&col, s.ow, k, packed, s.co, o, lo, hi).is_err() {
+            if gemm512::fully_connected_serial(col, s.ow, k, packed, s.co, o, lo, hi).is_err() {
                 failed.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         }
