@@ -83,9 +83,10 @@ pub struct LayoutRule {
     /// Arguments the kernel reads in either layout: channels-last only with the tied ones,
     /// channels-first (contiguous) whatever they are.
     pub adapts: Vec<usize>,
-    /// Whether running the tied arguments channels-last pays (a convolution that is faster
-    /// so); the others only follow.
-    pub gains: bool,
+    /// What running the tied arguments channels-last gains, in any unit the hooks agree on
+    /// (a convolution's multiply-adds, say; negative where it loses): values tied together
+    /// switch when their calls' gains sum above zero. Most calls only follow (zero).
+    pub gains: i64,
 }
 
 /// A kernel's layout hook ([`KernelRegistry::register_layout`]): for one call site, with

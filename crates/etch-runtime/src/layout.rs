@@ -1,21 +1,23 @@
-//! Load-time choice of channels-last feature maps: the 4-d float32 intermediates of a
-//! portable program are laid out channels-last (dim order `0, 2, 3, 1`, the same bytes
-//! read in NHWC order) where every call that touches them allows it (its kernel's
-//! [`etch_core::LayoutFn`]) and some convolution among them gains (depthwise convolutions
-//! on small planes; on some CPUs every convolution). ExecuTorch's programs are exported
+//! Load-time choice of channels-last feature maps: the 4-d intermediates of a portable
+//! program are laid out channels-last (dim order `0, 2, 3, 1`, the same bytes read in
+//! NHWC order) where every call that touches them allows it (its kernel's
+//! [`etch_core::LayoutFn`]) and the convolutions among them gain in sum
+//! ([`etch_core::LayoutRule::gains`]: depthwise convolutions; on some CPUs every
+//! convolution). ExecuTorch's programs are exported
 //! channels-first; XNNPACK runs NHWC inside its delegate, and this gives portable programs
 //! the same kernels.
 //!
 //! Values are tied together by the calls' rules (a convolution's output with the
 //! residual added to it, an activation's input with its output, ...); a group is switched
-//! as a whole, and only when no call pins one of its values to channels-first (an operator
-//! without a hook, a delegate call, a method input or output it is tied to). The memory
+//! as a whole, when its calls' gains sum above zero and no call pins one of its values to
+//! channels-first (an operator without a hook, a delegate call, a method input or output
+//! it is tied to). The memory
 //! plan is unchanged: a tensor keeps its bytes and capacity, only its strides change.
 
 use crate::fold::{CallRef, written_by};
 use crate::fuse::mentioned;
 use etch_core::{DeviceRegistry, Dynamism, EValue, KernelContext, KernelRegistry, Result};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Channels-last: `n, h, w, c` in memory.
 const CHANNELS_LAST: [u8; 4] = [0, 2, 3, 1];
@@ -183,8 +185,8 @@ pub(crate) fn choose(f: &mut LayoutInput<'_>, chains: &[Vec<CallRef<'_>>]) -> Re
             if blocked {
                 pinned.push(m);
             }
-            if rule.as_ref().is_some_and(|r| r.gains) && tied.iter().any(|&v| cand[v]) {
-                gains.push(m);
+            if let Some(r) = rule.as_ref().filter(|r| r.gains != 0) {
+                gains.push((m, r.gains));
             }
         }
         // Every other candidate this call mentions keeps its layout.
@@ -196,11 +198,15 @@ pub(crate) fn choose(f: &mut LayoutInput<'_>, chains: &[Vec<CallRef<'_>>]) -> Re
         }
     }
     let pinned: HashSet<usize> = pinned.into_iter().map(|v| groups.root(v)).collect();
-    let gains: HashSet<usize> = gains.into_iter().map(|v| groups.root(v)).collect();
+    let mut sums: HashMap<usize, i64> = HashMap::new();
+    for (v, g) in gains {
+        let s = sums.entry(groups.root(v)).or_default();
+        *s = s.saturating_add(g);
+    }
     let mut switched = 0;
     for (v, value) in f.values.iter_mut().enumerate() {
         let r = groups.root(v);
-        if !cand[v] || pinned.contains(&r) || !gains.contains(&r) {
+        if !cand[v] || pinned.contains(&r) || sums.get(&r).is_none_or(|&s| s <= 0) {
             continue;
         }
         if let EValue::Tensor(t) = value {

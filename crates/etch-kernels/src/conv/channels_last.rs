@@ -68,15 +68,34 @@ pub(super) fn supported(c: &Conv) -> bool {
 }
 
 /// The layout rule of a convolution the NHWC kernels run: the output (argument 9) may be
-/// channels-last, and the input (argument 0) then follows or is transposed. Depthwise
-/// convolutions gain (their channels-first kernels on small planes are 2.5-4.5× slower);
-/// dense ones gain on AMD's AVX-512 cores only (as the XNNPACK delegate picks NHWC,
-/// `gemm512::amd_avx512`).
+/// channels-last, and the input (argument 0) then follows or is transposed. What it gains
+/// follows the XNNPACK delegate's choice of NHWC (`xnnpack::memory`), in multiply-adds:
+/// with AVX-512, depthwise convolutions gain (their channels-first kernels on small planes
+/// are 2.5-4.5× slower), and dense ones too on AMD's cores (`gemm512::amd_avx512`); with
+/// AVX2 alone, depthwise convolutions of input planes of at least 56² gain (no packing of
+/// large planes through the caches) and 1×1 convolutions of 2 to 64 output pixels lose
+/// (a product over few pixels), weighed 100 to 12 as the delegate's measured rule does.
 pub(super) fn rule(c: &Conv) -> Option<LayoutRule> {
-    supported(c).then(|| LayoutRule {
+    if !supported(c) {
+        return None;
+    }
+    let macs = (c.xv.n * c.g * c.cout_g * c.oh * c.ow * c.cin_g * c.kh * c.kw) as i64;
+    let gains = if gemm512::avx512() {
+        match depthwise(c) || gemm512::amd_avx512() {
+            true => macs,
+            false => 0,
+        }
+    } else if depthwise(c) && c.xv.h * c.xv.w >= 56 * 56 {
+        macs.saturating_mul(100)
+    } else if !depthwise(c) && c.kh * c.kw == 1 && (2..=64).contains(&(c.oh * c.ow)) {
+        -macs.saturating_mul(12)
+    } else {
+        0
+    };
+    Some(LayoutRule {
         tied: vec![9],
         adapts: vec![0],
-        gains: depthwise(c) || gemm512::amd_avx512(),
+        gains,
     })
 }
 
