@@ -310,9 +310,12 @@ def main():
 def render(rows, loads, args):
     """Prints the table and, unless --no-write, writes it into BENCHMARKS.md."""
     fmt = lambda v: f"{v:.2f}" if v is not None else "n/a"  # noqa: E731
+    # The rounds the figures are medians of (a rendered --json file keeps them per row).
+    counts = [len(v) for r in rows for k, v in r.items() if k.endswith("_rounds")]
+    rounds = max(counts) if counts else args.rounds
     lines = [
         f"Machine: {platform.machine()}, {os.cpu_count()} cores; executorch 1.5.1 (pip runtime, "
-        f"XNNPACK) vs etch; median over {args.rounds} interleaved rounds of the median of "
+        f"XNNPACK) vs etch; median over {rounds} interleaved rounds of the median of "
         f"{args.iterations} executions after a warm-up; ms. Ratio = etch on the XNNPACK .pte / "
         f"ExecuTorch+XNNPACK (below 1: etch faster). Diff = max |out - ExecuTorch+XNNPACK| / "
         f"max |ExecuTorch+XNNPACK|. 1-minute load average at the start and before each model: "
