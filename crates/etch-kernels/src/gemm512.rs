@@ -570,9 +570,18 @@ const FC_PF_OUT_BYTES: usize = 1 << 20;
 /// How many row tiles ahead.
 const FC_PF_TILES: usize = 2;
 
+/// Whether large outputs are fetched ahead (`ETCH_FC_PREFETCH=0` / `1` forces it): on by
+/// default, measured on Zen 5 (session 22: mobilenet_v2_224 at one thread 4.22-4.43
+/// against 4.37-5.92 ms), except on AMD's AVX-512 cores of family 0x19 (Zen 4), where the
+/// fetches slowed the 1×1 convolutions they were for: mobilenet_v2's 16 -> 96 at 112²
+/// with cold outputs 754 against 490 µs without, and in the net 509 against 383
+/// (`nhwc_conv_speed`, `tools/bench/ab_events.py`, session 30).
 fn fc_prefetch() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("ETCH_FC_PREFETCH").map_or(true, |v| v != "0"))
+    *ON.get_or_init(|| match std::env::var("ETCH_FC_PREFETCH") {
+        Ok(v) => v != "0",
+        Err(_) => !(amd_avx512() && crate::util::cpu_family() == 0x19),
+    })
 }
 
 /// Prefetches the `len` elements at `p` for writing (a hint: the addresses need not be

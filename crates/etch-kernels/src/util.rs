@@ -1149,6 +1149,25 @@ pub(crate) fn amd_cpu() -> bool {
     })
 }
 
+/// The CPU's family (CPUID leaf 1: the base family, plus the extended family where the
+/// base is 15; AMD's Zen 3 and Zen 4 are 0x19, Zen 5 0x1A), 0 off x86 (cached).
+pub(crate) fn cpu_family() -> u32 {
+    static FAMILY: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *FAMILY.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let eax = std::arch::x86_64::__cpuid(1).eax;
+            let base = (eax >> 8) & 0xF;
+            match base {
+                0xF => base + ((eax >> 20) & 0xFF),
+                _ => base,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        0
+    })
+}
+
 /// Whether the CPU has AVX2 and FMA (the 8-lane kernels' features).
 pub(crate) fn avx2_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
