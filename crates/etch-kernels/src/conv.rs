@@ -224,11 +224,7 @@ fn convolution_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     geom.ov = ov;
     if let Some(p) = ctx.prepared::<PackedNhwc>()
         && out.is_channels_last()
-        && p.weight
-            == (
-                w.data_ptr() as usize,
-                [geom.wv.n, geom.wv.c, geom.wv.h, geom.wv.w],
-            )
+        && p.weight == weight_id(&w, geom.wv)
     {
         let (xs, o) = (channels_last::input(OP, &x)?, out.data_mut::<f32>()?);
         let all = (f32::NEG_INFINITY, f32::INFINITY);
@@ -333,6 +329,12 @@ fn weight_rows(c: &Conv, ws: &[f32]) -> Option<(gemm512::ConvShape, usize, usize
     (span <= ws.len()).then_some((s, ld, kk))
 }
 
+/// What identifies the weight that weights packed at load came from: its data's address
+/// and its sizes (a call with another weight runs without them).
+fn weight_id(w: &TensorRef<'_>, wv: View4) -> (usize, [usize; 4]) {
+    (w.data_ptr() as usize, [wv.n, wv.c, wv.h, wv.w])
+}
+
 /// A constant weight and bias of a float32 one-group convolution, packed once when the
 /// method loads ([`convolution_prepare`]), in the layout its shapes at load call for.
 struct PackedConv {
@@ -352,8 +354,7 @@ fn prepacked_conv_f32(
     w: &TensorRef<'_>,
     out: &mut TensorRef<'_>,
 ) -> Result<bool> {
-    let wv = c.wv;
-    if p.weight != (w.data::<f32>()?.as_ptr() as usize, [wv.n, wv.c, wv.h, wv.w]) {
+    if p.weight != weight_id(w, c.wv) {
         return Ok(false);
     }
     let Some((s, _)) = packed_shape(c) else {
@@ -405,19 +406,30 @@ fn convolution_layout(ctx: &KernelContext<'_>) -> Option<LayoutRule> {
     channels_last::rule(&constant_conv(ctx).ok()??)
 }
 
-/// The weights of `c` packed for the NHWC kernels (`w` its weight tensor).
-fn pack_nhwc(
-    c: &Conv,
-    w: &TensorRef<'_>,
-    bias: Option<&[f32]>,
-) -> Result<Option<channels_last::NhwcWeights>> {
+/// [`pack_convolution`] for a channels-last output: the weights packed for the NHWC
+/// kernels ([`PackedNhwc`]), or `None` where they do not run the call.
+fn pack_channels_last(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
+    let Some(c) = constant_conv(ctx)? else {
+        return Ok(None);
+    };
+    let w = ctx.tensor(1)?;
+    let bias = match ctx.opt_tensor(2)? {
+        Some(b) => Some(b.data::<f32>()?),
+        None => None,
+    };
     let (ws, wv) = (w.data::<f32>()?, c.wv);
     let taps = c.kh * c.kw;
     let term = |co: usize, r: usize| {
         let (ci, t) = (r / taps, r % taps);
         ws[co * wv.s[0] + ci * wv.s[1] + t / c.kw * wv.s[2] + t % c.kw * wv.s[3]]
     };
-    Ok(channels_last::NhwcWeights::pack(c, term, bias))
+    let packed = channels_last::NhwcWeights::pack(&c, term, bias).map(|weights| {
+        std::sync::Arc::new(PackedNhwc {
+            weights,
+            weight: weight_id(&w, wv),
+        }) as Prepared
+    });
+    Ok(packed)
 }
 
 /// `aten::convolution.out`'s load-time hook: a float32 one-group convolution whose weight
@@ -432,6 +444,9 @@ fn convolution_prepare(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
 fn pack_convolution(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
     let bias = ctx.opt_tensor(2)?;
     let (x, w) = (ctx.tensor(0)?, ctx.tensor(1)?);
+    if ctx.tensor(9)?.is_channels_last() {
+        return pack_channels_last(ctx);
+    }
     if !gemm512::available()
         || !ctx.is_constant(1)
         || bias.is_some() && !ctx.is_constant(2)
@@ -450,18 +465,6 @@ fn pack_convolution(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
         Some(b) => Some(b.data::<f32>()?),
         None => None,
     };
-    if ctx.tensor(9)?.is_channels_last() {
-        let Some(c) = constant_conv(ctx)? else {
-            return Ok(None);
-        };
-        let wv = c.wv;
-        return Ok(pack_nhwc(&c, &w, bs)?.map(|weights| {
-            std::sync::Arc::new(PackedNhwc {
-                weights,
-                weight: (ws.as_ptr() as usize, [wv.n, wv.c, wv.h, wv.w]),
-            }) as Prepared
-        }));
-    }
     // (Sizes the kernel will reject when it runs: left to it.)
     let Some((s, ld, kk)) = weight_rows(&c, ws).filter(|_| c.g == 1) else {
         return Ok(None);
@@ -474,11 +477,10 @@ fn pack_convolution(ctx: &KernelContext<'_>) -> Result<Option<Prepared>> {
     else {
         return Ok(None);
     };
-    let wv = c.wv;
     Ok(Some(std::sync::Arc::new(PackedConv {
         packed,
         layout,
-        weight: (ws.as_ptr() as usize, [wv.n, wv.c, wv.h, wv.w]),
+        weight: weight_id(&w, c.wv),
     })))
 }
 
@@ -1390,11 +1392,10 @@ fn max_pool2d(ctx: &mut KernelContext<'_>, op: &str, with_idx: bool) -> Result<(
     };
     let tasks = threads::tasks_for(xv.n * xv.c * oh * ow * kh * kw, POOL_TASK);
     // Channels-last float32 feature maps (the load-time layout choice): whole pixels.
-    let nhwc = |t: &TensorRef<'_>| t.dim() == 4 && t.is_channels_last();
     if x.dtype() == etch_core::ScalarType::Float
-        && nhwc(&x)
-        && nhwc(&out)
-        && idx.as_ref().is_none_or(nhwc)
+        && x.is_channels_last()
+        && out.is_channels_last()
+        && idx.as_ref().is_none_or(|i| i.is_channels_last())
     {
         let (xs, o) = (x.data::<f32>()?, out.data_mut::<f32>()?);
         let io = match &mut idx {

@@ -175,6 +175,8 @@ fn pool_row(
 ) {
     const L: usize = 16;
     let (b, y) = (row / g.oh, row % g.oh);
+    #[cfg(target_arch = "x86_64")]
+    let wide = crate::util::avx512();
     let mut taps = [(0usize, 0i32); MAX_TAPS];
     for xo in 0..g.ow {
         let mut n = 0;
@@ -196,7 +198,7 @@ fn pool_row(
         while c0 < c {
             let w = L.min(c - c0);
             #[cfg(target_arch = "x86_64")]
-            if w == L && crate::util::avx512() {
+            if w == L && wide {
                 // SAFETY: AVX-512F is present; every tap's pixel holds `c` channels of `x`
                 // (offsets from in-image elements, sizes checked by `pixels_f32`), so 16
                 // from `c0`; `best` and `ix` hold `c`.

@@ -66,8 +66,9 @@ fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
     a.start < b.end && b.start < a.end
 }
 
-/// How values flow through one chain of instructions.
-struct Flow<'a> {
+/// How values flow through one chain of instructions (the layout choice asks it which
+/// writes a static view sees, too).
+pub(crate) struct Flow<'a> {
     instrs: &'a [CallRef<'a>],
     /// The instructions mentioning each value.
     uses: Vec<Vec<usize>>,
@@ -76,18 +77,19 @@ struct Flow<'a> {
     /// Static views: the memory of planned intermediates no instruction writes, and their
     /// first use (`None`: none here). A view sees the tensor last written over its memory
     /// before its first use; a fused chain must not drop a write one of them could see.
-    views: Vec<(Range<usize>, Option<usize>)>,
+    pub(crate) views: Vec<(Range<usize>, Option<usize>)>,
     /// The memory each instruction writes.
     written: Vec<Vec<Range<usize>>>,
 }
 
 impl<'a> Flow<'a> {
-    fn new(f: &FuseInput<'_>, instrs: &'a [CallRef<'a>]) -> Self {
-        let nv = f.values.len();
+    /// The flow of `instrs` over `values` (`intermediate`: the plain intermediates).
+    pub(crate) fn new(values: &[EValue], intermediate: &[bool], instrs: &'a [CallRef<'a>]) -> Self {
+        let nv = values.len();
         let mut uses: Vec<Vec<usize>> = vec![Vec::new(); nv];
         let mut writers = vec![0u32; nv];
         for (i, c) in instrs.iter().enumerate() {
-            for v in mentioned(f.values, c.args) {
+            for v in mentioned(values, c.args) {
                 if let Some(u) = uses.get_mut(v as usize)
                     && u.last() != Some(&i)
                 {
@@ -95,7 +97,7 @@ impl<'a> Flow<'a> {
                 }
             }
             if c.op.is_some() {
-                for &w in written_by(f.values, c.args) {
+                for &w in written_by(values, c.args) {
                     if let Some(n) = writers.get_mut(w as usize) {
                         *n += 1;
                     }
@@ -103,15 +105,15 @@ impl<'a> Flow<'a> {
             }
         }
         let views = (0..nv)
-            .filter(|&v| f.intermediate[v] && writers[v] == 0)
-            .filter_map(|v| Some((range_of(f.values, v as u32)?, uses[v].first().copied())))
+            .filter(|&v| intermediate[v] && writers[v] == 0)
+            .filter_map(|v| Some((range_of(values, v as u32)?, uses[v].first().copied())))
             .collect();
         let written = instrs
             .iter()
             .map(|c| match c.op {
-                Some(_) => written_by(f.values, c.args)
+                Some(_) => written_by(values, c.args)
                     .iter()
-                    .filter_map(|&w| range_of(f.values, w))
+                    .filter_map(|&w| range_of(values, w))
                     .collect(),
                 None => Vec::new(),
             })
@@ -127,7 +129,7 @@ impl<'a> Flow<'a> {
 
     /// Whether a view (its memory, its first use) could see what call `c` writes at `r`,
     /// the calls in `dropped` writing nothing.
-    fn sees(
+    pub(crate) fn sees(
         &self,
         view: &(Range<usize>, Option<usize>),
         c: usize,
@@ -179,7 +181,7 @@ impl<'a> Flow<'a> {
 /// Finds the fusions the registered hooks make of `instrs` (one chain without jumps, in
 /// execution order). Applies none of them.
 pub(crate) fn plan(f: &mut FuseInput<'_>, instrs: &[CallRef<'_>]) -> Result<Vec<FusedCalls>> {
-    let flow = Flow::new(f, instrs);
+    let flow = Flow::new(f.values, f.intermediate, instrs);
     let mut out = Vec::new();
     let mut i = 0;
     while i < instrs.len() {

@@ -15,7 +15,7 @@
 //! plan is unchanged: a tensor keeps its bytes and capacity, only its strides change.
 
 use crate::fold::{CallRef, written_by};
-use crate::fuse::mentioned;
+use crate::fuse::{Flow, mentioned};
 use etch_core::{DeviceRegistry, Dynamism, EValue, KernelContext, KernelRegistry, Result};
 use std::collections::{HashMap, HashSet};
 
@@ -93,32 +93,16 @@ fn candidates(f: &LayoutInput<'_>, chains: &[Vec<CallRef<'_>>]) -> Vec<bool> {
     }
     // A tensor no call writes (a static view) reads the bytes that the calls before its
     // first use wrote last over its memory: the values they wrote there keep their layout.
-    let range = |v: u32| match f.values.get(v as usize) {
-        Some(EValue::Tensor(t)) => t.memory_range(),
-        _ => None,
-    };
-    let mut seen = vec![false; nv];
     for chain in chains {
-        for (u, c) in chain.iter().enumerate() {
-            for v in mentioned(f.values, c.args) {
-                let vi = v as usize;
-                if !f.intermediate[vi] || writers[vi] != 0 || std::mem::replace(&mut seen[vi], true)
-                {
-                    continue;
-                }
-                let Some(r) = range(v) else { continue };
-                for w in chain[..u].iter().rev().filter(|w| w.op.is_some()) {
-                    let mut covered = false;
-                    for &o in written_by(f.values, w.args) {
-                        let Some(q) = range(o) else { continue };
-                        if q.start < r.end && r.start < q.end {
-                            viewed[o as usize] = true;
-                            covered |= q.start <= r.start && r.end <= q.end;
-                        }
-                    }
-                    if covered {
-                        break;
-                    }
+        let flow = Flow::new(f.values, f.intermediate, chain);
+        for (c, call) in chain.iter().enumerate().filter(|(_, c)| c.op.is_some()) {
+            for &w in written_by(f.values, call.args) {
+                let r = match &f.values[w as usize] {
+                    EValue::Tensor(t) => t.memory_range(),
+                    _ => None,
+                };
+                if r.is_some_and(|r| flow.views.iter().any(|v| flow.sees(v, c, &r, &[]))) {
+                    viewed[w as usize] = true;
                 }
             }
         }

@@ -38,8 +38,8 @@ pub struct LoadConfig {
     /// convolution with the batch norm and activation after it) where the host runs them
     /// (default: on). Fused calls may differ from the unfused ones in the last bits.
     pub fuse_kernels: bool,
-    /// Lay 4-d float32 feature maps out channels-last at load where every kernel touching
-    /// them allows it and a convolution gains (`KernelRegistry::register_layout`; needs
+    /// Lay 4-d feature maps out channels-last at load where every kernel touching them
+    /// allows it and their convolutions gain (`KernelRegistry::register_layout`; needs
     /// `prepare_kernels`, default: on). Results may differ in the last bits (other orders
     /// of sums).
     pub channels_last: bool,
