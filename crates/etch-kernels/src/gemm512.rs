@@ -26,6 +26,7 @@
 
 use crate::threads::{self, SharedMut};
 use std::ops::Range;
+use std::ptr::null;
 
 #[cfg(target_arch = "x86_64")]
 #[path = "gemm512/avx2.rs"]
@@ -257,6 +258,11 @@ struct Tile {
     acc_in: bool,
     /// Indirect convolution tiles: `col` row `r` is at `b + offs[r]` (not `b + r · b_ks`).
     offs: *const u32,
+    /// Gathered fully-connected tiles (AVX-512F only; else null): the rows' terms in
+    /// `segs` segments of `k / segs`, row `r`'s segment `s` at the address `ind[r · segs +
+    /// s]` (not `a + r · a_rs`): an NHWC convolution's im2col rows read in place.
+    ind: *const usize,
+    segs: usize,
     lo: f32,
     hi: f32,
 }
@@ -295,11 +301,14 @@ mod kernels {
         }
     }
 
-    /// A fully-connected tile: `M` rows of `x` × `16 V` columns of a packed panel.
+    /// A fully-connected tile: `M` rows of `x` × `16 V` columns of a packed panel, the
+    /// rows' terms in `t.segs` segments (one unless the rows are gathered, `t.ind`).
     ///
     /// # Safety
-    /// AVX-512F; `t.a` addresses `M` rows of `t.k` elements `t.a_rs` apart, `t.b` a panel
-    /// of `t.k` rows of [`NR`] and `t.bias` `NR` biases; the output as in [`store`].
+    /// AVX-512F; `t.a` addresses `M` rows of `t.k` elements `t.a_rs` apart (or, with
+    /// `t.ind` not null, `t.ind` addresses `M · t.segs` addresses of `t.k / t.segs`
+    /// readable elements each, `t.segs` dividing `t.k`), `t.b` a panel of `t.k` rows of
+    /// [`NR`] and `t.bias` `NR` biases; the output as in [`store`].
     #[target_feature(enable = "avx512f")]
     pub unsafe fn fc<const M: usize, const V: usize>(t: &Tile) {
         let mut acc = [[_mm512_setzero_ps(); V]; M];
@@ -310,27 +319,35 @@ mod kernels {
                 row[v] = bv;
             }
         }
-        let mut a = [t.a; M];
-        for (r, p) in a.iter_mut().enumerate() {
-            // SAFETY: row `r` of `x`.
-            *p = unsafe { t.a.add(r * t.a_rs) };
-        }
+        let seg = t.k / t.segs.max(1);
         let mut b = t.b;
-        for kk in 0..t.k {
-            let mut bv = [_mm512_setzero_ps(); V];
-            for (v, x) in bv.iter_mut().enumerate() {
-                // SAFETY: panel row `kk` has `NR >= 16 V` elements.
-                *x = unsafe { _mm512_loadu_ps(b.add(16 * v)) };
+        for s in 0..t.segs {
+            let mut a = [t.a; M];
+            for (r, p) in a.iter_mut().enumerate() {
+                // SAFETY: row `r` of `x`, or its segment `s`'s address in the table.
+                *p = unsafe {
+                    match t.ind.is_null() {
+                        true => t.a.add(r * t.a_rs),
+                        false => *t.ind.add(r * t.segs + s) as *const f32,
+                    }
+                };
             }
-            for (row, p) in acc.iter_mut().zip(&a) {
-                // SAFETY: element `kk` of a row of `x`.
-                let av = _mm512_set1_ps(unsafe { *p.add(kk) });
-                for (x, &w) in row.iter_mut().zip(&bv) {
-                    *x = _mm512_fmadd_ps(av, w, *x);
+            for kk in 0..seg {
+                let mut bv = [_mm512_setzero_ps(); V];
+                for (v, x) in bv.iter_mut().enumerate() {
+                    // SAFETY: panel row `kk` has `NR >= 16 V` elements.
+                    *x = unsafe { _mm512_loadu_ps(b.add(16 * v)) };
                 }
+                for (row, p) in acc.iter_mut().zip(&a) {
+                    // SAFETY: element `kk` of a row (segment) of `x`.
+                    let av = _mm512_set1_ps(unsafe { *p.add(kk) });
+                    for (x, &w) in row.iter_mut().zip(&bv) {
+                        *x = _mm512_fmadd_ps(av, w, *x);
+                    }
+                }
+                // SAFETY: the next panel row (one past the last at the end).
+                b = unsafe { b.add(NR) };
             }
-            // SAFETY: the next panel row (one past the last at the end).
-            b = unsafe { b.add(NR) };
         }
         // SAFETY: the caller's contract.
         unsafe { store(&acc, t) }
@@ -560,7 +577,67 @@ fn fc_checked(
         return Err("operand sizes");
     }
     if m > 0 && n > 0 {
-        fc_split(x, m, k, packed, n, out, lo, hi, threaded);
+        fc_split(
+            Lhs::Rows(x.as_ptr() as usize),
+            m,
+            k,
+            packed,
+            n,
+            out,
+            lo,
+            hi,
+            threaded,
+        );
+    }
+    Ok(())
+}
+
+/// The left operand of a fully-connected product ([`fc_split`]), as addresses (`usize`,
+/// for the thread pool's closures).
+#[derive(Clone, Copy)]
+enum Lhs {
+    /// `x`: rows of `k` elements, one after another.
+    Rows(usize),
+    /// Gathered rows: a table of `segs` addresses a row, each of `k / segs` elements.
+    Gathered { table: usize, segs: usize },
+}
+
+/// [`fully_connected`] with rows gathered from anywhere: row `i`'s terms are `segs`
+/// segments of `k / segs` elements, segment `s` at the address `table[i · segs + s]`.
+/// NHWC convolutions read their im2col rows in place this way (a segment a kernel row).
+/// AVX-512F only (it refuses otherwise, with nothing written).
+///
+/// # Safety
+/// Each address in `table` (`m · segs` of them) points at `k / segs` readable `f32`s that
+/// no one writes during the call; `segs` divides `k`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn fully_connected_gathered(
+    table: &[usize],
+    segs: usize,
+    (m, k): (usize, usize),
+    packed: &[f32],
+    n: usize,
+    out: &mut [f32],
+    lo: f32,
+    hi: f32,
+) -> Result<(), Refused> {
+    if !avx512() {
+        return Err("gathered rows need AVX-512F");
+    }
+    if segs == 0
+        || k % segs != 0
+        || fc_packed_len(n, k) != Some(packed.len())
+        || m.checked_mul(segs).is_none_or(|l| l > table.len())
+        || m.checked_mul(n).is_none_or(|l| l > out.len())
+    {
+        return Err("operand sizes");
+    }
+    if m > 0 && n > 0 {
+        let lhs = Lhs::Gathered {
+            table: table.as_ptr() as usize,
+            segs,
+        };
+        fc_split(lhs, m, k, packed, n, out, lo, hi, true);
     }
     Ok(())
 }
@@ -602,10 +679,10 @@ fn prefetch_write(p: *const f32, len: usize) {
 }
 
 /// The product of [`fully_connected`] (sizes checked, AVX-512F present, `m`, `n` > 0), over
-/// the thread pool when `threaded`.
+/// the thread pool when `threaded`; `lhs`'s rows as checked by the caller.
 #[allow(clippy::too_many_arguments)]
 fn fc_split(
-    x: &[f32],
+    lhs: Lhs,
     m: usize,
     k: usize,
     packed: &[f32],
@@ -639,7 +716,7 @@ fn fc_split(
         let units = blocks * row_tiles;
         let tasks = tasks.min(units);
         let o = SharedMut::new(out);
-        let (xp, pp) = (x.as_ptr() as usize, packed.as_ptr() as usize);
+        let pp = packed.as_ptr() as usize;
         // Large outputs (1×1 convolutions of NHWC images: 4.8 MB for mobilenet_v2's
         // 16 -> 96 at 112²) are written from memory: their lines are fetched ahead.
         let pf_out = m * n * 4 >= FC_PF_OUT_BYTES && fc_prefetch();
@@ -661,9 +738,16 @@ fn fc_split(
                 for panel in blk * per_block..panels.min((blk + 1) * per_block) {
                     let cols = NR.min(n - panel * NR);
                     let base = (pp as *const f32).wrapping_add(panel * NR * (k + 1));
+                    let (a, ind, segs) = match lhs {
+                        Lhs::Rows(xp) => ((xp as *const f32).wrapping_add(r0 * k), null(), 1),
+                        Lhs::Gathered { table, segs } => {
+                            let ind = (table as *const usize).wrapping_add(r0 * segs);
+                            (null(), ind, segs)
+                        }
+                    };
                     let tile = Tile {
                         k,
-                        a: (xp as *const f32).wrapping_add(r0 * k),
+                        a,
                         a_rs: k,
                         a_ks: 0,
                         b: base.wrapping_add(NR),
@@ -674,14 +758,17 @@ fn fc_split(
                         rows,
                         mask: last_mask(cols),
                         acc_in: false,
-                        offs: std::ptr::null(),
+                        offs: null(),
+                        ind,
+                        segs,
                         lo,
                         hi,
                     };
-                    // SAFETY: AVX-512F (or AVX2 and FMA) was detected; rows `r0..r0 + rows`
-                    // of `x` and the panel lie inside their slices (sizes checked above);
-                    // the tile's output elements are inside `out` and belong to this unit
-                    // only.
+                    // SAFETY: AVX-512F (or AVX2 and FMA) was detected (AVX-512F for
+                    // gathered rows); rows `r0..r0 + rows` of `x` (or their table entries,
+                    // whose addresses the caller vouches for) and the panel lie inside their
+                    // slices (sizes checked above); the tile's output elements are inside
+                    // `out` and belong to this unit only.
                     unsafe { fc_kernel(rows, cols)(&tile) }
                 }
             }
@@ -689,7 +776,7 @@ fn fc_split(
         threads::run_shares(units, tasks, &body);
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (x, m, k, packed, n, out, lo, hi, threaded);
+    let _ = (lhs, m, k, packed, n, out, lo, hi, threaded);
 }
 
 /// The geometry of a convolution on NCHW tensors (any strides for the input; the output's
@@ -1423,6 +1510,8 @@ fn conv_unit(
                     mask: last_mask(len),
                     acc_in: r0 > 0,
                     offs: ops.offs.as_ptr().wrapping_add(r0),
+                    ind: std::ptr::null(),
+                    segs: 1,
                     lo,
                     hi,
                 };
@@ -1558,6 +1647,8 @@ fn col_tile(
         mask: 0,
         acc_in: rs.start > 0,
         offs: std::ptr::null(),
+        ind: std::ptr::null(),
+        segs: 1,
         lo,
         hi,
     }

@@ -10,7 +10,8 @@
 //! - Convolution: rows of an im2col in XNNPACK's term order `(i, j, ci)` (the filter
 //!   `[cout, kh, kw, cin]` as it is), multiplied by the filter packed at load
 //!   ([`gemm512::pack_fc`]); a 1×1 stride-1 convolution without padding multiplies the
-//!   input itself.
+//!   input itself, and with AVX-512F the im2col rows are read in place through a table of
+//!   addresses (XNNPACK's indirect products), not copied.
 //!
 //! Every output element is computed by one task whatever the thread count, in one order:
 //! the results do not depend on the number of threads.
@@ -357,8 +358,9 @@ fn pointwise(s: &NhwcShape) -> bool {
 
 /// A convolution (one group) with the filter `[co, kh, kw, c]` packed by
 /// [`gemm512::pack_fc`] (`n = co`, `k = kh · kw · c`), then the clamp: a 1×1 stride-1
-/// convolution without padding multiplies the input itself, others an im2col of each
-/// output row (in cache) by the filter.
+/// convolution without padding multiplies the input itself; others read their im2col rows
+/// in place with AVX-512F ([`conv_gathered`]), or multiply an im2col copy of each output row
+/// (in cache) by the filter ([`conv_copied`]).
 pub fn conv_f32(
     s: &NhwcShape,
     x: &[f32],
@@ -377,6 +379,22 @@ pub fn conv_f32(
     if gemm512::fc_packed_len(s.co, k) != Some(packed.len()) {
         return Err("convolution operand sizes");
     }
+    match gathered(s) {
+        true => conv_gathered(s, x, packed, out, lo, hi),
+        false => conv_copied(s, x, packed, out, lo, hi),
+    }
+}
+
+/// [`conv_f32`] on an im2col copy of each output row (in cache), split by rows.
+fn conv_copied(
+    s: &NhwcShape,
+    x: &[f32],
+    packed: &[f32],
+    out: &mut [f32],
+    lo: f32,
+    hi: f32,
+) -> Result<(), Refused> {
+    let k = s.taps() * s.c;
     let rows = s.n * s.oh;
     let tasks = s.row_tasks(s.ow * s.co * k);
     let dst = SharedMut::new(out);
@@ -404,6 +422,84 @@ pub fn conv_f32(
     }
 }
 
+/// Whether [`conv_f32`] reads its im2col rows in place ([`conv_gathered`]): with AVX-512F
+/// (`ETCH_NHWC_GATHER=0` copies them, as before), on undilated columns (so that each
+/// kernel row's taps are one run of the input row).
+fn gathered(s: &NhwcShape) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("ETCH_NHWC_GATHER").map_or(true, |v| v != "0"));
+    on && gemm512::avx512() && s.dil[1] == 1
+}
+
+/// [`conv_f32`] without the im2col copy, as XNNPACK's indirect products: a table holds the
+/// address of each output pixel's kernel rows (`kw · c` contiguous terms each) in the
+/// input, and the product reads them there ([`gemm512::fully_connected_gathered`]).
+/// Kernel rows outside the input read a run of zeros; pixels whose column taps leave the
+/// input (the borders) have their im2col rows copied to scratch first. The terms are
+/// multiplied in the same order as the copying path, so the results are the same bits.
+/// Split over the thread pool by tiles of pixels (of any output rows) and blocks of output
+/// channels: small planes no longer split by rows (7 rows of 7×7 went 4 and 3 on two
+/// threads), and each block's weights are read once for all pixels.
+fn conv_gathered(
+    s: &NhwcShape,
+    x: &[f32],
+    packed: &[f32],
+    out: &mut [f32],
+    lo: f32,
+    hi: f32,
+) -> Result<(), Refused> {
+    let (kh, seg) = (s.kernel[0], s.kernel[1] * s.c);
+    let k = kh * seg;
+    let (lo_c, hi_c) = interior_columns(s);
+    let rows = s.n * s.oh;
+    let m = rows * s.ow;
+    let borders = rows * (s.ow - (hi_c - lo_c));
+    let border = |ox: usize| !(lo_c..hi_c).contains(&ox);
+    // The zero run, then the border pixels' im2col rows, in pixel order.
+    let mut aux = crate::scratch::take_dirty(seg + borders * k, 0f32);
+    aux[..seg].fill(0.0);
+    let mut dst = aux[seg..].chunks_exact_mut(k.max(1));
+    for row in 0..rows {
+        for ox in (0..s.ow).filter(|&ox| border(ox)) {
+            if let Some(r) = dst.next() {
+                im2col_pixel(s, x, (row / s.oh, row % s.oh, ox), r);
+            }
+        }
+    }
+    let aux = &aux[..];
+    let mut table = crate::scratch::take_dirty(m * kh, 0usize);
+    let mut next = 0;
+    for row in 0..rows {
+        let (b, oy) = (row / s.oh, row % s.oh);
+        let ri = s.tap_range(0, oy);
+        for ox in 0..s.ow {
+            let t = &mut table[(row * s.ow + ox) * kh..][..kh];
+            if border(ox) {
+                for (i, a) in t.iter_mut().enumerate() {
+                    *a = aux[seg + next * k + i * seg..].as_ptr() as usize;
+                }
+                next += 1;
+                continue;
+            }
+            let x0 = ox * s.stride[1] - s.pad[1];
+            for (i, a) in t.iter_mut().enumerate() {
+                *a = match ri.contains(&i) {
+                    true => {
+                        let iy = oy * s.stride[0] + i * s.dil[0] - s.pad[0];
+                        x[((b * s.h + iy) * s.w + x0) * s.c..][..seg].as_ptr() as usize
+                    }
+                    false => aux.as_ptr() as usize,
+                };
+            }
+        }
+    }
+    // SAFETY: every address in the table is the start of `seg` elements of `x` (a kernel
+    // row inside the input: interior columns, rows in `tap_range`, indexed above) or of
+    // `aux` (the zero run, or a border pixel's copied kernel row), both borrowed, unwritten
+    // and not reallocated until the call returns; `kh` divides `k`.
+    unsafe { gemm512::fully_connected_gathered(&table, kh, (m, k), packed, s.co, out, lo, hi) }
+}
+
 /// The im2col rows of output row `row` (item and `oy`): each output pixel's `kh · kw · c`
 /// terms in the order `(i, j, ci)`, zeros in the padding. Where a pixel's column taps are
 /// all inside the input (and undilated), each kernel row's terms are one contiguous run of
@@ -429,15 +525,22 @@ fn im2col_row(s: &NhwcShape, x: &[f32], row: usize, col: &mut [f32]) {
             }
             continue;
         }
-        let t = s.pixel_taps(b, oy, ox);
-        for i in 0..s.kernel[0] {
-            for j in 0..kw {
-                let d = &mut r[(i * kw + j) * c..][..c];
-                if t.ri.contains(&i) && t.rj.contains(&j) {
-                    d.copy_from_slice(&x[t.at(i, j)..][..c]);
-                } else {
-                    d.fill(0.0);
-                }
+        im2col_pixel(s, x, (b, oy, ox), r);
+    }
+}
+
+/// The im2col row `r` (`kh · kw · c` terms in the order `(i, j, ci)`, zeros in the
+/// padding) of output pixel `(oy, ox)` of item `b`.
+fn im2col_pixel(s: &NhwcShape, x: &[f32], (b, oy, ox): (usize, usize, usize), r: &mut [f32]) {
+    let (kw, c) = (s.kernel[1], s.c);
+    let t = s.pixel_taps(b, oy, ox);
+    for i in 0..s.kernel[0] {
+        for j in 0..kw {
+            let d = &mut r[(i * kw + j) * c..][..c];
+            if t.ri.contains(&i) && t.rj.contains(&j) {
+                d.copy_from_slice(&x[t.at(i, j)..][..c]);
+            } else {
+                d.fill(0.0);
             }
         }
     }

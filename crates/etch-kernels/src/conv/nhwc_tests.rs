@@ -183,6 +183,44 @@ fn max_pool_matches_and_keeps_nan() {
 }
 
 #[test]
+fn gathered_rows_give_the_copied_bits() {
+    if !gemm512::avx512() {
+        return;
+    }
+    let mut rng = Rng(21);
+    // (channels, out, side, kernel, stride, pad, row dilation): borders on both sides,
+    // kernels larger than the input (every pixel a border), stems of 3 channels, row
+    // dilation, more output channels than a panel and a ragged last panel.
+    for (c, co, hw, k, st, pad, dil) in [
+        (3, 64, 23, 7, 2, 3, 1),
+        (16, 40, 9, 3, 1, 1, 1),
+        (8, 33, 2, 3, 1, 1, 1),
+        (5, 48, 12, 5, 2, 2, 2),
+        (32, 96, 7, 3, 1, 1, 1),
+        (4, 16, 10, 3, 2, 0, 1),
+    ] {
+        let mut s = shape(2, hw, c, co, k, st, pad, 1);
+        s.dil[0] = dil;
+        s.oh = (hw + 2 * pad - dil * (k - 1) - 1) / st + 1;
+        let kk = k * k * c;
+        let x = rng.vec(s.n * s.h * s.w * c);
+        let w = rng.vec(co * kk);
+        let bias = rng.vec(co);
+        let packed = gemm512::pack_fc(co, kk, |j, r| w[j * kk + r], Some(&bias)).unwrap();
+        type Conv = fn(&NhwcShape, &[f32], &[f32], &mut [f32], f32, f32) -> Result<(), Refused>;
+        let run = |f: Conv| {
+            let out = all_ways(|| {
+                let mut out = vec![0f32; s.n * s.oh * s.ow * co];
+                f(&s, &x, &packed, &mut out, -2.0, 2.0).unwrap();
+                out
+            });
+            out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        assert_eq!(run(conv_gathered), run(conv_copied), "{s:?}");
+    }
+}
+
+#[test]
 fn conv_matches_the_sums() {
     if !gemm512::available() {
         return;
