@@ -346,7 +346,9 @@ fn nhwc_conv_speed() {
         return;
     }
     let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    threads::set_num_threads(1);
+    // `ETCH_BENCH_THREADS`: the thread count (1 by default).
+    let nt = std::env::var("ETCH_BENCH_THREADS").map_or(1, |v| v.parse().unwrap_or(1));
+    threads::set_num_threads(nt);
     let mut rng = Rng(9);
     for (hw, c, co, k, st) in [
         (224, 3, 32, 3, 2),
