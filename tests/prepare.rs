@@ -85,3 +85,29 @@ fn prepared_products_match_within_rounding() {
         }
     }
 }
+
+/// What `KernelContext::is_unread` said about the max pooling's values and indices.
+static POOL_UNREAD: std::sync::Mutex<Vec<(bool, bool)>> = std::sync::Mutex::new(Vec::new());
+
+fn record_unread(ctx: &etch::KernelContext<'_>) -> etch::Result<Option<etch::Prepared>> {
+    POOL_UNREAD
+        .lock()
+        .unwrap()
+        .push((ctx.is_unread(6), ctx.is_unread(7)));
+    Ok(None)
+}
+
+/// The load-time hooks learn which outputs nothing reads: the cnn fixture's max pooling
+/// feeds its values on and drops its indices (a method output or an argument another call
+/// reads is never unread). The default hook then leaves the indices unwritten, and the
+/// outputs stay the bits of a method loaded without hooks (above).
+#[test]
+fn hooks_see_which_outputs_nothing_reads() {
+    let fx = manifest().into_iter().find(|f| f.name == "cnn").unwrap();
+    let program = Program::from_bytes(&std::fs::read(&fx.pte).unwrap()).unwrap();
+    let mut kernels = etch::default_kernels();
+    kernels.register_prepare("aten::max_pool2d_with_indices.out", record_unread);
+    let config = LoadConfig::new(Arc::new(kernels), Arc::new(etch::default_backends()));
+    Method::load(&program, "forward", &config).unwrap();
+    assert_eq!(*POOL_UNREAD.lock().unwrap(), [(false, true)]);
+}

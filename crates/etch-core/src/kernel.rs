@@ -175,6 +175,8 @@ pub struct KernelContext<'a> {
     device_ctx: Option<&'a (dyn std::any::Any + Send + Sync)>,
     /// Which values are constants (load-time preparation only).
     constant: Option<&'a [bool]>,
+    /// Which values nothing reads (load-time preparation only).
+    unread: Option<&'a [bool]>,
     prepared: Option<&'a (dyn std::any::Any + Send + Sync)>,
 }
 
@@ -194,6 +196,7 @@ impl<'a> KernelContext<'a> {
             host_access: false,
             device_ctx: None,
             constant: None,
+            unread: None,
             prepared: None,
         }
     }
@@ -209,6 +212,22 @@ impl<'a> KernelContext<'a> {
     pub fn is_constant(&self, i: usize) -> bool {
         let c = self.constant.zip(self.args.get(i));
         c.is_some_and(|(c, &a)| c.get(a as usize).copied().unwrap_or(false))
+    }
+
+    /// Says which of the method's values nothing reads (for a [`PrepareFn`] at load).
+    pub fn with_unread(mut self, unread: &'a [bool]) -> Self {
+        self.unread = Some(unread);
+        self
+    }
+
+    /// Whether argument `i` is a value that nothing reads: a plain intermediate (planned
+    /// memory, no initial state, not a method input or output) that no other call mentions
+    /// and no view of memory sees, so a kernel may leave it unwritten (the indices of a
+    /// max pooling whose values alone are used, say). False when unknown (at run time, or
+    /// out of range).
+    pub fn is_unread(&self, i: usize) -> bool {
+        let u = self.unread.zip(self.args.get(i));
+        u.is_some_and(|(u, &a)| u.get(a as usize).copied().unwrap_or(false))
     }
 
     /// Gives the kernel the state its [`PrepareFn`] made for this call site, if any.

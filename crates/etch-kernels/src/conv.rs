@@ -1336,8 +1336,23 @@ pub fn out_sizes(x: &TensorRef<'_>, oh: usize, ow: usize) -> Result<Shape> {
 
 /// `max_pool2d_with_indices`: args [self, kernel_size, stride, padding, dilation,
 /// ceil_mode, out, indices]. Indices are flat offsets within each H×W plane.
+/// Where nothing reads the indices ([`max_pool_prepare`]), they are not computed.
 fn max_pool2d_with_indices_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    max_pool2d(ctx, "aten::max_pool2d_with_indices.out", true)
+    let with_idx = ctx.prepared::<IndicesUnread>().is_none();
+    max_pool2d(ctx, "aten::max_pool2d_with_indices.out", with_idx)
+}
+
+/// The state of a `max_pool2d_with_indices` call site whose indices nothing reads.
+struct IndicesUnread;
+
+/// `max_pool2d_with_indices`' load-time hook: a call whose indices (argument 7) nothing
+/// reads computes the values alone, as XNNPACK's max pooling (torchvision's resnets use
+/// the values only; the indices are int64, twice the values' bytes, and took over half
+/// the pooling's time).
+fn max_pool_prepare(ctx: &KernelContext<'_>) -> Result<Option<etch_core::Prepared>> {
+    Ok(ctx
+        .is_unread(7)
+        .then(|| std::sync::Arc::new(IndicesUnread) as etch_core::Prepared))
 }
 
 /// Max pooling without the indices (XNNPACK's `XNNMaxPooling2d`, which has none): args
@@ -1614,6 +1629,7 @@ pub fn register(reg: &mut KernelRegistry) -> Result<()> {
         "aten::max_pool2d_with_indices.out",
         max_pool2d_with_indices_out,
     )?;
+    reg.register_prepare("aten::max_pool2d_with_indices.out", max_pool_prepare);
     reg.register("aten::avg_pool2d.out", avg_pool2d_out)?;
     reg.register("aten::_adaptive_avg_pool2d.out", adaptive_avg_pool2d_out)?;
     Ok(())

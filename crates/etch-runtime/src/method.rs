@@ -651,6 +651,10 @@ impl Method {
             };
             channels_last = crate::layout::choose(&mut f, &refs)?;
         }
+        // Before the fusion, whose fused calls take their chains' arguments (so that the
+        // values inside a chain, which no call writes any more, look like static views).
+        let unread = (straight && config.prepare_kernels)
+            .then(|| unread_values(&values, &intermediate, &chains));
         if straight && config.fuse_kernels && host_access {
             let mut f = crate::fuse::FuseInput {
                 values: &mut values,
@@ -693,6 +697,7 @@ impl Method {
             let ctx = PrepareInput {
                 values: &mut values,
                 constant: &constant,
+                unread: unread.as_deref(),
                 op_names: &op_names,
                 kernels: &config.kernels,
                 devices: &config.devices,
@@ -1862,6 +1867,9 @@ pub fn tensor_to_owned(t: &TensorImpl, devices: &DeviceRegistry) -> Result<Tenso
 struct PrepareInput<'a> {
     values: &'a mut [EValue],
     constant: &'a [bool],
+    /// The values nothing reads ([`unread_values`]; `None` where unknown: methods with
+    /// jumps).
+    unread: Option<&'a [bool]>,
     op_names: &'a [String],
     kernels: &'a KernelRegistry,
     devices: &'a DeviceRegistry,
@@ -1897,11 +1905,60 @@ fn prepare_kernels(p: PrepareInput<'_>, chains: &mut [Vec<Instr>]) -> Result<()>
         let ctx = unsafe { KernelContext::new(p.values, args, name) }
             .with_devices(p.devices, p.host_access)
             .with_constants(p.constant);
+        let ctx = match p.unread {
+            Some(u) => ctx.with_unread(u),
+            None => ctx,
+        };
         *prepared = hook(&ctx)
             .map_err(|e| e.context(format!("preparing {name} at load")))?
             .map(PreparedState);
     }
     Ok(())
+}
+
+/// The values nothing reads (`KernelContext::is_unread`) in a method without jumps: plain
+/// intermediates with memory that one kernel call writes and no other instruction mentions
+/// (a kernel or delegate call, tensor lists included), and that no static view can see (a
+/// planned intermediate no kernel writes, which sees what was last written over its memory
+/// before its first use: `fuse::Flow::sees`; views of other chains must not overlap).
+fn unread_values(values: &[EValue], intermediate: &[bool], chains: &[Vec<Instr>]) -> Vec<bool> {
+    let refs: Vec<_> = chains.iter().map(|c| call_refs(c)).collect();
+    let flows: Vec<_> = refs
+        .iter()
+        .map(|r| crate::fuse::Flow::new(values, intermediate, r))
+        .collect();
+    let mut mentions = vec![0u32; values.len()];
+    for r in refs.iter().flatten() {
+        let mut seen = crate::fuse::mentioned(values, r.args);
+        seen.sort_unstable();
+        seen.dedup();
+        for v in seen {
+            if let Some(m) = mentions.get_mut(v as usize) {
+                *m += 1;
+            }
+        }
+    }
+    let mut unread = vec![false; values.len()];
+    for (ci, (chain, flow)) in refs.iter().zip(&flows).enumerate() {
+        for (i, c) in chain.iter().enumerate().filter(|(_, c)| c.op.is_some()) {
+            for &w in crate::fold::written_by(values, c.args) {
+                let wi = w as usize;
+                let r = match values.get(wi) {
+                    Some(EValue::Tensor(t)) => t.memory_range(),
+                    _ => None,
+                };
+                let Some(r) = r.filter(|_| intermediate[wi] && mentions[wi] == 1) else {
+                    continue;
+                };
+                let apart = |v: &std::ops::Range<usize>| v.end <= r.start || r.end <= v.start;
+                unread[wi] = flow.views.iter().all(|v| !flow.sees(v, i, &r, &[]))
+                    && (flows.iter().enumerate())
+                        .filter(|&(cj, _)| cj != ci)
+                        .all(|(_, f)| f.views.iter().all(|(v, _)| apart(v)));
+            }
+        }
+    }
+    unread
 }
 
 /// The instructions of a chain as the load-time passes see them.
