@@ -661,6 +661,13 @@ fn fc_prefetch() -> bool {
     })
 }
 
+/// Whether [`fc_split`] splits many row tiles by rows rather than by blocks of panels
+/// (`ETCH_FC_SPLIT_ROWS=0`: by blocks, as before session 31).
+fn fc_split_rows() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ETCH_FC_SPLIT_ROWS").map_or(true, |v| v != "0"))
+}
+
 /// Prefetches the `len` elements at `p` for writing (a hint: the addresses need not be
 /// valid).
 fn prefetch_write(p: *const f32, len: usize) {
@@ -720,9 +727,8 @@ fn fc_split(
         // Large outputs (1×1 convolutions of NHWC images: 4.8 MB for mobilenet_v2's
         // 16 -> 96 at 112²) are written from memory: their lines are fetched ahead.
         let pf_out = m * n * 4 >= FC_PF_OUT_BYTES && fc_prefetch();
-        let body = |_: usize, range: Range<usize>| {
-            for u in range {
-                let (blk, rt) = (u / row_tiles, u % row_tiles);
+        let unit = |blk: usize, rt: usize| {
+            {
                 let r0 = rt * MR;
                 let rows = MR.min(m - r0);
                 if pf_out && rt + FC_PF_TILES < row_tiles {
@@ -773,7 +779,19 @@ fn fc_split(
                 }
             }
         };
-        threads::run_shares(units, tasks, &body);
+        match tasks > 1 && row_tiles >= 4 * tasks && fc_split_rows() {
+            // Many row tiles: the tasks split the rows (pixels), each running every block
+            // over the rows it claims, so that consecutive operations split the same way
+            // (by pixels) find their data in the cache of the core that wrote it.
+            true => threads::run_shares(row_tiles, tasks, &|_, range| {
+                for blk in 0..blocks {
+                    range.clone().for_each(|rt| unit(blk, rt));
+                }
+            }),
+            false => threads::run_shares(units, tasks, &|_, range| {
+                range.for_each(|u| unit(u / row_tiles, u % row_tiles));
+            }),
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (lhs, m, k, packed, n, out, lo, hi, threaded);
