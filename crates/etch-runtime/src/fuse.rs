@@ -66,8 +66,8 @@ fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
     a.start < b.end && b.start < a.end
 }
 
-/// How values flow through one chain of instructions (the layout choice asks it which
-/// writes a static view sees, too).
+/// How values flow through one chain of instructions (the layout choice and the unread
+/// outputs ask it which writes a static view sees too: [`seen_by_views`]).
 pub(crate) struct Flow<'a> {
     instrs: &'a [CallRef<'a>],
     /// The instructions mentioning each value.
@@ -77,7 +77,7 @@ pub(crate) struct Flow<'a> {
     /// Static views: the memory of planned intermediates no instruction writes, and their
     /// first use (`None`: none here). A view sees the tensor last written over its memory
     /// before its first use; a fused chain must not drop a write one of them could see.
-    pub(crate) views: Vec<(Range<usize>, Option<usize>)>,
+    views: Vec<(Range<usize>, Option<usize>)>,
     /// The memory each instruction writes.
     written: Vec<Vec<Range<usize>>>,
 }
@@ -129,7 +129,7 @@ impl<'a> Flow<'a> {
 
     /// Whether a view (its memory, its first use) could see what call `c` writes at `r`,
     /// the calls in `dropped` writing nothing.
-    pub(crate) fn sees(
+    fn sees(
         &self,
         view: &(Range<usize>, Option<usize>),
         c: usize,
@@ -147,6 +147,16 @@ impl<'a> Flow<'a> {
                     .any(|w| w.start <= v.start && v.end <= w.end)
         };
         overlaps(v, r) && u > c && !(c + 1..u).any(covered)
+    }
+
+    /// How many instructions of the chain mention value `v`.
+    pub(crate) fn mentions(&self, v: usize) -> usize {
+        self.uses.get(v).map_or(0, Vec::len)
+    }
+
+    /// How many kernel calls of the chain write value `v`.
+    pub(crate) fn writers(&self, v: usize) -> u32 {
+        self.writers.get(v).copied().unwrap_or(0)
     }
 
     /// Whether value `w`, which call `c` writes, may stay unwritten when `calls` are fused:
@@ -176,6 +186,37 @@ impl<'a> Flow<'a> {
                 .all(|&w| self.internal(f, w, c, &calls[..m]))
         })
     }
+}
+
+/// The values whose bytes a static view could read as a kernel call of one of `flows`'
+/// chains wrote them: a view of the same chain that sees the write ([`Flow::sees`], no
+/// call dropped), or any view of another chain over the same memory. The layout choice
+/// keeps those in their layout; kernels must write them (`KernelContext::is_unread`).
+pub(crate) fn seen_by_views(values: &[EValue], flows: &[Flow<'_>]) -> Vec<bool> {
+    let mut seen = vec![false; values.len()];
+    for (ci, flow) in flows.iter().enumerate() {
+        for (c, call) in flow
+            .instrs
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.op.is_some())
+        {
+            for &w in written_by(values, call.args) {
+                let Some(r) = range_of(values, w) else {
+                    continue;
+                };
+                let other = |(cj, f): (usize, &Flow<'_>)| {
+                    cj != ci && f.views.iter().any(|(v, _)| overlaps(v, &r))
+                };
+                if flow.views.iter().any(|v| flow.sees(v, c, &r, &[]))
+                    || flows.iter().enumerate().any(other)
+                {
+                    seen[w as usize] = true;
+                }
+            }
+        }
+    }
+    seen
 }
 
 /// Finds the fusions the registered hooks make of `instrs` (one chain without jumps, in

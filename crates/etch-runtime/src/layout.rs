@@ -15,7 +15,7 @@
 //! plan is unchanged: a tensor keeps its bytes and capacity, only its strides change.
 
 use crate::fold::{CallRef, written_by};
-use crate::fuse::{Flow, mentioned};
+use crate::fuse::{Flow, mentioned, seen_by_views};
 use etch_core::{DeviceRegistry, Dynamism, EValue, KernelContext, KernelRegistry, Result};
 use std::collections::{HashMap, HashSet};
 
@@ -65,7 +65,6 @@ fn candidates(f: &LayoutInput<'_>, chains: &[Vec<CallRef<'_>>]) -> Vec<bool> {
     let nv = f.values.len();
     let mut writers = vec![0u32; nv];
     let mut listed = vec![false; nv];
-    let mut viewed = vec![false; nv];
     for c in chains.iter().flatten() {
         for &w in written_by(f.values, c.args) {
             if let Some(n) = writers.get_mut(w as usize) {
@@ -93,20 +92,11 @@ fn candidates(f: &LayoutInput<'_>, chains: &[Vec<CallRef<'_>>]) -> Vec<bool> {
     }
     // A tensor no call writes (a static view) reads the bytes that the calls before its
     // first use wrote last over its memory: the values they wrote there keep their layout.
-    for chain in chains {
-        let flow = Flow::new(f.values, f.intermediate, chain);
-        for (c, call) in chain.iter().enumerate().filter(|(_, c)| c.op.is_some()) {
-            for &w in written_by(f.values, call.args) {
-                let r = match &f.values[w as usize] {
-                    EValue::Tensor(t) => t.memory_range(),
-                    _ => None,
-                };
-                if r.is_some_and(|r| flow.views.iter().any(|v| flow.sees(v, c, &r, &[]))) {
-                    viewed[w as usize] = true;
-                }
-            }
-        }
-    }
+    let flows: Vec<_> = chains
+        .iter()
+        .map(|c| Flow::new(f.values, f.intermediate, c))
+        .collect();
+    let viewed = seen_by_views(f.values, &flows);
     (0..nv)
         .map(|v| {
             let EValue::Tensor(t) = &f.values[v] else {

@@ -1917,48 +1917,24 @@ fn prepare_kernels(p: PrepareInput<'_>, chains: &mut [Vec<Instr>]) -> Result<()>
 }
 
 /// The values nothing reads (`KernelContext::is_unread`) in a method without jumps: plain
-/// intermediates with memory that one kernel call writes and no other instruction mentions
-/// (a kernel or delegate call, tensor lists included), and that no static view can see (a
-/// planned intermediate no kernel writes, which sees what was last written over its memory
-/// before its first use: `fuse::Flow::sees`; views of other chains must not overlap).
+/// intermediates with memory that one kernel call writes, that no other instruction
+/// mentions (a kernel or delegate call, tensor lists included) and whose bytes no static
+/// view can read (`fuse::seen_by_views`).
 fn unread_values(values: &[EValue], intermediate: &[bool], chains: &[Vec<Instr>]) -> Vec<bool> {
     let refs: Vec<_> = chains.iter().map(|c| call_refs(c)).collect();
     let flows: Vec<_> = refs
         .iter()
         .map(|r| crate::fuse::Flow::new(values, intermediate, r))
         .collect();
-    let mut mentions = vec![0u32; values.len()];
-    for r in refs.iter().flatten() {
-        let mut seen = crate::fuse::mentioned(values, r.args);
-        seen.sort_unstable();
-        seen.dedup();
-        for v in seen {
-            if let Some(m) = mentions.get_mut(v as usize) {
-                *m += 1;
-            }
-        }
-    }
-    let mut unread = vec![false; values.len()];
-    for (ci, (chain, flow)) in refs.iter().zip(&flows).enumerate() {
-        for (i, c) in chain.iter().enumerate().filter(|(_, c)| c.op.is_some()) {
-            for &w in crate::fold::written_by(values, c.args) {
-                let wi = w as usize;
-                let r = match values.get(wi) {
-                    Some(EValue::Tensor(t)) => t.memory_range(),
-                    _ => None,
-                };
-                let Some(r) = r.filter(|_| intermediate[wi] && mentions[wi] == 1) else {
-                    continue;
-                };
-                let apart = |v: &std::ops::Range<usize>| v.end <= r.start || r.end <= v.start;
-                unread[wi] = flow.views.iter().all(|v| !flow.sees(v, i, &r, &[]))
-                    && (flows.iter().enumerate())
-                        .filter(|&(cj, _)| cj != ci)
-                        .all(|(_, f)| f.views.iter().all(|(v, _)| apart(v)));
-            }
-        }
-    }
-    unread
+    let seen = crate::fuse::seen_by_views(values, &flows);
+    (0..values.len())
+        .map(|v| {
+            let mentions: usize = flows.iter().map(|f| f.mentions(v)).sum();
+            let writers: u32 = flows.iter().map(|f| f.writers(v)).sum();
+            let memory = matches!(&values[v], EValue::Tensor(t) if t.memory_range().is_some());
+            intermediate[v] && memory && mentions == 1 && writers == 1 && !seen[v]
+        })
+        .collect()
 }
 
 /// The instructions of a chain as the load-time passes see them.
