@@ -199,14 +199,15 @@ fn pool_row(
             let w = L.min(c - c0);
             #[cfg(target_arch = "x86_64")]
             if w == L && wide && ix.is_none() {
+                let four = c - c0 >= 4 * L;
                 // SAFETY: as for `pixel_block` below, for 64 or 16 channels from `c0`.
                 unsafe {
-                    match c - c0 >= 4 * L {
+                    match four {
                         true => avx512::pixel_values::<4>(x, taps, c0, &mut best[c0..]),
                         false => avx512::pixel_values::<1>(x, taps, c0, &mut best[c0..]),
                     }
                 }
-                c0 += if c - c0 >= 4 * L { 4 * L } else { L };
+                c0 += if four { 4 * L } else { L };
                 continue;
             }
             #[cfg(target_arch = "x86_64")]
