@@ -31,6 +31,8 @@ fn every_xnnpack_fixture_is_tested() {
         "linear_8da8w",
         "hf_llama_8da4w",
         "hf_qwen3_8da4w",
+        "static_qs8_cnn",
+        "mobilenet_v2_025_qs8",
     ];
     for n in &names {
         assert!(tested.contains(&n.as_str()), "fixture {n} has no test");
@@ -113,19 +115,35 @@ fn wrong_input_shape_is_an_error() {
     assert!(matches!(e.code(), ErrorCode::InvalidArgument), "{e}");
 }
 
-/// A statically quantized (qs8) program: etch does not run those yet, and says so when
-/// the delegate is initialized, naming the value's datatype and quantization.
+/// Statically quantized (qs8, XNNPACKQuantizer's PT2E flow) convolutions, depthwise and
+/// grouped convolutions with fused ReLU / ReLU6, additions, a subtraction, products, max
+/// pooling, global average pooling, a concatenation and a linear layer: XNNPACK's integer
+/// arithmetic and requantization, so the outputs are ExecuTorch's bit for bit (the
+/// manifest's 1e-5 is far below one quantization step).
 #[test]
-fn static_qs8_is_not_supported() {
-    let pte = fixtures_dir().join("xnnpack/unsupported/static_qs8_cnn.pte");
-    let x = etch::Tensor::zeros(etch::ScalarType::Float, &[1, 3, 8, 8]).unwrap();
+fn static_qs8_cnn() {
+    run_fixture("static_qs8_cnn");
+}
+
+/// A statically quantized mobilenet_v2 at width 0.25.
+#[test]
+fn mobilenet_v2_025_qs8() {
+    run_fixture("mobilenet_v2_025_qs8");
+}
+
+/// A statically quantized node etch does not run yet (a transposed convolution) fails when
+/// the delegate is initialized, with an error naming the node.
+#[test]
+fn static_qs8_conv_transpose_is_not_supported() {
+    let pte = fixtures_dir().join("xnnpack/unsupported/static_qs8_conv_transpose.pte");
+    let x = etch::Tensor::zeros(etch::ScalarType::Float, &[1, 4, 8, 8]).unwrap();
     let e = Module::from_file(&pte)
         .and_then(|mut m| m.execute("forward", &[etch::Value::Tensor(x)]))
         .unwrap_err();
     assert!(matches!(e.code(), ErrorCode::NotSupported), "{e}");
     let msg = e.to_string();
     assert!(
-        msg.contains("xnn_datatype_qint8") && msg.contains("PerTensorQuant"),
+        msg.contains("XNNConvTranspose2d") && msg.contains("qint8"),
         "{msg}"
     );
 }
@@ -153,6 +171,7 @@ fn mutated_payloads_never_panic() {
         "more_nodes",
         "linear_8da4w",
         "linear_8da8w",
+        "static_qs8_cnn",
     ] {
         let pte = fixtures_dir().join(format!("xnnpack/{name}/model.pte"));
         let original = std::fs::read(&pte).unwrap();

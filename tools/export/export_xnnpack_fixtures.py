@@ -12,7 +12,8 @@ them against PyTorch eager (loosely) so that a broken reference is noticed.
 Writes, relative to the repository root:
   tests/fixtures/xnnpack/<name>/model.pte, forward_0_in<k>.npy, forward_0_out<k>.npy
   tests/fixtures/xnnpack/manifest.json   (the format of tests/fixtures/manifest.json)
-  tests/fixtures/xnnpack/unsupported/static_qs8_cnn.pte   (a graph etch must reject at init)
+  tests/fixtures/xnnpack/unsupported/static_qs8_conv_transpose.pte   (a graph etch must reject
+      at init: a statically quantized transposed convolution)
 
 Usage:
   /work/venv/bin/python tools/export/export_xnnpack_fixtures.py [--only NAME,...]
@@ -268,37 +269,76 @@ QUANTIZED = {n for n in MODELS if "_8da" in n}
 
 
 class StaticQuantCNN(nn.Module):
-    """Conv, ReLU, mean and linear, statically quantized (qs8) by XNNPACKQuantizer's PT2E
-    flow: etch does not run static qs8 graphs yet, and must say so at init."""
+    """The nodes of statically quantized (qs8) vision models, quantized by
+    XNNPACKQuantizer's PT2E flow: a strided conv with batch norm and ReLU, a depthwise conv
+    with ReLU6, a 1x1 conv and a residual add, a grouped conv, a product, a subtraction,
+    max pooling, the global average pooling, a concatenation and a linear layer."""
 
     def __init__(self):
         super().__init__()
-        self.c = nn.Conv2d(3, 4, 3)
-        self.fc = nn.Linear(4, 5)
+        self.c1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.pw = nn.Conv2d(8, 8, 1)
+        self.g = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=2)
+        self.fc = nn.Linear(16, 5)
 
     def forward(self, x):
-        return self.fc(F.relu(self.c(x)).mean((2, 3)))
+        y = F.relu(self.bn(self.c1(x)))
+        z = F.hardtanh(self.dw(y), 0.0, 6.0)
+        z = self.pw(z) + y
+        z = F.relu(self.g(z)) * z - y
+        z = F.max_pool2d(z, 3, stride=2, padding=1)
+        a = F.adaptive_avg_pool2d(z, 1).flatten(1)
+        return self.fc(torch.cat([a, a * 0.5], 1))
 
 
-def export_static_qs8() -> None:
-    """tests/fixtures/xnnpack/unsupported/static_qs8_cnn.pte (a program only: no outputs)."""
+class StaticQuantConvTranspose(nn.Module):
+    """A statically quantized transposed convolution: etch does not run it yet, and must
+    say so at init."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.ConvTranspose2d(4, 4, 2, stride=2)
+
+    def forward(self, x):
+        return self.c(x)
+
+
+def quantize_static(model: nn.Module, inputs) -> nn.Module:
+    """XNNPACKQuantizer's PT2E flow (symmetric per-channel int8 weights, int8 activations),
+    calibrated on the inputs and two perturbed copies."""
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
         get_symmetric_quantization_config,
     )
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    torch.manual_seed(0)
-    model, x = StaticQuantCNN().eval(), torch.randn(1, 3, 8, 8)
     quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
-    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
-    prepared(x)
-    prog = export_xnnpack(convert_pt2e(prepared), (x,))
+    prepared = prepare_pt2e(torch.export.export(model, inputs).module(), quantizer)
+    g = torch.Generator().manual_seed(1)
+    for k in range(3):
+        prepared(*(x + 0.3 * k * torch.randn(x.shape, generator=g) for x in inputs))
+    return convert_pt2e(prepared)
+
+
+def export_static_qs8_unsupported() -> None:
+    """tests/fixtures/xnnpack/unsupported/static_qs8_conv_transpose.pte (a program only)."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 4, 8, 8)
+    prog = export_xnnpack(quantize_static(StaticQuantConvTranspose().eval(), (x,)), (x,))
     d = os.path.join(OUT, "unsupported")
     os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "static_qs8_cnn.pte"), "wb") as f:
+    with open(os.path.join(d, "static_qs8_conv_transpose.pte"), "wb") as f:
         f.write(prog.buffer)
-    print(f"unsupported/static_qs8_cnn.pte: {len(prog.buffer)} bytes")
+    print(f"unsupported/static_qs8_conv_transpose.pte: {len(prog.buffer)} bytes")
+
+
+# Statically quantized fixtures (quantize_static after the batch norm statistics are set).
+MODELS["static_qs8_cnn"] = (StaticQuantCNN, lambda: (torch.randn(1, 3, 16, 16),))
+MODELS["mobilenet_v2_025_qs8"] = (mobilenet_v2_small, lambda: (torch.randn(1, 3, 64, 64),))
+STATIC_QS8 = {"static_qs8_cnn", "mobilenet_v2_025_qs8"}
+QUANTIZED |= STATIC_QS8
 
 
 # Also exported in half precision (model and inputs `.half()`), as `<name>_fp16`.
@@ -330,6 +370,8 @@ def export_fixture(name: str) -> dict:
     model = make().eval()
     perturb_batch_norm(model)
     inputs = make_inputs()
+    if name in STATIC_QS8:
+        model = quantize_static(model, inputs)
     if half:
         model = model.half()
         inputs = tuple(x.half() for x in inputs)
@@ -488,7 +530,7 @@ def main() -> int:
     for n in names:
         manifest.append(export_fixture(n))
     if not args.only:
-        export_static_qs8()
+        export_static_qs8_unsupported()
     manifest.sort(key=lambda e: (list(MODELS) + FP16).index(e["name"]))
     os.makedirs(OUT, exist_ok=True)
     with open(path, "w") as f:

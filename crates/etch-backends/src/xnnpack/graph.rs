@@ -38,6 +38,10 @@ pub enum Datatype {
     Bf16,
     /// 32-bit signed integers.
     Int32,
+    /// Statically quantized int8 (`PerTensorQuant`: one scale and zero point).
+    Qint8,
+    /// Int32 with per-channel scales (a statically quantized node's bias, zero point 0).
+    Qcint32,
     /// Dynamically quantized int8 (per-row parameters computed at run time).
     Qdint8,
     /// Int8 with per-channel scales (zero point 0).
@@ -59,11 +63,11 @@ impl Datatype {
             D::XnnDatatypeBf16 => Datatype::Bf16,
             D::XnnDatatypeInt32 => Datatype::Int32,
             D::XnnDatatypeInvalid => Datatype::Other("xnn_datatype_invalid"),
-            D::XnnDatatypeQint8 => Datatype::Other("xnn_datatype_qint8"),
+            D::XnnDatatypeQint8 => Datatype::Qint8,
             D::XnnDatatypeQuint8 => Datatype::Other("xnn_datatype_quint8"),
             D::XnnDatatypeQint32 => Datatype::Other("xnn_datatype_qint32"),
             D::XnnDatatypeQcint8 => Datatype::Qcint8,
-            D::XnnDatatypeQcint32 => Datatype::Other("xnn_datatype_qcint32"),
+            D::XnnDatatypeQcint32 => Datatype::Qcint32,
             D::XnnDatatypeQcint4 => Datatype::Qcint4,
             D::XnnDatatypeQdint8 => Datatype::Qdint8,
             D::XnnDatatypeQbint4 => Datatype::Qbint4,
@@ -79,6 +83,8 @@ impl Datatype {
             Datatype::Fp16 => "xnn_datatype_fp16",
             Datatype::Bf16 => "xnn_datatype_bf16",
             Datatype::Int32 => "xnn_datatype_int32",
+            Datatype::Qint8 => "xnn_datatype_qint8",
+            Datatype::Qcint32 => "xnn_datatype_qcint32",
             Datatype::Qdint8 => "xnn_datatype_qdint8",
             Datatype::Qcint8 => "xnn_datatype_qcint8",
             Datatype::Qcint4 => "xnn_datatype_qcint4",
@@ -88,11 +94,16 @@ impl Datatype {
     }
 
     /// Whether the type is one of the quantized types etch runs (only in the nodes that take
-    /// them: fp32 -> qdint8 converts and dynamically quantized fully-connected nodes).
+    /// them: see [`super::lower`]).
     pub fn is_quantized(self) -> bool {
         matches!(
             self,
-            Datatype::Qdint8 | Datatype::Qcint8 | Datatype::Qcint4 | Datatype::Qbint4
+            Datatype::Qint8
+                | Datatype::Qcint32
+                | Datatype::Qdint8
+                | Datatype::Qcint8
+                | Datatype::Qcint4
+                | Datatype::Qbint4
         )
     }
 

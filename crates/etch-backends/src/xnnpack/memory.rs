@@ -36,13 +36,13 @@ pub fn value_bytes(g: &Graph, id: usize) -> Result<usize> {
     let v = &g.values[id];
     let numel = etch_core::checked_numel(&v.dims);
     let bytes = match v.dtype {
-        D::Fp32 | D::Int32 => numel.and_then(|n| n.checked_mul(4)),
+        D::Fp32 | D::Int32 | D::Qcint32 => numel.and_then(|n| n.checked_mul(4)),
         D::Fp16 | D::Bf16 => numel.and_then(|n| n.checked_mul(2)),
         D::Qcint4 | D::Qbint4 => match v.dims.last() {
             Some(&last) if last > 0 => numel.map(|n| n / last * last.div_ceil(2)),
             _ => numel,
         },
-        D::Qdint8 | D::Qcint8 | D::Other(_) => numel,
+        D::Qint8 | D::Qdint8 | D::Qcint8 | D::Other(_) => numel,
     };
     bytes
         .filter(|&n| n <= isize::MAX as usize / 2)
@@ -350,7 +350,13 @@ pub fn channels_first(g: &Graph) -> Vec<bool> {
         .map(|v| spatial && v.dims.len() == 4 && v.constant == 0 && v.external_id.is_none())
         .collect();
     for n in &g.nodes {
-        let ok = strided_operands(&n.op);
+        // Statically quantized nodes read and write XNNPACK's own layout.
+        let qs8 =
+            n.op.inputs()
+                .iter()
+                .chain(n.op.outputs().iter())
+                .any(|&id| g.values[id].dtype == super::graph::Datatype::Qint8);
+        let ok = strided_operands(&n.op) && !qs8;
         let reads_only = matches!(
             n.op,
             Op::Unary {

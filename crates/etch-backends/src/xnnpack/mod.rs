@@ -27,6 +27,7 @@ pub use memory::{Layout, set_layout};
 pub mod payload;
 mod plan;
 mod qd8;
+mod qs8;
 mod rows;
 
 pub(crate) use generated::fb_xnnpack as fb;

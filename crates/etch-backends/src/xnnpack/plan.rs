@@ -75,9 +75,9 @@ pub fn scalar_type(v: &XValue, id: u32) -> Result<ScalarType> {
         Datatype::Fp32 => ScalarType::Float,
         Datatype::Fp16 => ScalarType::Half,
         Datatype::Bf16 => ScalarType::BFloat16,
-        Datatype::Int32 => ScalarType::Int,
+        Datatype::Int32 | Datatype::Qcint32 => ScalarType::Int,
         // The int8 elements; the quantization parameters are kept beside them.
-        Datatype::Qdint8 | Datatype::Qcint8 => ScalarType::Char,
+        Datatype::Qint8 | Datatype::Qdint8 | Datatype::Qcint8 => ScalarType::Char,
         d @ (Datatype::Qcint4 | Datatype::Qbint4 | Datatype::Other(_)) => {
             let q = v
                 .quant
@@ -86,8 +86,9 @@ pub fn scalar_type(v: &XValue, id: u32) -> Result<ScalarType> {
                 .unwrap_or_default();
             return Err(Error::not_supported(format!(
                 "value {id} is {}{q}: etch runs XNNPACK graphs of fp32, fp16 and bf16 tensors, \
-                 and dynamically quantized fully-connected nodes (qdint8 inputs, qcint8, qcint4 \
-                 or qbint4 filters), only so far",
+                 statically quantized int8 (qint8) nodes, and dynamically quantized \
+                 fully-connected nodes (qdint8 inputs, qcint8, qcint4 or qbint4 filters), only \
+                 so far",
                 d.name()
             )));
         }

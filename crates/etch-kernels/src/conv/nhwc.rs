@@ -49,9 +49,11 @@ pub struct NhwcShape {
 }
 
 /// The taps of one output pixel inside the input (see [`NhwcShape::pixel_taps`]).
-struct PixelTaps {
-    ri: std::ops::Range<usize>,
-    rj: std::ops::Range<usize>,
+pub struct PixelTaps {
+    /// Kernel rows inside the input.
+    pub ri: std::ops::Range<usize>,
+    /// Kernel columns inside the input.
+    pub rj: std::ops::Range<usize>,
     base: isize,
     di: isize,
     dj: isize,
@@ -59,7 +61,7 @@ struct PixelTaps {
 
 impl PixelTaps {
     /// The input offset of tap `(i, j)` (`i` in `ri`, `j` in `rj`).
-    fn at(&self, i: usize, j: usize) -> usize {
+    pub fn at(&self, i: usize, j: usize) -> usize {
         (self.base + i as isize * self.di + j as isize * self.dj) as usize
     }
 }
@@ -68,14 +70,16 @@ impl PixelTaps {
 const TASK_WORK: usize = 1 << 17;
 
 impl NhwcShape {
-    fn in_len(&self) -> Option<usize> {
+    /// Input elements (`None` on overflow).
+    pub fn in_len(&self) -> Option<usize> {
         self.n
             .checked_mul(self.h)?
             .checked_mul(self.w)?
             .checked_mul(self.c)
     }
 
-    fn out_len(&self) -> Option<usize> {
+    /// Output elements (`None` on overflow).
+    pub fn out_len(&self) -> Option<usize> {
         self.n
             .checked_mul(self.oh)?
             .checked_mul(self.ow)?
@@ -88,7 +92,7 @@ impl NhwcShape {
 
     /// Whether the geometry is usable: nonzero kernel, strides and dilations, sizes that
     /// do not overflow. (Taps outside the input are skipped, so any padding is safe.)
-    fn valid(&self) -> bool {
+    pub fn valid(&self) -> bool {
         self.stride
             .iter()
             .chain(&self.dil)
@@ -101,7 +105,7 @@ impl NhwcShape {
     /// The taps of output pixel `(oy, ox)` of item `b` inside the input (rows `.0`, columns
     /// `.1`), and the input offset of tap `(i, j)` as `.2 + i · .3 + j · .4` (in range for
     /// the taps inside).
-    fn pixel_taps(&self, b: usize, oy: usize, ox: usize) -> PixelTaps {
+    pub fn pixel_taps(&self, b: usize, oy: usize, ox: usize) -> PixelTaps {
         let iy0 = (oy * self.stride[0]) as isize - self.pad[0] as isize;
         let ix0 = (ox * self.stride[1]) as isize - self.pad[1] as isize;
         let base = (((b * self.h) as isize + iy0) * self.w as isize + ix0) * self.c as isize;

@@ -5,6 +5,7 @@ mod conv;
 mod elementwise;
 mod gemm;
 mod nhwc;
+mod qs8;
 mod quant;
 mod shape;
 
@@ -47,6 +48,11 @@ fn check_quantized(b: &Builder<'_>, node: &Node) -> Result<()> {
 /// many nodes it lowered.
 pub fn node(b: &mut Builder<'_>, i: usize, node: &Node) -> Result<usize> {
     b.node = i as u32;
+    if qs8::is_qs8(b, node) {
+        return qs8::lower(b, node)
+            .map(|()| 1)
+            .map_err(|e| e.context(format!("XNNPACK node {i} ({})", node.name)));
+    }
     let r = check_quantized(b, node).and_then(|()| {
         if let Op::Unary {
             op: UnaryOp::Sigmoid,

@@ -51,7 +51,13 @@ pub fn convert(b: &mut Builder<'_>, [input, output]: [u32; 2]) -> Result<()> {
 
 /// The filter's scales as f32, `count` of them (bf16 in constant data for per-block
 /// scales, f32 otherwise; inline scales are f32).
-fn scales(b: &Builder<'_>, id: u32, s: &Scales, count: usize, is_bf16: bool) -> Result<Vec<f32>> {
+pub(super) fn scales(
+    b: &Builder<'_>,
+    id: u32,
+    s: &Scales,
+    count: usize,
+    is_bf16: bool,
+) -> Result<Vec<f32>> {
     let v: Vec<f32> = match s {
         // XNNPACK takes per-block scales as bf16: executorch truncates inline f32 ones.
         Scales::Inline(v) if is_bf16 => v

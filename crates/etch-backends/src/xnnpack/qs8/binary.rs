@@ -1,0 +1,249 @@
+//! Statically quantized addition and multiplication with broadcasting (XNNPACK's
+//! `qs8_vadd` and `qs8_vmul`, fp32 flavour).
+
+use super::Requant;
+use etch_core::{Error, KernelContext, Result};
+
+/// Dims a broadcast is walked over (XNNPACK's `XNN_MAX_TENSOR_DIMS`).
+pub const DIMS: usize = 6;
+
+/// XNNPACK's addition parameters (`xnn_init_qs8_add_minmax_scalar_params`):
+/// `out = ((bias + a * a_mult + b * b_mult) >> shift) + zp`, then clamped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddParams {
+    pub a_mult: i32,
+    pub b_mult: i32,
+    pub bias: i32,
+    pub shift: u32,
+}
+
+impl AddParams {
+    /// From the operands' and output's scales and zero points.
+    pub fn new(a: (f32, i32), b: (f32, i32), out_scale: f32) -> Result<Self> {
+        let (a_os, b_os) = (a.0 / out_scale, b.0 / out_scale);
+        let max = a_os.abs().max(b_os.abs());
+        let ok = |s: f32| (2f32.powi(-10)..256.0).contains(&s.abs());
+        if !ok(a_os) || !ok(b_os) {
+            return Err(Error::not_supported(format!(
+                "a quantized addition with input / output scale ratios {a_os} and {b_os} \
+                 (XNNPACK takes [2^-10, 256))"
+            )));
+        }
+        let max_exp = (max.to_bits() >> 23) as i32 - 127;
+        let shift = (20 - max_exp) as u32;
+        // `|s| * 2^shift`, by the exponent's bits as XNNPACK does, rounded half to even.
+        let mult = |s: f32| {
+            let m = f32::from_bits(s.abs().to_bits() + (shift << 23)).round_ties_even() as i32;
+            if s.is_sign_negative() { -m } else { m }
+        };
+        let (a_mult, b_mult) = (mult(a_os), mult(b_os));
+        let rounding = 1i32 << (shift - 1);
+        let bias = rounding
+            .wrapping_sub(a_mult.wrapping_mul(a.1))
+            .wrapping_sub(b_mult.wrapping_mul(b.1));
+        Ok(AddParams {
+            a_mult,
+            b_mult,
+            bias,
+            shift,
+        })
+    }
+
+    #[inline(always)]
+    fn apply(&self, a: i8, b: i8, out: &Requant) -> i8 {
+        let acc = self
+            .bias
+            .wrapping_add((a as i32).wrapping_mul(self.a_mult))
+            .wrapping_add((b as i32).wrapping_mul(self.b_mult));
+        ((acc >> self.shift) + out.zp).clamp(out.lo, out.hi) as i8
+    }
+}
+
+/// The walk of a broadcast: output dims and the operands' element strides (0 where an
+/// operand is broadcast), all `DIMS` long (leading dims 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Broadcast {
+    pub dims: [usize; DIMS],
+    pub a: [usize; DIMS],
+    pub b: [usize; DIMS],
+}
+
+impl Broadcast {
+    /// Of operands of dims `a` and `b` (NumPy's rules) into `out`.
+    pub fn new(a: &[usize], b: &[usize], out: &[usize]) -> Result<Self> {
+        let err = || {
+            Error::invalid_program(format!(
+                "broadcast of {a:?} and {b:?} into {out:?} (at most {DIMS} dims)"
+            ))
+        };
+        if out.len() > DIMS || a.len() > out.len() || b.len() > out.len() {
+            return Err(err());
+        }
+        let mut bc = Broadcast {
+            dims: [1; DIMS],
+            a: [0; DIMS],
+            b: [0; DIMS],
+        };
+        let pad = |d: &[usize]| {
+            let mut p = [1usize; DIMS];
+            p[DIMS - d.len()..].copy_from_slice(d);
+            p
+        };
+        let (pa, pb) = (pad(a), pad(b));
+        bc.dims[DIMS - out.len()..].copy_from_slice(out);
+        let (mut sa, mut sb) = (1usize, 1usize);
+        for d in (0..DIMS).rev() {
+            let n = bc.dims[d];
+            for (p, s, st) in [(&pa, &mut bc.a, &mut sa), (&pb, &mut bc.b, &mut sb)] {
+                if p[d] == n {
+                    s[d] = if n == 1 { 0 } else { *st };
+                } else if p[d] != 1 {
+                    return Err(err());
+                }
+                *st *= p[d];
+            }
+        }
+        Ok(bc)
+    }
+
+    /// The lowering's encoding: dims, then `a`'s and `b`'s strides.
+    pub fn ints(&self) -> Vec<i64> {
+        self.dims
+            .iter()
+            .chain(&self.a)
+            .chain(&self.b)
+            .map(|&v| v as i64)
+            .collect()
+    }
+
+    /// Reads [`Broadcast::ints`].
+    pub fn from_ints(v: &[i64]) -> Result<Self> {
+        if v.len() != 3 * DIMS || v.iter().any(|&x| x < 0) {
+            return Err(Error::internal(format!("qs8 broadcast {v:?}")));
+        }
+        let get = |i: usize| std::array::from_fn(|d| v[i * DIMS + d] as usize);
+        Ok(Broadcast {
+            dims: get(0),
+            a: get(1),
+            b: get(2),
+        })
+    }
+
+    /// Calls `f(offset_a, offset_b, run)` for each run of the innermost dim, in output
+    /// order (`run` outputs, `a` and `b` advancing by their innermost strides).
+    fn walk(&self, mut f: impl FnMut(usize, usize)) {
+        let mut idx = [0usize; DIMS];
+        let outer: usize = self.dims[..DIMS - 1].iter().product();
+        let (mut oa, mut ob) = (0usize, 0usize);
+        for _ in 0..outer {
+            f(oa, ob);
+            for d in (0..DIMS - 1).rev() {
+                idx[d] += 1;
+                oa += self.a[d];
+                ob += self.b[d];
+                if idx[d] < self.dims[d] {
+                    break;
+                }
+                oa -= self.a[d] * self.dims[d];
+                ob -= self.b[d] * self.dims[d];
+                idx[d] = 0;
+            }
+        }
+    }
+
+    fn check(&self, a: usize, b: usize, out: usize) -> Result<()> {
+        let extent =
+            |s: &[usize; DIMS]| (0..DIMS).map(|d| s[d] * (self.dims[d] - 1)).sum::<usize>() + 1;
+        let n: usize = self.dims.iter().product();
+        if n != out || (n > 0 && (extent(&self.a) > a || extent(&self.b) > b)) {
+            return Err(Error::internal(format!(
+                "qs8 binary operands {a}, {b}, {out} for {self:?}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Runs `f(a, b)` over a broadcast into `out`.
+fn each(ctx: &mut KernelContext<'_>, f: impl Fn(i8, i8) -> i8) -> Result<()> {
+    let (a, b) = (ctx.tensor(0)?, ctx.tensor(1)?);
+    let bc = Broadcast::from_ints(ctx.int_list(3)?)?;
+    let mut o = ctx.tensor(2)?;
+    let (a, b, o) = (a.data::<i8>()?, b.data::<i8>()?, o.data_mut::<i8>()?);
+    bc.check(a.len(), b.len(), o.len())?;
+    let run = bc.dims[DIMS - 1];
+    let (sa, sb) = (bc.a[DIMS - 1], bc.b[DIMS - 1]);
+    let mut at = 0usize;
+    bc.walk(|oa, ob| {
+        let o = &mut o[at..at + run];
+        if sa == 1 && sb == 1 {
+            let (a, b) = (&a[oa..oa + run], &b[ob..ob + run]);
+            for ((o, &a), &b) in o.iter_mut().zip(a).zip(b) {
+                *o = f(a, b);
+            }
+        } else {
+            for (i, o) in o.iter_mut().enumerate() {
+                *o = f(a[oa + i * sa], b[ob + i * sb]);
+            }
+        }
+        at += run;
+    });
+    Ok(())
+}
+
+/// `add(a, b, out, broadcast, [a_mult, b_mult, bias, shift], [zp, lo, hi])`.
+pub fn add(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let p = match ctx.int_list(4)? {
+        &[a_mult, b_mult, bias, shift] if (1..32).contains(&shift) => AddParams {
+            a_mult: a_mult as i32,
+            b_mult: b_mult as i32,
+            bias: bias as i32,
+            shift: shift as u32,
+        },
+        v => return Err(Error::internal(format!("qs8 add parameters {v:?}"))),
+    };
+    let out = Requant::from_ints(ctx.int_list(5)?)?;
+    each(ctx, |a, b| p.apply(a, b, &out))
+}
+
+/// `mul(a, b, out, broadcast, [a_zp, b_zp], scale, [zp, lo, hi])`:
+/// `requant((a - a_zp) * (b - b_zp) as f32 * scale)`.
+pub fn mul(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let (a_zp, b_zp) = match ctx.int_list(4)? {
+        &[a, b] => (a as i32, b as i32),
+        v => return Err(Error::internal(format!("qs8 mul zero points {v:?}"))),
+    };
+    let scale = ctx.double(5)? as f32;
+    let out = Requant::from_ints(ctx.int_list(6)?)?;
+    each(ctx, |a, b| {
+        out.apply(((a as i32 - a_zp) * (b as i32 - b_zp)) as f32 * scale)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcast_strides() {
+        let bc = Broadcast::new(&[1, 4, 4, 8], &[1, 1, 1, 8], &[1, 4, 4, 8]).unwrap();
+        assert_eq!(bc.dims, [1, 1, 1, 4, 4, 8]);
+        assert_eq!(bc.a, [0, 0, 0, 32, 8, 1]);
+        assert_eq!(bc.b, [0, 0, 0, 0, 0, 1]);
+        assert!(Broadcast::new(&[3], &[4], &[4]).is_err());
+    }
+
+    #[test]
+    fn addition_parameters_as_xnnpack() {
+        // Equal scales: both multipliers are 2^20 at shift 20.
+        let p = AddParams::new((0.5, 3), (0.5, -2), 0.5).unwrap();
+        assert_eq!((p.a_mult, p.b_mult, p.shift), (1 << 20, 1 << 20, 20));
+        let out = Requant {
+            zp: 1,
+            lo: -128,
+            hi: 127,
+        };
+        // (10 - 3) + (5 + 2) + 1
+        assert_eq!(p.apply(10, 5, &out), 15);
+    }
+}

@@ -1,0 +1,236 @@
+//! Statically quantized convolutions and fully-connected layers, NHWC:
+//! `out[p, n] = requant((bias[n] + sum((x - x_zp) * w[n])) as f32 * scale[n])` over the
+//! taps of output pixel `p` inside the input (padding is the input zero point, which adds
+//! nothing). A fully-connected layer is a 1×1 convolution of `[m, 1, 1, k]`. The shape is
+//! the f32 NHWC kernels' [`NhwcShape`].
+
+use super::Requant;
+use etch_core::{Error, KernelContext, Result};
+use etch_kernels::conv::nhwc::NhwcShape;
+use etch_kernels::threads::{SharedMut, run_parts, tasks_for};
+
+/// Multiply-adds below which a call stays on the calling thread.
+const MIN_TASK_WORK: usize = 1 << 16;
+
+/// A convolution's shape, as the lowering passes it ([`Geometry::ints`] /
+/// [`Geometry::from_ints`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    /// Input, output, kernel, stride, top-left padding and dilation.
+    pub shape: NhwcShape,
+    /// Groups (a depthwise convolution: `c` groups of 1).
+    pub groups: usize,
+    /// Input channels a group.
+    pub gic: usize,
+    /// Input zero point.
+    pub x_zp: i32,
+}
+
+impl Geometry {
+    /// The lowering's encoding.
+    pub fn ints(&self) -> Vec<i64> {
+        let s = &self.shape;
+        [s.n, s.h, s.w, s.c, s.oh, s.ow, s.co]
+            .iter()
+            .chain(&s.kernel)
+            .chain(&s.stride)
+            .chain(&s.pad)
+            .chain(&s.dil)
+            .chain(&[self.groups, self.gic])
+            .map(|&v| v as i64)
+            .chain([self.x_zp as i64])
+            .collect()
+    }
+
+    /// Reads [`Geometry::ints`].
+    pub fn from_ints(v: &[i64]) -> Result<Self> {
+        if v.len() != 18 || v[..17].iter().any(|&x| x < 0) {
+            return Err(Error::internal(format!("qs8 convolution geometry {v:?}")));
+        }
+        let u = |i: usize| v[i] as usize;
+        let g = Geometry {
+            shape: NhwcShape {
+                n: u(0),
+                h: u(1),
+                w: u(2),
+                c: u(3),
+                oh: u(4),
+                ow: u(5),
+                co: u(6),
+                kernel: [u(7), u(8)],
+                stride: [u(9), u(10)],
+                pad: [u(11), u(12)],
+                dil: [u(13), u(14)],
+            },
+            groups: u(15),
+            gic: u(16),
+            x_zp: v[17] as i32,
+        };
+        if !g.shape.valid() || g.groups == 0 || g.shape.c != g.groups * g.gic {
+            return Err(Error::internal(format!("qs8 convolution geometry {g:?}")));
+        }
+        Ok(g)
+    }
+
+    /// Output channels a group.
+    fn goc(&self) -> usize {
+        self.shape.co / self.groups
+    }
+
+    /// Checks the operands' sizes against the shape.
+    fn check(&self, x: usize, w: usize, bias: usize, scales: usize, out: usize) -> Result<()> {
+        let s = &self.shape;
+        let ok = s.co.is_multiple_of(self.groups)
+            && Some(x) == s.in_len()
+            && w == s.co * s.kernel[0] * s.kernel[1] * self.gic
+            && bias == s.co
+            && scales == s.co
+            && Some(out) == s.out_len();
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::internal(format!(
+                "qs8 convolution operands {x}, {w}, {bias}, {scales}, {out} for {self:?}"
+            )))
+        }
+    }
+}
+
+/// The operands of a call, as slices.
+struct Conv<'a> {
+    g: Geometry,
+    x: &'a [i8],
+    /// Dense: `[oc, kh, kw, gic]`; depthwise: `[kh, kw, oc]`.
+    w: &'a [i8],
+    bias: &'a [i32],
+    scales: &'a [f32],
+    out: Requant,
+}
+
+/// `conv(x, w, bias, scales, geometry, [zp, lo, hi], out)`: a dense or grouped
+/// convolution, filters `[oc, kh, kw, gic]`.
+pub fn conv(ctx: &mut KernelContext<'_>) -> Result<()> {
+    run(ctx, false)
+}
+
+/// `depthwise(x, w, bias, scales, geometry, [zp, lo, hi], out)`: a depthwise convolution
+/// (`groups == c`, `gic == 1`, `oc` a multiple of `c`), filters `[kh, kw, oc]`.
+pub fn depthwise(ctx: &mut KernelContext<'_>) -> Result<()> {
+    run(ctx, true)
+}
+
+fn run(ctx: &mut KernelContext<'_>, depthwise: bool) -> Result<()> {
+    let (x, w, bias, scales) = (
+        ctx.tensor(0)?,
+        ctx.tensor(1)?,
+        ctx.tensor(2)?,
+        ctx.tensor(3)?,
+    );
+    let g = Geometry::from_ints(ctx.int_list(4)?)?;
+    let out = Requant::from_ints(ctx.int_list(5)?)?;
+    let mut o = ctx.tensor(6)?;
+    let (x, w, bias, scales) = (
+        x.data::<i8>()?,
+        w.data::<i8>()?,
+        bias.data::<i32>()?,
+        scales.data::<f32>()?,
+    );
+    let o = o.data_mut::<i8>()?;
+    g.check(x.len(), w.len(), bias.len(), scales.len(), o.len())?;
+    if depthwise && (g.groups != g.shape.c || g.gic != 1) {
+        return Err(Error::internal(format!("qs8 depthwise geometry {g:?}")));
+    }
+    let c = Conv {
+        g,
+        x,
+        w,
+        bias,
+        scales,
+        out,
+    };
+    let s = &g.shape;
+    let pixels = s.n * s.oh * s.ow;
+    let work = o.len() * s.kernel[0] * s.kernel[1] * g.gic;
+    let shared = SharedMut::new(o);
+    let oc = s.co;
+    run_parts(pixels, tasks_for(work, MIN_TASK_WORK), &|r| {
+        for p in r {
+            // SAFETY: each pixel's outputs are written by the one task whose range has it.
+            let o = unsafe { shared.slice(p * oc, oc) };
+            if depthwise {
+                c.depthwise_pixel(p, o);
+            } else {
+                c.dense_pixel(p, o);
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Sum of `(x - zp) * w` over two int8 runs of one length.
+#[inline(always)]
+fn dot(x: &[i8], w: &[i8], zp: i32) -> i32 {
+    x.iter()
+        .zip(w)
+        .map(|(&x, &w)| (x as i32 - zp) * w as i32)
+        .sum()
+}
+
+impl Conv<'_> {
+    /// Calls `f(offset, tap)` for output pixel `p`'s taps inside the input: the input
+    /// offset of the tap's pixel and its index in the kernel (row-major).
+    fn taps(&self, p: usize, mut f: impl FnMut(usize, usize)) {
+        let s = &self.g.shape;
+        let (b, rest) = (p / (s.oh * s.ow), p % (s.oh * s.ow));
+        let taps = s.pixel_taps(b, rest / s.ow, rest % s.ow);
+        for i in taps.ri.clone() {
+            for j in taps.rj.clone() {
+                f(taps.at(i, j), i * s.kernel[1] + j);
+            }
+        }
+    }
+
+    fn dense_pixel(&self, p: usize, o: &mut [i8]) {
+        let g = &self.g;
+        let (goc, gic) = (g.goc(), g.gic);
+        let k = g.shape.kernel[0] * g.shape.kernel[1] * gic;
+        for (n, o) in o.iter_mut().enumerate() {
+            let grp = n / goc;
+            let w = &self.w[n * k..(n + 1) * k];
+            let mut acc = self.bias[n];
+            self.taps(p, |at, t| {
+                let x = &self.x[at + grp * gic..at + grp * gic + gic];
+                acc = acc.wrapping_add(dot(x, &w[t * gic..t * gic + gic], g.x_zp));
+            });
+            *o = self.out.apply(acc as f32 * self.scales[n]);
+        }
+    }
+
+    fn depthwise_pixel(&self, p: usize, o: &mut [i8]) {
+        let g = &self.g;
+        let (oc, mult) = (g.shape.co, g.shape.co / g.shape.c);
+        let mut acc = [0i32; 64];
+        for start in (0..oc).step_by(acc.len()) {
+            let len = acc.len().min(oc - start);
+            let acc = &mut acc[..len];
+            acc.copy_from_slice(&self.bias[start..start + len]);
+            self.taps(p, |at, t| {
+                let w = &self.w[t * oc + start..t * oc + start + len];
+                if mult == 1 {
+                    let x = &self.x[at + start..at + start + len];
+                    for ((a, &x), &w) in acc.iter_mut().zip(x).zip(w) {
+                        *a = a.wrapping_add((x as i32 - g.x_zp) * w as i32);
+                    }
+                } else {
+                    for (i, (a, &w)) in acc.iter_mut().zip(w).enumerate() {
+                        let x = self.x[at + (start + i) / mult] as i32;
+                        *a = a.wrapping_add((x - g.x_zp) * w as i32);
+                    }
+                }
+            });
+            for (i, (o, &a)) in o[start..start + len].iter_mut().zip(acc.iter()).enumerate() {
+                *o = self.out.apply(a as f32 * self.scales[start + i]);
+            }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Statically quantized pooling, NHWC: max pooling (XNNPACK's `s8_maxpool`) and the mean
+//! over the pixels (`xnn_reduce_mean` of qint8: exact i32 sums, then XNNPACK's int32 ->
+//! qint8 conversion with the zero points folded in f32).
+
+use super::Requant;
+use super::conv::Geometry;
+use etch_core::{Error, KernelContext, Result};
+
+/// `max_pool(x, geometry, [zp, lo, hi], out)`: the largest input of each window (taps in
+/// the padding are skipped), clamped to the output range. The geometry is a [`Geometry`]
+/// with as many output channels as input channels.
+pub fn max_pool(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let x = ctx.tensor(0)?;
+    let g = Geometry::from_ints(ctx.int_list(1)?)?;
+    let r = Requant::from_ints(ctx.int_list(2)?)?;
+    let mut o = ctx.tensor(3)?;
+    let (x, o) = (x.data::<i8>()?, o.data_mut::<i8>()?);
+    let s = &g.shape;
+    if s.c != s.co || Some(x.len()) != s.in_len() || Some(o.len()) != s.out_len() {
+        return Err(Error::internal(format!("qs8 max pooling geometry {g:?}")));
+    }
+    let (c, (lo, hi)) = (s.c, (r.lo as i8, r.hi as i8));
+    for (p, o) in o.chunks_exact_mut(c.max(1)).enumerate() {
+        let (b, rest) = (p / (s.oh * s.ow), p % (s.oh * s.ow));
+        let taps = s.pixel_taps(b, rest / s.ow, rest % s.ow);
+        o.fill(i8::MIN);
+        for i in taps.ri.clone() {
+            for j in taps.rj.clone() {
+                let at = taps.at(i, j);
+                for (o, &x) in o.iter_mut().zip(&x[at..at + c]) {
+                    *o = (*o).max(x);
+                }
+            }
+        }
+        for o in o.iter_mut() {
+            *o = (*o).clamp(lo, hi);
+        }
+    }
+    Ok(())
+}
+
+/// XNNPACK's mean of `count` qint8 values: `scale = (x_scale / out_scale) * (1 / count)`
+/// and `zp = out_zp - (count * x_zp) * scale` (f32), for `rne(sum * scale + zp)`.
+pub fn mean_params(count: usize, x: (f32, i32), out: (f32, i32)) -> (f32, f32) {
+    let scale = (x.0 / out.0) * (1.0f32 / count as f32);
+    let zp = out.1 as f32 - (count as f32 * x.1 as f32) * scale;
+    (scale, zp)
+}
+
+/// `mean(x [n, pixels, c], scale, zp, [lo, hi], out [n, c])`: `clamp(rne(sum * scale +
+/// zp), lo, hi)` of each channel's sum over the pixels (see [`mean_params`]).
+pub fn mean(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let x = ctx.tensor(0)?;
+    let (scale, zp) = (ctx.double(1)? as f32, ctx.double(2)? as f32);
+    let (lo, hi) = match ctx.int_list(3)? {
+        &[lo, hi] if -128 <= lo && lo <= hi && hi <= 127 => (lo as f32, hi as f32),
+        v => return Err(Error::internal(format!("qs8 mean range {v:?}"))),
+    };
+    let mut o = ctx.tensor(4)?;
+    let &[n, pixels, c] = x.sizes() else {
+        return Err(Error::internal(format!("qs8 mean input {:?}", x.sizes())));
+    };
+    let (x, o) = (x.data::<i8>()?, o.data_mut::<i8>()?);
+    if o.len() != n * c {
+        return Err(Error::internal("qs8 mean: operand sizes"));
+    }
+    let mut sums = [0i32; 64];
+    for (b, o) in o.chunks_exact_mut(c.max(1)).enumerate() {
+        for start in (0..c).step_by(sums.len()) {
+            let len = sums.len().min(c - start);
+            let sums = &mut sums[..len];
+            sums.fill(0);
+            for p in 0..pixels {
+                let at = (b * pixels + p) * c + start;
+                for (s, &x) in sums.iter_mut().zip(&x[at..at + len]) {
+                    *s += x as i32;
+                }
+            }
+            for (o, &s) in o[start..start + len].iter_mut().zip(sums.iter()) {
+                // `round_float_to_int`: rounded half to even, then saturated (to the
+                // node's range, within int8's).
+                let v = (s as f32 * scale + zp).round_ties_even();
+                *o = v.clamp(lo, hi) as i8;
+            }
+        }
+    }
+    Ok(())
+}
