@@ -213,7 +213,7 @@ impl Packing {
 }
 
 /// Columns of a panel of VNNI-packed filters.
-const PANEL: usize = 16;
+pub(crate) const PANEL: usize = 16;
 /// The most blocks per row of the fully-connected layers given VNNI-packed filters.
 const MAX_VNNI_BLOCKS: usize = 256;
 

@@ -288,23 +288,13 @@ fn conv_step(
     let scales = requant_scales(qx.0, w_scales, qo.0)?;
     let r = qs8::output_range(qo.0, qo.1, node.clamp);
     let n = g.shape.co;
+    #[cfg(target_arch = "x86_64")]
+    if !depthwise && g.groups == 1 && qs8::vnni::available() {
+        return conv_vnni(b, g, [x, out], &w, bias, &scales, &r);
+    }
     let wt = b.owned(ScalarType::Char, &[w.len()], &w)?;
-    let bt = b.owned(
-        ScalarType::Int,
-        &[n],
-        &bias
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect::<Vec<_>>(),
-    )?;
-    let st = b.owned(
-        ScalarType::Float,
-        &[n],
-        &scales
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect::<Vec<_>>(),
-    )?;
+    let bt = b.owned(ScalarType::Int, &[n], &i32_bytes(bias))?;
+    let st = b.owned(ScalarType::Float, &[n], &f32_bytes(&scales))?;
     let s = &g.shape;
     let tx = b.view(x, &[s.n * s.h * s.w * s.c], None)?;
     let to = b.view(out, &[s.n * s.oh * s.ow * s.co], None)?;
@@ -315,6 +305,53 @@ fn conv_step(
         ("xnnpack::qs8_conv", qs8::conv::conv)
     };
     b.kernel_fn(name, f, &[tx, wt, bt, st, geo, range, to]);
+    Ok(())
+}
+
+fn i32_bytes(v: &[i32]) -> Vec<u8> {
+    v.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// [`conv_step`] on AVX-512 VNNI ([`qs8::vnni`]): the filters `[n, k]` padded to the
+/// panels' depth and packed, the input zero point folded into the biases, scratch for the
+/// im2col rows.
+#[cfg(target_arch = "x86_64")]
+fn conv_vnni(
+    b: &mut Builder<'_>,
+    g: &Geometry,
+    [x, out]: [u32; 2],
+    w: &[u8],
+    bias: &[i32],
+    scales: &[f32],
+    r: &qs8::Requant,
+) -> Result<()> {
+    use super::super::qd8;
+    let s = &g.shape;
+    let (n, k) = (s.co, s.kernel[0] * s.kernel[1] * s.c);
+    let k4 = qs8::vnni::depth(g);
+    let w: Vec<i8> = w.iter().map(|&v| v as i8).collect();
+    let mut padded = vec![0i8; n * k4];
+    for (dst, src) in padded.chunks_exact_mut(k4).zip(w.chunks_exact(k.max(1))) {
+        dst[..k].copy_from_slice(src);
+    }
+    let panels = qd8::pack_panels(&padded, n, k4, qd8::Packing::Vnni);
+    let folded = qs8::vnni::folded_bias(&w, k, bias, g.x_zp);
+    let wt = b.owned(ScalarType::Char, &[panels.len()], &panels)?;
+    let bt = b.owned(ScalarType::Int, &[n], &i32_bytes(&folded))?;
+    let st = b.owned(ScalarType::Float, &[n], &f32_bytes(scales))?;
+    let scratch = b.scratch(ScalarType::Char, &[qs8::vnni::SLOTS * qs8::vnni::ROWS * k4])?;
+    let tx = b.view(x, &[s.n * s.h * s.w * s.c], None)?;
+    let to = b.view(out, &[s.n * s.oh * s.ow * s.co], None)?;
+    let (geo, range) = (b.ints(&g.ints()), b.ints(&r.ints()));
+    b.kernel_fn(
+        "xnnpack::qs8_conv_vnni",
+        qs8::vnni::conv_vnni,
+        &[tx, wt, bt, st, geo, range, scratch, to],
+    );
     Ok(())
 }
 

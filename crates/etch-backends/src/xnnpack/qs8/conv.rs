@@ -129,17 +129,59 @@ fn run(ctx: &mut KernelContext<'_>, depthwise: bool) -> Result<()> {
     let g = Geometry::from_ints(ctx.int_list(4)?)?;
     let out = Requant::from_ints(ctx.int_list(5)?)?;
     let mut o = ctx.tensor(6)?;
-    let (x, w, bias, scales) = (
-        x.data::<i8>()?,
-        w.data::<i8>()?,
-        bias.data::<i32>()?,
-        scales.data::<f32>()?,
-    );
-    let o = o.data_mut::<i8>()?;
-    g.check(x.len(), w.len(), bias.len(), scales.len(), o.len())?;
-    if depthwise && (g.groups != g.shape.c || g.gic != 1) {
-        return Err(Error::internal(format!("qs8 depthwise geometry {g:?}")));
+    let c = Conv {
+        g,
+        x: x.data::<i8>()?,
+        w: w.data::<i8>()?,
+        bias: bias.data::<i32>()?,
+        scales: scales.data::<f32>()?,
+        out,
+    };
+    c.run(o.data_mut::<i8>()?, depthwise)
+}
+
+impl Conv<'_> {
+    /// All outputs (`depthwise`: filters `[kh, kw, oc]`), split over threads by pixels.
+    fn run(&self, o: &mut [i8], depthwise: bool) -> Result<()> {
+        let g = &self.g;
+        let (x, w) = (self.x.len(), self.w.len());
+        g.check(x, w, self.bias.len(), self.scales.len(), o.len())?;
+        if depthwise && (g.groups != g.shape.c || g.gic != 1) {
+            return Err(Error::internal(format!("qs8 depthwise geometry {g:?}")));
+        }
+        let s = &g.shape;
+        let pixels = s.n * s.oh * s.ow;
+        let work = o.len() * s.kernel[0] * s.kernel[1] * g.gic;
+        let shared = SharedMut::new(o);
+        let oc = s.co;
+        run_parts(pixels, tasks_for(work, MIN_TASK_WORK), &|r| {
+            for p in r {
+                // SAFETY: each pixel's outputs are written by the one task whose range has it.
+                let o = unsafe { shared.slice(p * oc, oc) };
+                if depthwise {
+                    self.depthwise_pixel(p, o);
+                } else {
+                    self.dense_pixel(p, o);
+                }
+            }
+        });
+        Ok(())
     }
+}
+
+/// A dense or grouped convolution of `x` by filters `w` (`[oc, kh, kw, gic]`) into `o`,
+/// the scalar reference of the other kernels (tests).
+#[cfg(test)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn dense(
+    g: Geometry,
+    x: &[i8],
+    w: &[i8],
+    bias: &[i32],
+    scales: &[f32],
+    out: Requant,
+    o: &mut [i8],
+) -> Result<()> {
     let c = Conv {
         g,
         x,
@@ -148,23 +190,7 @@ fn run(ctx: &mut KernelContext<'_>, depthwise: bool) -> Result<()> {
         scales,
         out,
     };
-    let s = &g.shape;
-    let pixels = s.n * s.oh * s.ow;
-    let work = o.len() * s.kernel[0] * s.kernel[1] * g.gic;
-    let shared = SharedMut::new(o);
-    let oc = s.co;
-    run_parts(pixels, tasks_for(work, MIN_TASK_WORK), &|r| {
-        for p in r {
-            // SAFETY: each pixel's outputs are written by the one task whose range has it.
-            let o = unsafe { shared.slice(p * oc, oc) };
-            if depthwise {
-                c.depthwise_pixel(p, o);
-            } else {
-                c.dense_pixel(p, o);
-            }
-        }
-    });
-    Ok(())
+    c.run(o, false)
 }
 
 /// Sum of `(x - zp) * w` over two int8 runs of one length.

@@ -18,6 +18,8 @@
 pub mod binary;
 pub mod conv;
 pub mod pool;
+#[cfg(target_arch = "x86_64")]
+pub mod vnni;
 
 use etch_core::{Error, KernelContext, Result};
 

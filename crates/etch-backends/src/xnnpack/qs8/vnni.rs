@@ -1,0 +1,389 @@
+//! Dense qs8 convolutions and fully-connected layers on AVX-512 VNNI (`vpdpbusd`): the
+//! im2col rows of a tile of output pixels (the input pixels themselves for a 1×1
+//! convolution of stride 1) times filters packed at init in the dynamically quantized
+//! layers' panels ([`super::super::qd8::pack_panels`], weights offset by 128). The sums
+//! are exact, so the outputs are [`super::conv`]'s bit for bit:
+//!
+//! `acc = bias[n] - x_zp · Σ w[n] - 128 · Σ a + Σ (w[n] + 128) · a = bias[n] + Σ (a - x_zp) · w[n]`
+//!
+//! where the taps in the padding read `x_zp` (adding nothing), then the same fp32
+//! requantization, `cvtps` rounding half to even as the scalar code's magic bias does.
+
+use super::Requant;
+use super::conv::Geometry;
+use etch_core::{Error, KernelContext, Result};
+use etch_kernels::threads::{SharedMut, run_shares, tasks_for};
+use std::arch::x86_64::*;
+
+/// Output pixels (rows) of a tile.
+pub const ROWS: usize = 8;
+/// Columns of a filter panel (the dynamically quantized layers' panels).
+const PANEL: usize = super::super::qd8::PANEL;
+/// Panels of a tile.
+const PANELS: usize = 2;
+/// Tasks a call splits into at most (each has its own rows of scratch).
+pub const SLOTS: usize = 16;
+/// Multiply-adds below which a call stays on the calling thread.
+const MIN_TASK_WORK: usize = 1 << 17;
+
+/// Whether the CPU has AVX-512F, BW and VNNI and `ETCH_QS8_VNNI` is not `0`.
+pub fn available() -> bool {
+    std::env::var("ETCH_QS8_VNNI").map_or(true, |v| v != "0")
+        && std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vnni")
+}
+
+/// Input channels of the im2col rows of `g` rounded up to 4 (the panels' depth).
+pub fn depth(g: &Geometry) -> usize {
+    (g.shape.kernel[0] * g.shape.kernel[1] * g.shape.c).next_multiple_of(4)
+}
+
+/// The biases the kernel starts from: `bias[n] - x_zp · Σ w[n]` (filters `[n, k]`).
+pub fn folded_bias(w: &[i8], k: usize, bias: &[i32], x_zp: i32) -> Vec<i32> {
+    w.chunks(k.max(1))
+        .zip(bias)
+        .map(|(w, &b)| {
+            let s: i32 = w.iter().map(|&v| v as i32).sum();
+            b.wrapping_sub(x_zp.wrapping_mul(s))
+        })
+        .collect()
+}
+
+/// The first `n` (at most 16) lanes.
+#[inline]
+fn lanes(n: usize) -> __mmask16 {
+    if n >= 16 { !0 } else { (1u16 << n) - 1 }
+}
+
+/// The operands of a call, as slices.
+struct Gemm<'a> {
+    /// Packed panels `[panels, k4 / 4, PANEL, 4]`.
+    w: &'a [u8],
+    bias: &'a [i32],
+    scales: &'a [f32],
+    /// Depth (multiple of 4) and columns.
+    k4: usize,
+    n: usize,
+    out: Requant,
+}
+
+/// `conv_vnni(x, panels, folded bias, scales, geometry, [zp, lo, hi], scratch, out)`: a
+/// dense (one group) qs8 convolution or fully-connected layer; `scratch` holds
+/// [`SLOTS`] tiles of [`ROWS`] rows of [`depth`] bytes.
+pub fn conv_vnni(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let (x, w, bias, scales) = (
+        ctx.tensor(0)?,
+        ctx.tensor(1)?,
+        ctx.tensor(2)?,
+        ctx.tensor(3)?,
+    );
+    let g = Geometry::from_ints(ctx.int_list(4)?)?;
+    let out = Requant::from_ints(ctx.int_list(5)?)?;
+    let (mut scratch, mut o) = (ctx.tensor(6)?, ctx.tensor(7)?);
+    let w = w.data::<i8>()?;
+    // SAFETY: i8 and u8 have one layout.
+    let w = unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u8>(), w.len()) };
+    let gemm = Gemm {
+        w,
+        bias: bias.data::<i32>()?,
+        scales: scales.data::<f32>()?,
+        k4: depth(&g),
+        n: g.shape.co,
+        out,
+    };
+    run(
+        &g,
+        &gemm,
+        x.data::<i8>()?,
+        scratch.data_mut::<i8>()?,
+        o.data_mut::<i8>()?,
+    )
+}
+
+/// All outputs of `g` into `o`, split over threads by tiles of pixels.
+fn run(g: &Geometry, gemm: &Gemm<'_>, x: &[i8], scratch: &mut [i8], o: &mut [i8]) -> Result<()> {
+    let s = &g.shape;
+    let (k4, n) = (gemm.k4, gemm.n);
+    let ok = g.groups == 1
+        && Some(x.len()) == s.in_len()
+        && Some(o.len()) == s.out_len()
+        && gemm.w.len() == n.div_ceil(PANEL) * PANEL * k4
+        && gemm.bias.len() == n
+        && gemm.scales.len() == n
+        && scratch.len() >= SLOTS * ROWS * k4;
+    if !ok || !available() {
+        return Err(Error::internal(format!(
+            "qs8 VNNI convolution operands for {g:?}"
+        )));
+    }
+    let direct = s.kernel == [1, 1] && s.stride == [1, 1] && s.pad == [0, 0] && k4 == s.c;
+    let pixels = s.n * s.oh * s.ow;
+    let tiles = pixels.div_ceil(ROWS);
+    let tasks = tasks_for(pixels * n * k4, MIN_TASK_WORK).min(SLOTS);
+    let (shared, scratch) = (SharedMut::new(o), SharedMut::new(scratch));
+    run_shares(tiles, tasks, &|t, r| {
+        // SAFETY: task `t` is run by one thread at a time (run_shares), and `t < SLOTS`.
+        let buf = unsafe { scratch.slice(t * ROWS * k4, ROWS * k4) };
+        for tile in r {
+            let p0 = tile * ROWS;
+            let rows = ROWS.min(pixels - p0);
+            let a: &[i8] = if direct {
+                &x[p0 * k4..(p0 + rows) * k4]
+            } else {
+                gather(g, x, p0, rows, k4, buf);
+                &buf[..rows * k4]
+            };
+            // SAFETY: the CPU has the features (checked above); `a` is `rows` rows of
+            // `k4`; the outputs of these pixels are this task's.
+            unsafe { gemm.rows(a, rows, p0, &shared) };
+        }
+    });
+    Ok(())
+}
+
+/// Writes the im2col rows of pixels `p0..p0 + rows` into `buf` (`k4` bytes a row): each
+/// tap's `c` input channels, the input zero point for taps in the padding, zeros after
+/// the `kh · kw · c` bytes.
+fn gather(g: &Geometry, x: &[i8], p0: usize, rows: usize, k4: usize, buf: &mut [i8]) {
+    let s = &g.shape;
+    let (c, k) = (s.c, s.kernel[0] * s.kernel[1] * s.c);
+    for (r, row) in buf.chunks_exact_mut(k4).take(rows).enumerate() {
+        let p = p0 + r;
+        let (b, rest) = (p / (s.oh * s.ow), p % (s.oh * s.ow));
+        let taps = s.pixel_taps(b, rest / s.ow, rest % s.ow);
+        let full = taps.ri.len() == s.kernel[0] && taps.rj.len() == s.kernel[1];
+        if !full {
+            row[..k].fill(g.x_zp as i8);
+        }
+        row[k..].fill(0);
+        for i in taps.ri.clone() {
+            for j in taps.rj.clone() {
+                let at = taps.at(i, j);
+                let to = (i * s.kernel[1] + j) * c;
+                row[to..to + c].copy_from_slice(&x[at..at + c]);
+            }
+        }
+    }
+}
+
+impl Gemm<'_> {
+    /// The outputs of `rows` (at most [`ROWS`]) pixels from `p0`, rows `a`.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F, BW and VNNI; `a.len() == rows * k4`; no other task writes
+    /// these pixels' outputs.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn rows(&self, a: &[i8], rows: usize, p0: usize, o: &SharedMut<i8>) {
+        // -128 · Σ a of each row (the weights' offset).
+        let mut sums = [0i32; ROWS];
+        for (s, row) in sums.iter_mut().zip(a.chunks_exact(self.k4)) {
+            let sum = row.iter().fold(0i32, |s, &v| s.wrapping_add(v as i32));
+            *s = sum.wrapping_mul(-128);
+        }
+        let panels = self.n.div_ceil(PANEL);
+        let mut p = 0;
+        while p < panels {
+            // SAFETY: as the caller's.
+            unsafe {
+                match (rows, panels - p >= PANELS) {
+                    (ROWS, true) => self.tile::<ROWS, PANELS>(a, &sums, p0, p, o),
+                    (ROWS, false) => self.tile::<ROWS, 1>(a, &sums, p0, p, o),
+                    (_, true) => self.tile_short::<PANELS>(a, rows, &sums, p0, p, o),
+                    (_, false) => self.tile_short::<1>(a, rows, &sums, p0, p, o),
+                }
+            }
+            p += PANELS;
+        }
+    }
+
+    /// [`Gemm::tile`] for fewer than [`ROWS`] rows.
+    ///
+    /// # Safety
+    /// As [`Gemm::tile`].
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn tile_short<const P: usize>(
+        &self,
+        a: &[i8],
+        rows: usize,
+        sums: &[i32; ROWS],
+        p0: usize,
+        p: usize,
+        o: &SharedMut<i8>,
+    ) {
+        // SAFETY: as the caller's.
+        unsafe {
+            match rows {
+                1 => self.tile::<1, P>(a, sums, p0, p, o),
+                2 => self.tile::<2, P>(a, sums, p0, p, o),
+                3 => self.tile::<3, P>(a, sums, p0, p, o),
+                4 => self.tile::<4, P>(a, sums, p0, p, o),
+                5 => self.tile::<5, P>(a, sums, p0, p, o),
+                6 => self.tile::<6, P>(a, sums, p0, p, o),
+                _ => self.tile::<7, P>(a, sums, p0, p, o),
+            }
+        }
+    }
+
+    /// Rows `0..R` of `a` (pixels `p0..p0 + R`) times panels `p..p + P`: exact i32 sums,
+    /// then `clamp(rne(acc · scale) + zp)` stored as int8 (columns at and past `n` masked
+    /// off).
+    ///
+    /// # Safety
+    /// As [`Gemm::rows`]; `a` has `R` rows; panels `p..p + P` exist.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn tile<const R: usize, const P: usize>(
+        &self,
+        a: &[i8],
+        sums: &[i32; ROWS],
+        p0: usize,
+        p: usize,
+        o: &SharedMut<i8>,
+    ) {
+        let (k4, n) = (self.k4, self.n);
+        let col0 = p * PANEL;
+        let mask: [__mmask16; P] = std::array::from_fn(|j| lanes(n - col0 - PANEL * j));
+        let w: [*const u8; P] = std::array::from_fn(|j| self.w[(p + j) * PANEL * k4..].as_ptr());
+        // SAFETY (masked loads): lanes of columns at and past `n` are masked off.
+        let bias: [__m512i; P] = std::array::from_fn(|j| unsafe {
+            _mm512_maskz_loadu_epi32(mask[j], self.bias.as_ptr().add(col0 + PANEL * j))
+        });
+        let mut acc: [[__m512i; P]; R] = std::array::from_fn(|r| {
+            let s = _mm512_set1_epi32(sums[r]);
+            bias.map(|b| _mm512_add_epi32(b, s))
+        });
+        for q in 0..k4 / 4 {
+            // SAFETY: `q * 64 + 64 <= PANEL * k4`, each panel's length.
+            let wv: [__m512i; P] =
+                std::array::from_fn(|j| unsafe { _mm512_loadu_si512(w[j].add(q * 64).cast()) });
+            for (r, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: `r * k4 + 4 * q + 4 <= R * k4 <= a.len()`.
+                let av = unsafe { (a.as_ptr().add(r * k4 + 4 * q) as *const i32).read_unaligned() };
+                let av = _mm512_set1_epi32(av);
+                for j in 0..P {
+                    acc[j] = _mm512_dpbusd_epi32(acc[j], wv[j], av);
+                }
+            }
+        }
+        let lo = _mm512_set1_ps((self.out.lo - self.out.zp) as f32);
+        let hi = _mm512_set1_ps((self.out.hi - self.out.zp) as f32);
+        let zp = _mm512_set1_epi32(self.out.zp);
+        for j in 0..P {
+            // SAFETY: as above.
+            let scale = unsafe {
+                _mm512_maskz_loadu_ps(mask[j], self.scales.as_ptr().add(col0 + PANEL * j))
+            };
+            for (r, acc) in acc.iter().enumerate() {
+                let v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[j]), scale);
+                let v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+                let q = _mm512_add_epi32(_mm512_cvtps_epi32(v), zp);
+                let c = (n - col0 - PANEL * j).min(PANEL);
+                // SAFETY: these columns of pixel `p0 + r` are this task's; lanes at and past
+                // `c` are masked off.
+                unsafe {
+                    let dst = o.slice((p0 + r) * n + col0 + PANEL * j, c);
+                    _mm512_mask_cvtepi32_storeu_epi8(dst.as_mut_ptr(), mask[j], q);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::qd8;
+    use super::*;
+    use etch_kernels::conv::nhwc::NhwcShape;
+
+    /// Deterministic pseudo-random int8 values in `[lo, hi)`.
+    fn int8s(n: usize, seed: u32, lo: i32, hi: i32) -> Vec<i8> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (lo + (s >> 8) as i32 % (hi - lo)) as i8
+            })
+            .collect()
+    }
+
+    /// The packed kernel against the scalar one, on one and two threads.
+    fn check(shape: NhwcShape, x_zp: i32, out: Requant) {
+        let g = Geometry {
+            shape,
+            groups: 1,
+            gic: shape.c,
+            x_zp,
+        };
+        let (n, k) = (shape.co, shape.kernel[0] * shape.kernel[1] * shape.c);
+        let x = int8s(shape.in_len().unwrap(), 1, -128, 128);
+        let w = int8s(n * k, 2, -127, 128);
+        let bias: Vec<i32> = int8s(n, 3, -128, 128)
+            .iter()
+            .map(|&v| v as i32 * 97)
+            .collect();
+        let scales: Vec<f32> = (0..n).map(|i| 1e-3 + i as f32 * 3.7e-5).collect();
+        let mut want = vec![0i8; shape.out_len().unwrap()];
+        super::super::conv::dense(g, &x, &w, &bias, &scales, out, &mut want).unwrap();
+        let k4 = depth(&g);
+        let mut padded = vec![0i8; n * k4];
+        for (d, s) in padded.chunks_exact_mut(k4).zip(w.chunks_exact(k)) {
+            d[..k].copy_from_slice(s);
+        }
+        let panels = qd8::pack_panels(&padded, n, k4, qd8::Packing::Vnni);
+        let folded = folded_bias(&w, k, &bias, x_zp);
+        let gemm = Gemm {
+            w: &panels,
+            bias: &folded,
+            scales: &scales,
+            k4,
+            n,
+            out,
+        };
+        for threads in [1, 2] {
+            etch_kernels::threads::set_num_threads(threads);
+            let mut scratch = vec![0i8; SLOTS * ROWS * k4];
+            let mut got = vec![0i8; want.len()];
+            run(&g, &gemm, &x, &mut scratch, &mut got).unwrap();
+            assert_eq!(got, want, "{shape:?} on {threads} threads");
+        }
+        etch_kernels::threads::set_num_threads(0);
+    }
+
+    #[test]
+    fn packed_products_give_the_scalar_bits() {
+        if !available() {
+            return;
+        }
+        let shape = |h, c, co, k, s, p, d| NhwcShape {
+            n: 2,
+            h,
+            w: h + 2,
+            c,
+            oh: (h + 2 * p - d * (k - 1) - 1) / s + 1,
+            ow: (h + 2 + 2 * p - d * (k - 1) - 1) / s + 1,
+            co,
+            kernel: [k, k],
+            stride: [s, s],
+            pad: [p, p],
+            dil: [d, d],
+        };
+        let relu = Requant {
+            zp: -7,
+            lo: -7,
+            hi: 127,
+        };
+        let full = Requant {
+            zp: 3,
+            lo: -128,
+            hi: 127,
+        };
+        // A stem (3 channels, depth 27 -> 28), strided and padded.
+        check(shape(11, 3, 21, 3, 2, 1, 1), -10, full);
+        // 1x1 of stride 1 on the input rows (direct), 3 panels and a tail.
+        check(shape(5, 16, 40, 1, 1, 0, 1), 5, relu);
+        // Dilated, odd channels, more than 8 rows a tile.
+        check(shape(9, 7, 33, 3, 1, 2, 2), 0, relu);
+        // 1x1 of stride 2 (gathered).
+        check(shape(8, 8, 16, 1, 2, 0, 1), -128, full);
+    }
+}
