@@ -137,12 +137,13 @@ fn run(ctx: &mut KernelContext<'_>, depthwise: bool) -> Result<()> {
         scales: scales.data::<f32>()?,
         out,
     };
-    c.run(o.data_mut::<i8>()?, depthwise)
+    c.run(o.data_mut::<i8>()?, depthwise, true)
 }
 
 impl Conv<'_> {
-    /// All outputs (`depthwise`: filters `[kh, kw, oc]`), split over threads by pixels.
-    fn run(&self, o: &mut [i8], depthwise: bool) -> Result<()> {
+    /// All outputs (`depthwise`: filters `[kh, kw, oc]`), split over threads by pixels;
+    /// `simd`: with the AVX-512 depthwise pixel where it runs.
+    fn run(&self, o: &mut [i8], depthwise: bool, simd: bool) -> Result<()> {
         let g = &self.g;
         let (x, w) = (self.x.len(), self.w.len());
         g.check(x, w, self.bias.len(), self.scales.len(), o.len())?;
@@ -154,10 +155,27 @@ impl Conv<'_> {
         let work = o.len() * s.kernel[0] * s.kernel[1] * g.gic;
         let shared = SharedMut::new(o);
         let oc = s.co;
+        #[cfg(target_arch = "x86_64")]
+        let dw512 = simd && depthwise && oc == s.c && super::dw512::available();
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = simd;
         run_parts(pixels, tasks_for(work, MIN_TASK_WORK), &|r| {
             for p in r {
                 // SAFETY: each pixel's outputs are written by the one task whose range has it.
                 let o = unsafe { shared.slice(p * oc, oc) };
+                #[cfg(target_arch = "x86_64")]
+                if dw512 {
+                    let (b, rest) = (p / (s.oh * s.ow), p % (s.oh * s.ow));
+                    let taps = s.pixel_taps(b, rest / s.ow, rest % s.ow);
+                    // SAFETY: the CPU has the features; the taps are inside `x` (checked
+                    // sizes), `w` is `[kh, kw, c]`, `bias`, `scales` and `o` are `[c]`.
+                    unsafe {
+                        let (w, bias, sc) = (self.w, self.bias, self.scales);
+                        let kw = s.kernel[1];
+                        super::dw512::pixel(self.x, &taps, kw, g.x_zp, w, bias, sc, &self.out, o)
+                    };
+                    continue;
+                }
                 if depthwise {
                     self.depthwise_pixel(p, o);
                 } else {
@@ -169,11 +187,12 @@ impl Conv<'_> {
     }
 }
 
-/// A dense or grouped convolution of `x` by filters `w` (`[oc, kh, kw, gic]`) into `o`,
-/// the scalar reference of the other kernels (tests).
+/// A convolution of `x` by filters `w` into `o` (dense or grouped: `[oc, kh, kw, gic]`;
+/// `depthwise`: `[kh, kw, oc]`), with the scalar loops or (`simd`) the AVX-512 ones where
+/// they run (tests).
 #[cfg(test)]
 #[allow(clippy::too_many_arguments)]
-pub(super) fn dense(
+pub(super) fn reference(
     g: Geometry,
     x: &[i8],
     w: &[i8],
@@ -181,6 +200,7 @@ pub(super) fn dense(
     scales: &[f32],
     out: Requant,
     o: &mut [i8],
+    (depthwise, simd): (bool, bool),
 ) -> Result<()> {
     let c = Conv {
         g,
@@ -190,7 +210,7 @@ pub(super) fn dense(
         scales,
         out,
     };
-    c.run(o, false)
+    c.run(o, depthwise, simd)
 }
 
 /// Sum of `(x - zp) * w` over two int8 runs of one length.

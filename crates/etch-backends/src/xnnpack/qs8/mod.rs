@@ -17,11 +17,22 @@
 
 pub mod binary;
 pub mod conv;
+#[cfg(target_arch = "x86_64")]
+mod dw512;
 pub mod pool;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod simd_tests;
 #[cfg(target_arch = "x86_64")]
 pub mod vnni;
 
 use etch_core::{Error, KernelContext, Result};
+
+/// Whether the SIMD kernels may run (`ETCH_QS8_SIMD=0` keeps the scalar loops, for
+/// comparisons; read once).
+pub fn simd_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("ETCH_QS8_SIMD").map_or(true, |v| v != "0"))
+}
 
 /// Adding and subtracting it rounds an f32 of magnitude below 2^22 to the nearest integer,
 /// ties to even (XNNPACK's "magic bias").

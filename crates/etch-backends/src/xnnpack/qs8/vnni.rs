@@ -26,9 +26,9 @@ pub const SLOTS: usize = 16;
 /// Multiply-adds below which a call stays on the calling thread.
 const MIN_TASK_WORK: usize = 1 << 17;
 
-/// Whether the CPU has AVX-512F, BW and VNNI and `ETCH_QS8_VNNI` is not `0`.
+/// Whether the CPU has AVX-512F, BW and VNNI (and `ETCH_QS8_SIMD` is not `0`).
 pub fn available() -> bool {
-    std::env::var("ETCH_QS8_VNNI").map_or(true, |v| v != "0")
+    super::simd_enabled()
         && std::arch::is_x86_feature_detected!("avx512f")
         && std::arch::is_x86_feature_detected!("avx512bw")
         && std::arch::is_x86_feature_detected!("avx512vnni")
@@ -57,15 +57,16 @@ fn lanes(n: usize) -> __mmask16 {
 }
 
 /// The operands of a call, as slices.
-struct Gemm<'a> {
+pub(super) struct Gemm<'a> {
     /// Packed panels `[panels, k4 / 4, PANEL, 4]`.
-    w: &'a [u8],
-    bias: &'a [i32],
-    scales: &'a [f32],
+    pub w: &'a [u8],
+    /// Folded biases ([`folded_bias`]) and requantization scales, `[n]`.
+    pub bias: &'a [i32],
+    pub scales: &'a [f32],
     /// Depth (multiple of 4) and columns.
-    k4: usize,
-    n: usize,
-    out: Requant,
+    pub k4: usize,
+    pub n: usize,
+    pub out: Requant,
 }
 
 /// `conv_vnni(x, panels, folded bias, scales, geometry, [zp, lo, hi], scratch, out)`: a
@@ -102,7 +103,13 @@ pub fn conv_vnni(ctx: &mut KernelContext<'_>) -> Result<()> {
 }
 
 /// All outputs of `g` into `o`, split over threads by tiles of pixels.
-fn run(g: &Geometry, gemm: &Gemm<'_>, x: &[i8], scratch: &mut [i8], o: &mut [i8]) -> Result<()> {
+pub(super) fn run(
+    g: &Geometry,
+    gemm: &Gemm<'_>,
+    x: &[i8],
+    scratch: &mut [i8],
+    o: &mut [i8],
+) -> Result<()> {
     let s = &g.shape;
     let (k4, n) = (gemm.k4, gemm.n);
     let ok = g.groups == 1
@@ -286,104 +293,5 @@ impl Gemm<'_> {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::super::qd8;
-    use super::*;
-    use etch_kernels::conv::nhwc::NhwcShape;
-
-    /// Deterministic pseudo-random int8 values in `[lo, hi)`.
-    fn int8s(n: usize, seed: u32, lo: i32, hi: i32) -> Vec<i8> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                (lo + (s >> 8) as i32 % (hi - lo)) as i8
-            })
-            .collect()
-    }
-
-    /// The packed kernel against the scalar one, on one and two threads.
-    fn check(shape: NhwcShape, x_zp: i32, out: Requant) {
-        let g = Geometry {
-            shape,
-            groups: 1,
-            gic: shape.c,
-            x_zp,
-        };
-        let (n, k) = (shape.co, shape.kernel[0] * shape.kernel[1] * shape.c);
-        let x = int8s(shape.in_len().unwrap(), 1, -128, 128);
-        let w = int8s(n * k, 2, -127, 128);
-        let bias: Vec<i32> = int8s(n, 3, -128, 128)
-            .iter()
-            .map(|&v| v as i32 * 97)
-            .collect();
-        let scales: Vec<f32> = (0..n).map(|i| 1e-3 + i as f32 * 3.7e-5).collect();
-        let mut want = vec![0i8; shape.out_len().unwrap()];
-        super::super::conv::dense(g, &x, &w, &bias, &scales, out, &mut want).unwrap();
-        let k4 = depth(&g);
-        let mut padded = vec![0i8; n * k4];
-        for (d, s) in padded.chunks_exact_mut(k4).zip(w.chunks_exact(k)) {
-            d[..k].copy_from_slice(s);
-        }
-        let panels = qd8::pack_panels(&padded, n, k4, qd8::Packing::Vnni);
-        let folded = folded_bias(&w, k, &bias, x_zp);
-        let gemm = Gemm {
-            w: &panels,
-            bias: &folded,
-            scales: &scales,
-            k4,
-            n,
-            out,
-        };
-        for threads in [1, 2] {
-            etch_kernels::threads::set_num_threads(threads);
-            let mut scratch = vec![0i8; SLOTS * ROWS * k4];
-            let mut got = vec![0i8; want.len()];
-            run(&g, &gemm, &x, &mut scratch, &mut got).unwrap();
-            assert_eq!(got, want, "{shape:?} on {threads} threads");
-        }
-        etch_kernels::threads::set_num_threads(0);
-    }
-
-    #[test]
-    fn packed_products_give_the_scalar_bits() {
-        if !available() {
-            return;
-        }
-        let shape = |h, c, co, k, s, p, d| NhwcShape {
-            n: 2,
-            h,
-            w: h + 2,
-            c,
-            oh: (h + 2 * p - d * (k - 1) - 1) / s + 1,
-            ow: (h + 2 + 2 * p - d * (k - 1) - 1) / s + 1,
-            co,
-            kernel: [k, k],
-            stride: [s, s],
-            pad: [p, p],
-            dil: [d, d],
-        };
-        let relu = Requant {
-            zp: -7,
-            lo: -7,
-            hi: 127,
-        };
-        let full = Requant {
-            zp: 3,
-            lo: -128,
-            hi: 127,
-        };
-        // A stem (3 channels, depth 27 -> 28), strided and padded.
-        check(shape(11, 3, 21, 3, 2, 1, 1), -10, full);
-        // 1x1 of stride 1 on the input rows (direct), 3 panels and a tail.
-        check(shape(5, 16, 40, 1, 1, 0, 1), 5, relu);
-        // Dilated, odd channels, more than 8 rows a tile.
-        check(shape(9, 7, 33, 3, 1, 2, 2), 0, relu);
-        // 1x1 of stride 2 (gathered).
-        check(shape(8, 8, 16, 1, 2, 0, 1), -128, full);
     }
 }

@@ -1,0 +1,93 @@
+//! The qs8 depthwise convolution's pixel on AVX-512 (XNNPACK's `avx512skx_mul32`
+//! flavour): 16 channels a vector, int8 widened to i32, `(x - x_zp) · w` summed exactly,
+//! then the fp32 requantization (`cvtps` rounds half to even, as the scalar code's magic
+//! bias does), so the outputs are the scalar kernel's bits.
+
+use super::Requant;
+use etch_kernels::conv::nhwc::PixelTaps;
+use std::arch::x86_64::*;
+
+/// Channel vectors a pass over the taps keeps in registers.
+const VECS: usize = 4;
+
+/// Whether the CPU has AVX-512F, BW and VL (and `ETCH_QS8_SIMD` is not `0`).
+pub fn available() -> bool {
+    super::simd_enabled()
+        && std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+}
+
+/// One output pixel of a depthwise convolution of depth multiplier 1: `o[ch]` for every
+/// channel, from input pixel offsets `taps` (into `x`), filters `w` `[kh, kw, c]` (tap `t`
+/// at `t · c`), biases and scales `[c]`.
+///
+/// # Safety
+/// The CPU has AVX-512F, BW and VL; every tap offset plus `c` is within `x`; `w` holds
+/// `kh · kw · c` values; `bias`, `scales` and `o` hold `c`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn pixel(
+    x: &[i8],
+    taps: &PixelTaps,
+    kw: usize,
+    x_zp: i32,
+    w: &[i8],
+    bias: &[i32],
+    scales: &[f32],
+    out: &Requant,
+    o: &mut [i8],
+) {
+    let c = o.len();
+    let zp = _mm512_set1_epi32(x_zp);
+    let lo = _mm512_set1_ps((out.lo - out.zp) as f32);
+    let hi = _mm512_set1_ps((out.hi - out.zp) as f32);
+    let ozp = _mm512_set1_epi32(out.zp);
+    let mut start = 0;
+    while start < c {
+        let len = (c - start).min(16 * VECS);
+        let mask: [__mmask16; VECS] = std::array::from_fn(|v| {
+            let n = len.saturating_sub(16 * v);
+            if n >= 16 { !0 } else { (1u16 << n) - 1 }
+        });
+        // SAFETY (masked loads and stores): lanes past `c` are masked off.
+        let mut acc: [__m512i; VECS] = std::array::from_fn(|v| unsafe {
+            _mm512_maskz_loadu_epi32(mask[v], bias.as_ptr().add(start + 16 * v))
+        });
+        for i in taps.ri.clone() {
+            for j in taps.rj.clone() {
+                // SAFETY: the tap's pixel and filter row are in range (the caller's).
+                let xp = unsafe { x.as_ptr().add(taps.at(i, j) + start) };
+                // SAFETY: as above.
+                let wp = unsafe { w.as_ptr().add((i * kw + j) * c + start) };
+                for v in 0..VECS {
+                    // SAFETY: lanes past `c` are masked off.
+                    let (xv, wv) = unsafe {
+                        (
+                            _mm_maskz_loadu_epi8(mask[v], xp.add(16 * v)),
+                            _mm_maskz_loadu_epi8(mask[v], wp.add(16 * v)),
+                        )
+                    };
+                    let xv = _mm512_sub_epi32(_mm512_cvtepi8_epi32(xv), zp);
+                    let p = _mm512_mullo_epi32(xv, _mm512_cvtepi8_epi32(wv));
+                    acc[v] = _mm512_add_epi32(acc[v], p);
+                }
+            }
+        }
+        for v in 0..VECS {
+            if mask[v] == 0 {
+                break;
+            }
+            // SAFETY: lanes past `c` are masked off.
+            let s = unsafe { _mm512_maskz_loadu_ps(mask[v], scales.as_ptr().add(start + 16 * v)) };
+            let f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[v]), s);
+            let f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+            let q = _mm512_add_epi32(_mm512_cvtps_epi32(f), ozp);
+            // SAFETY: lanes past `c` are masked off.
+            unsafe {
+                _mm512_mask_cvtepi32_storeu_epi8(o.as_mut_ptr().add(start + 16 * v), mask[v], q)
+            };
+        }
+        start += len;
+    }
+}

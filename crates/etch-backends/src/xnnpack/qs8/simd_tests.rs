@@ -1,0 +1,153 @@
+//! The qs8 SIMD kernels against the scalar loops (exact integer sums and the same
+//! requantization, so the same bits).
+
+use super::super::qd8;
+use super::Requant;
+use super::conv::Geometry;
+use super::vnni::{Gemm, ROWS, SLOTS, available, depth, folded_bias, run};
+use etch_kernels::conv::nhwc::NhwcShape;
+
+/// Deterministic pseudo-random int8 values in `[lo, hi)`.
+fn int8s(n: usize, seed: u32, lo: i32, hi: i32) -> Vec<i8> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (lo + (s >> 8) as i32 % (hi - lo)) as i8
+        })
+        .collect()
+}
+
+/// The packed kernel against the scalar one, on one and two threads.
+fn check(shape: NhwcShape, x_zp: i32, out: Requant) {
+    let g = Geometry {
+        shape,
+        groups: 1,
+        gic: shape.c,
+        x_zp,
+    };
+    let (n, k) = (shape.co, shape.kernel[0] * shape.kernel[1] * shape.c);
+    let x = int8s(shape.in_len().unwrap(), 1, -128, 128);
+    let w = int8s(n * k, 2, -127, 128);
+    let bias: Vec<i32> = int8s(n, 3, -128, 128)
+        .iter()
+        .map(|&v| v as i32 * 97)
+        .collect();
+    let scales: Vec<f32> = (0..n).map(|i| 1e-3 + i as f32 * 3.7e-5).collect();
+    let mut want = vec![0i8; shape.out_len().unwrap()];
+    let how = (false, false);
+    super::conv::reference(g, &x, &w, &bias, &scales, out, &mut want, how).unwrap();
+    let k4 = depth(&g);
+    let mut padded = vec![0i8; n * k4];
+    for (d, s) in padded.chunks_exact_mut(k4).zip(w.chunks_exact(k)) {
+        d[..k].copy_from_slice(s);
+    }
+    let panels = qd8::pack_panels(&padded, n, k4, qd8::Packing::Vnni);
+    let folded = folded_bias(&w, k, &bias, x_zp);
+    let gemm = Gemm {
+        w: &panels,
+        bias: &folded,
+        scales: &scales,
+        k4,
+        n,
+        out,
+    };
+    for threads in [1, 2] {
+        etch_kernels::threads::set_num_threads(threads);
+        let mut scratch = vec![0i8; SLOTS * ROWS * k4];
+        let mut got = vec![0i8; want.len()];
+        run(&g, &gemm, &x, &mut scratch, &mut got).unwrap();
+        assert_eq!(got, want, "{shape:?} on {threads} threads");
+    }
+    etch_kernels::threads::set_num_threads(0);
+}
+
+#[test]
+fn packed_products_give_the_scalar_bits() {
+    if !available() {
+        return;
+    }
+    let shape = |h, c, co, k, s, p, d| NhwcShape {
+        n: 2,
+        h,
+        w: h + 2,
+        c,
+        oh: (h + 2 * p - d * (k - 1) - 1) / s + 1,
+        ow: (h + 2 + 2 * p - d * (k - 1) - 1) / s + 1,
+        co,
+        kernel: [k, k],
+        stride: [s, s],
+        pad: [p, p],
+        dil: [d, d],
+    };
+    let relu = Requant {
+        zp: -7,
+        lo: -7,
+        hi: 127,
+    };
+    let full = Requant {
+        zp: 3,
+        lo: -128,
+        hi: 127,
+    };
+    // A stem (3 channels, depth 27 -> 28), strided and padded.
+    check(shape(11, 3, 21, 3, 2, 1, 1), -10, full);
+    // 1x1 of stride 1 on the input rows (direct), 3 panels and a tail.
+    check(shape(5, 16, 40, 1, 1, 0, 1), 5, relu);
+    // Dilated, odd channels, more than 8 rows a tile.
+    check(shape(9, 7, 33, 3, 1, 2, 2), 0, relu);
+    // 1x1 of stride 2 (gathered).
+    check(shape(8, 8, 16, 1, 2, 0, 1), -128, full);
+}
+
+/// The AVX-512 depthwise pixel against the scalar loops: channel counts around the
+/// 16-lane vectors and the 64-channel passes, strides, padding and dilation.
+#[test]
+fn depthwise_vectors_give_the_scalar_bits() {
+    if !super::dw512::available() {
+        return;
+    }
+    for (c, k, s, p, d) in [
+        (8, 3, 1, 1, 1),
+        (37, 3, 2, 1, 1),
+        (80, 5, 1, 2, 1),
+        (64, 3, 1, 2, 2),
+    ] {
+        let (h, w) = (9, 6);
+        let shape = NhwcShape {
+            n: 2,
+            h,
+            w,
+            c,
+            oh: (h + 2 * p - d * (k - 1) - 1) / s + 1,
+            ow: (w + 2 * p - d * (k - 1) - 1) / s + 1,
+            co: c,
+            kernel: [k, k],
+            stride: [s, s],
+            pad: [p, p],
+            dil: [d, d],
+        };
+        let g = Geometry {
+            shape,
+            groups: c,
+            gic: 1,
+            x_zp: -3,
+        };
+        let x = int8s(shape.in_len().unwrap(), 4, -128, 128);
+        let wt = int8s(k * k * c, 5, -127, 128);
+        let bias: Vec<i32> = (0..c as i32).map(|i| i * 311 - 5000).collect();
+        let scales: Vec<f32> = (0..c).map(|i| 2e-3 + i as f32 * 1e-5).collect();
+        let out = Requant {
+            zp: 9,
+            lo: 9,
+            hi: 120,
+        };
+        let run = |simd| {
+            let mut o = vec![0i8; shape.out_len().unwrap()];
+            let how = (true, simd);
+            super::conv::reference(g, &x, &wt, &bias, &scales, out, &mut o, how).unwrap();
+            o
+        };
+        assert_eq!(run(true), run(false), "{shape:?}");
+    }
+}
