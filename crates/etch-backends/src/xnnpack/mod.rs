@@ -130,7 +130,8 @@ pub(crate) fn build_plan(
     limit: Option<u64>,
 ) -> Result<plan::Plan> {
     let p = payload::parse(processed)?;
-    let g = Graph::decode(p.flatbuffer)?;
+    let mut g = Graph::decode(p.flatbuffer)?;
+    lower::fuse_qs8_clamps(&mut g);
     let mem = memory::plan(&g)?;
     let constants = load_constants(&g, p.constant_data, named)?;
     let mut b = plan::Builder::new(&g, mem, constants.values, constants.scales, limit)?;

@@ -6,6 +6,7 @@ mod elementwise;
 mod gemm;
 mod nhwc;
 mod qs8;
+pub use qs8::fuse_clamps as fuse_qs8_clamps;
 mod quant;
 mod shape;
 

@@ -6,8 +6,8 @@
 //! [`super::super::qs8`]; any other node with a qint8 operand fails init naming it.
 
 use super::super::graph::{
-    BinaryOp, ConvKind, ConvParams, Datatype, FLAG_TRANSPOSE_WEIGHTS, Node, Op, PoolParams, Quant,
-    UnaryOp,
+    BinaryOp, ConvKind, ConvParams, Datatype, FLAG_TRANSPOSE_WEIGHTS, Graph, Node, Op, PoolParams,
+    Quant, UnaryOp,
 };
 use super::super::plan::Builder;
 use super::super::qs8::{self, binary, conv::Geometry, pool};
@@ -49,6 +49,72 @@ fn unsupported(node: &Node, what: &str) -> Error {
          data movement so far",
         node.name
     ))
+}
+
+/// Folds each clamp of a qint8 value that only the clamp reads into the node writing that
+/// value, as XNNPACK's subgraph does: the producer writes the clamp's output, within both
+/// ranges, and the clamp goes. Runs on the graph before memory is planned (the clamp's
+/// output is then written by the producer, so its place must be live there).
+pub fn fuse_clamps(g: &mut Graph) {
+    let mut i = 0;
+    while i + 1 < g.nodes.len() {
+        if let Some(fused) = fused_clamp(g, i) {
+            g.nodes[i] = fused;
+            g.nodes.remove(i + 1);
+        }
+        i += 1;
+    }
+}
+
+/// Node `i` writing node `i + 1`'s output within both ranges, where node `i + 1` is a
+/// clamp (of the same quantization) of node `i`'s qint8 output, which nothing else reads.
+fn fused_clamp(g: &Graph, i: usize) -> Option<Node> {
+    let (node, next) = (&g.nodes[i], &g.nodes[i + 1]);
+    let Op::Unary {
+        op: UnaryOp::Clamp,
+        input: mid,
+        output,
+    } = next.op
+    else {
+        return None;
+    };
+    let mut fused = node.clone();
+    let slot: &mut u32 = match fused.op {
+        Op::Conv(ref mut c) if c.kind != ConvKind::Transpose => &mut c.output,
+        Op::FullyConnected { ref mut output, .. } => output,
+        Op::Binary { ref mut out, .. } => out,
+        Op::Pool(ref mut p) if p.max => &mut p.output,
+        Op::Unary {
+            op: UnaryOp::GlobalAvgPool,
+            ref mut output,
+            ..
+        } => output,
+        _ => return None,
+    };
+    let (v, o) = (g.values.get(mid as usize)?, g.values.get(output as usize)?);
+    let alone = *slot == mid
+        && v.external_id.is_none()
+        && !g.output_ids.contains(&mid)
+        && !g
+            .nodes
+            .iter()
+            .enumerate()
+            .any(|(j, n)| j != i + 1 && n.op.inputs().contains(&(mid as usize)));
+    let same = v.dtype == Datatype::Qint8
+        && o.dtype == Datatype::Qint8
+        && matches!(v.quant, Some(Quant::PerTensor { .. }))
+        && v.quant == o.quant
+        && v.dims == o.dims;
+    if !alone || !same {
+        return None;
+    }
+    *slot = output;
+    // Quantizing the bounds is monotonic: the intersection's bounds are the larger low and
+    // the smaller high of the quantized ones.
+    let full = (f32::NEG_INFINITY, f32::INFINITY);
+    let (a, c) = (node.clamp.unwrap_or(full), next.clamp.unwrap_or(full));
+    fused.clamp = Some((a.0.max(c.0), a.1.min(c.1)));
+    Some(fused)
 }
 
 /// Lowers a node with a qint8 operand.
