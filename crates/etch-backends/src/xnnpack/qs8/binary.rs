@@ -50,7 +50,7 @@ impl AddParams {
     }
 
     #[inline(always)]
-    fn apply(&self, a: i8, b: i8, out: &Requant) -> i8 {
+    pub(super) fn apply(&self, a: i8, b: i8, out: &Requant) -> i8 {
         let acc = self
             .bias
             .wrapping_add((a as i32).wrapping_mul(self.a_mult))
@@ -203,7 +203,37 @@ pub fn add(ctx: &mut KernelContext<'_>) -> Result<()> {
         v => return Err(Error::internal(format!("qs8 add parameters {v:?}"))),
     };
     let out = Requant::from_ints(ctx.int_list(5)?)?;
+    #[cfg(target_arch = "x86_64")]
+    if super::flat512::available() {
+        // SAFETY: the CPU has the features; the runs have one length.
+        let f =
+            |a: &[i8], b: &[i8], o: &mut [i8]| unsafe { super::flat512::add(a, b, o, &p, &out) };
+        if same_shape(ctx, &f)? {
+            return Ok(());
+        }
+    }
     each(ctx, |a, b| p.apply(a, b, &out))
+}
+
+/// An elementwise loop over runs `(a, b, out)` of one length.
+type Runs<'a> = dyn Fn(&[i8], &[i8], &mut [i8]) + Sync + 'a;
+
+/// Runs `f(a, b, out)` over pieces of operands of one shape (split over threads) and
+/// returns true; false for a broadcast.
+fn same_shape(ctx: &mut KernelContext<'_>, f: &Runs<'_>) -> Result<bool> {
+    let (a, b) = (ctx.tensor(0)?, ctx.tensor(1)?);
+    let bc = Broadcast::from_ints(ctx.int_list(3)?)?;
+    let dense = Broadcast::new(&bc.dims, &bc.dims, &bc.dims)?;
+    if bc != dense {
+        return Ok(false);
+    }
+    let mut o = ctx.tensor(2)?;
+    let (a, b, o) = (a.data::<i8>()?, b.data::<i8>()?, o.data_mut::<i8>()?);
+    if a.len() != o.len() || b.len() != o.len() {
+        return Err(Error::internal("qs8 binary operands of one shape: sizes"));
+    }
+    super::flat(o, &|at, o| f(&a[at..at + o.len()], &b[at..at + o.len()], o));
+    Ok(true)
 }
 
 /// `mul(a, b, out, broadcast, [a_zp, b_zp], scale, [zp, lo, hi])`:

@@ -19,6 +19,8 @@ pub mod binary;
 pub mod conv;
 #[cfg(target_arch = "x86_64")]
 mod dw512;
+#[cfg(target_arch = "x86_64")]
+mod flat512;
 pub mod pool;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod simd_tests;
@@ -26,6 +28,23 @@ mod simd_tests;
 pub mod vnni;
 
 use etch_core::{Error, KernelContext, Result};
+use etch_kernels::threads::{SharedMut, run_parts, tasks_for};
+
+/// Elements of a flat loop below which it stays on the calling thread, and the pieces it
+/// splits into.
+const FLAT_TASK: usize = 1 << 14;
+
+/// Runs `f(i, o)` over pieces `o = out[i..]` of `out`, split over threads.
+fn flat<T: Send>(out: &mut [T], f: &(dyn Fn(usize, &mut [T]) + Sync)) {
+    let n = out.len();
+    let pieces = n.div_ceil(FLAT_TASK);
+    let shared = SharedMut::new(out);
+    run_parts(pieces, tasks_for(n, FLAT_TASK), &|r| {
+        let (start, end) = (r.start * FLAT_TASK, (r.end * FLAT_TASK).min(n));
+        // SAFETY: the tasks' ranges of pieces are disjoint.
+        f(start, unsafe { shared.slice(start, end - start) });
+    });
+}
 
 /// Whether the SIMD kernels may run (`ETCH_QS8_SIMD=0` keeps the scalar loops, for
 /// comparisons; read once).
@@ -117,13 +136,29 @@ pub fn quantize(ctx: &mut KernelContext<'_>) -> Result<()> {
     if x.len() != q.len() {
         return Err(Error::internal("qs8 quantize: operand sizes"));
     }
+    #[cfg(target_arch = "x86_64")]
+    let simd = flat512::available();
+    flat(q, &|at, q| {
+        let x = &x[at..at + q.len()];
+        #[cfg(target_arch = "x86_64")]
+        if simd {
+            // SAFETY: the CPU has the features; `x` and `q` have one length.
+            unsafe { flat512::quantize(x, q, inv, zp) };
+            return;
+        }
+        quantize_run(x, q, inv, zp);
+    });
+    Ok(())
+}
+
+/// [`quantize`]'s scalar loop.
+pub(super) fn quantize_run(x: &[f32], q: &mut [i8], inv: f32, zp: i32) {
     let (lo, hi) = ((-128 - zp) as f32, (127 - zp) as f32);
     for (q, &x) in q.iter_mut().zip(x) {
         // f32::min/max return the other operand for a NaN: it becomes `hi`.
         let v = (x * inv).min(hi).max(lo);
         *q = (round_magic(v) as i32 + zp) as i8;
     }
-    Ok(())
 }
 
 /// `dequantize(q, x, scale, zp)`: `x = (q - zp) as f32 * scale`.

@@ -151,3 +151,51 @@ fn depthwise_vectors_give_the_scalar_bits() {
         assert_eq!(run(true), run(false), "{shape:?}");
     }
 }
+
+/// The AVX-512 addition and quantization against the scalar loops, on every int8 pair
+/// and on floats around the rounding points, the range's ends, NaN and infinities.
+#[test]
+fn elementwise_vectors_give_the_scalar_bits() {
+    use super::binary::AddParams;
+    if !super::flat512::available() {
+        return;
+    }
+    let a: Vec<i8> = (0..65536).map(|i| (i % 256) as u8 as i8).collect();
+    let b: Vec<i8> = (0..65536).map(|i| (i / 256) as u8 as i8).collect();
+    for (sa, sb, so) in [
+        (0.02f32, 0.05f32, 0.03f32),
+        (0.5, 0.001, 0.7),
+        (1.0, -0.3, 0.4),
+    ] {
+        let p = AddParams::new((sa, -3), (sb, 17), so).unwrap();
+        let r = Requant {
+            zp: -11,
+            lo: -11,
+            hi: 100,
+        };
+        let want: Vec<i8> = a.iter().zip(&b).map(|(&x, &y)| p.apply(x, y, &r)).collect();
+        let mut got = vec![0i8; a.len()];
+        // SAFETY: the CPU has the features; one length.
+        unsafe { super::flat512::add(&a[..], &b[..], &mut got[..], &p, &r) };
+        assert_eq!(got, want, "{sa} {sb} {so}");
+    }
+    let mut x: Vec<f32> = (-3000..3000).map(|i| i as f32 * 0.125 + 0.0625).collect();
+    x.extend([
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e30,
+        -1e30,
+        0.5,
+        1.5,
+        -2.5,
+    ]);
+    for (inv, zp) in [(1.0f32, 0), (7.3, -10), (0.01, 127), (123.0, -128)] {
+        let mut want = vec![0i8; x.len()];
+        super::quantize_run(&x, &mut want, inv, zp);
+        let mut got = vec![0i8; x.len()];
+        // SAFETY: as above.
+        unsafe { super::flat512::quantize(&x, &mut got, inv, zp) };
+        assert_eq!(got, want, "{inv} {zp}");
+    }
+}

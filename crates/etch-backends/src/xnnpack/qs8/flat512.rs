@@ -1,0 +1,79 @@
+//! qs8 elementwise loops on AVX-512 (16 lanes in i32 or f32), each the scalar loop's
+//! arithmetic lane by lane: the addition's exact i32 sum and arithmetic shift, the
+//! quantization's product, clamp (a NaN goes to the high end, as `f32::min` does:
+//! `vminps` returns its second operand) and rounding half to even (`cvtps`).
+
+use super::Requant;
+use super::binary::AddParams;
+use std::arch::x86_64::*;
+
+/// Whether the CPU has AVX-512F, BW and VL (and `ETCH_QS8_SIMD` is not `0`).
+pub fn available() -> bool {
+    super::dw512::available()
+}
+
+/// The first `n` (at most 16) lanes.
+#[inline]
+fn lanes(n: usize) -> __mmask16 {
+    if n >= 16 { !0 } else { (1u16 << n) - 1 }
+}
+
+/// `o[i] = add(a[i], b[i])` (XNNPACK's `qs8_vadd`).
+///
+/// # Safety
+/// The CPU has AVX-512F, BW and VL; `a`, `b` and `o` have one length.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub unsafe fn add(a: &[i8], b: &[i8], o: &mut [i8], p: &AddParams, r: &Requant) {
+    let (am, bm, bias) = (
+        _mm512_set1_epi32(p.a_mult),
+        _mm512_set1_epi32(p.b_mult),
+        _mm512_set1_epi32(p.bias),
+    );
+    let shift = _mm_cvtsi32_si128(p.shift as i32);
+    let (zp, lo, hi) = (
+        _mm512_set1_epi32(r.zp),
+        _mm512_set1_epi32(r.lo),
+        _mm512_set1_epi32(r.hi),
+    );
+    let mut i = 0;
+    while i < o.len() {
+        let m = lanes(o.len() - i);
+        // SAFETY: lanes past the end are masked off.
+        let (av, bv) = unsafe {
+            (
+                _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, a.as_ptr().add(i))),
+                _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, b.as_ptr().add(i))),
+            )
+        };
+        let acc = _mm512_add_epi32(bias, _mm512_mullo_epi32(av, am));
+        let acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(bv, bm));
+        let q = _mm512_add_epi32(_mm512_sra_epi32(acc, shift), zp);
+        let q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
+        // SAFETY: as above.
+        unsafe { _mm512_mask_cvtepi32_storeu_epi8(o.as_mut_ptr().add(i), m, q) };
+        i += 16;
+    }
+}
+
+/// `q[i] = clamp(rne(x[i] · inv) + zp)`.
+///
+/// # Safety
+/// The CPU has AVX-512F, BW and VL; `x` and `q` have one length.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub unsafe fn quantize(x: &[f32], q: &mut [i8], inv: f32, zp: i32) {
+    let inv = _mm512_set1_ps(inv);
+    let lo = _mm512_set1_ps((-128 - zp) as f32);
+    let hi = _mm512_set1_ps((127 - zp) as f32);
+    let zpv = _mm512_set1_epi32(zp);
+    let mut i = 0;
+    while i < q.len() {
+        let m = lanes(q.len() - i);
+        // SAFETY: lanes past the end are masked off.
+        let v = unsafe { _mm512_maskz_loadu_ps(m, x.as_ptr().add(i)) };
+        let v = _mm512_max_ps(_mm512_min_ps(_mm512_mul_ps(v, inv), hi), lo);
+        let r = _mm512_add_epi32(_mm512_cvtps_epi32(v), zpv);
+        // SAFETY: as above.
+        unsafe { _mm512_mask_cvtepi32_storeu_epi8(q.as_mut_ptr().add(i), m, r) };
+        i += 16;
+    }
+}
