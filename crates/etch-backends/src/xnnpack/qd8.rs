@@ -22,7 +22,7 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod panels;
 #[cfg(target_arch = "x86_64")]
-mod vnni;
+pub(crate) mod vnni;
 
 /// Work (multiply-adds) below which a call stays on the calling thread.
 const MIN_TASK_WORK: usize = 1 << 16;

@@ -101,7 +101,7 @@ pub(super) unsafe fn quantize_row(x: &[f32], q: &mut [i8]) -> (f32, f32) {
 /// # Safety
 /// The CPU has AVX-512F and AVX-512BW.
 #[target_feature(enable = "avx512f,avx512bw")]
-pub(super) unsafe fn sum_i8(a: &[i8]) -> i32 {
+pub(crate) unsafe fn sum_i8(a: &[i8]) -> i32 {
     let (flip, zero) = (_mm512_set1_epi8(-128), _mm512_setzero_si512());
     let mut s = zero;
     let mut i = 0;

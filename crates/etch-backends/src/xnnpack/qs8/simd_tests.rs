@@ -4,7 +4,7 @@
 use super::super::qd8;
 use super::Requant;
 use super::conv::Geometry;
-use super::vnni::{Gemm, ROWS, SLOTS, available, depth, folded_bias, run};
+use super::vnni::{Gemm, SLOTS, available, depth, folded_bias, run, scratch_per_task};
 use etch_kernels::conv::nhwc::NhwcShape;
 
 /// Deterministic pseudo-random int8 values in `[lo, hi)`.
@@ -54,7 +54,7 @@ fn check(shape: NhwcShape, x_zp: i32, out: Requant) {
     };
     for threads in [1, 2] {
         etch_kernels::threads::set_num_threads(threads);
-        let mut scratch = vec![0i8; SLOTS * ROWS * k4];
+        let mut scratch = vec![0i8; SLOTS * scratch_per_task(&g)];
         let mut got = vec![0i8; want.len()];
         run(&g, &gemm, &x, &mut scratch, &mut got).unwrap();
         assert_eq!(got, want, "{shape:?} on {threads} threads");
@@ -94,10 +94,15 @@ fn packed_products_give_the_scalar_bits() {
     check(shape(11, 3, 21, 3, 2, 1, 1), -10, full);
     // 1x1 of stride 1 on the input rows (direct), 3 panels and a tail.
     check(shape(5, 16, 40, 1, 1, 0, 1), 5, relu);
-    // Dilated, odd channels, more than 8 rows a tile.
+    // Dilated, odd channels (gathered), more than 8 rows a tile.
     check(shape(9, 7, 33, 3, 1, 2, 2), 0, relu);
-    // 1x1 of stride 2 (gathered).
+    // 1x1 of stride 2 (indirect).
     check(shape(8, 8, 16, 1, 2, 0, 1), -128, full);
+    // 3x3 over channels a multiple of 4 (indirect), padded, strided, dilated.
+    check(shape(9, 12, 40, 3, 1, 1, 1), 77, relu);
+    check(shape(10, 8, 20, 3, 2, 1, 2), -1, full);
+    // A 7x7 stem of 3 channels (gathered, whole kernel rows where inside).
+    check(shape(12, 3, 16, 7, 2, 3, 1), 4, relu);
 }
 
 /// The AVX-512 depthwise pixel against the scalar loops: channel counts around the

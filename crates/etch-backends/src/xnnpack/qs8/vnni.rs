@@ -1,13 +1,21 @@
-//! Dense qs8 convolutions and fully-connected layers on AVX-512 VNNI (`vpdpbusd`): the
-//! im2col rows of a tile of output pixels (the input pixels themselves for a 1×1
-//! convolution of stride 1) times filters packed at init in the dynamically quantized
-//! layers' panels ([`super::super::qd8::pack_panels`], weights offset by 128). The sums
-//! are exact, so the outputs are [`super::conv`]'s bit for bit:
+//! Dense qs8 convolutions and fully-connected layers on AVX-512 VNNI (`vpdpbusd`):
+//! tiles of 8 output pixels by 32 output channels, over filters packed at init in the
+//! dynamically quantized layers' panels ([`super::super::qd8::pack_panels`], weights
+//! offset by 128: the unsigned operand, so that the activations are the broadcast one, an
+//! operand `vpdpbusd` loads itself). The input zero point is folded into the biases at
+//! init, and the offset's share is `128 · Σ a` of each row, computed per tile:
 //!
-//! `acc = bias[n] - x_zp · Σ w[n] - 128 · Σ a + Σ (w[n] + 128) · a = bias[n] + Σ (a - x_zp) · w[n]`
+//! `acc = (bias[n] - x_zp · Σ w[n]) - 128 · Σ a + Σ (w[n] + 128) · a = bias[n] + Σ (a - x_zp) · w[n]`
 //!
-//! where the taps in the padding read `x_zp` (adding nothing), then the same fp32
-//! requantization, `cvtps` rounding half to even as the scalar code's magic bias does.
+//! where the taps in the padding read `x_zp` (adding nothing). (Offsetting the
+//! activations instead, a xor of each broadcast, was 6-8 % slower on Zen 4.) The sums are exact and the
+//! fp32 requantization is the scalar code's (`cvtps` rounds half to even as its magic
+//! bias does), so the outputs are [`super::conv`]'s bit for bit.
+//!
+//! Rows come three ways ([`Rows`]): the input pixels themselves (1×1, stride 1), an
+//! indirection over the taps (each tap's `c` input channels in place, or a run of zero
+//! points for a tap in the padding; `c` a multiple of 4), or im2col rows gathered into
+//! per-task scratch (other channel counts: a stem of 3).
 
 use super::Requant;
 use super::conv::Geometry;
@@ -39,6 +47,11 @@ pub fn depth(g: &Geometry) -> usize {
     (g.shape.kernel[0] * g.shape.kernel[1] * g.shape.c).next_multiple_of(4)
 }
 
+/// Bytes of scratch a task needs: gathered rows, or a run of `c` zero points.
+pub fn scratch_per_task(g: &Geometry) -> usize {
+    (ROWS * depth(g)).max(g.shape.c)
+}
+
 /// The biases the kernel starts from: `bias[n] - x_zp · Σ w[n]` (filters `[n, k]`).
 pub fn folded_bias(w: &[i8], k: usize, bias: &[i32], x_zp: i32) -> Vec<i32> {
     w.chunks(k.max(1))
@@ -58,7 +71,7 @@ fn lanes(n: usize) -> __mmask16 {
 
 /// The operands of a call, as slices.
 pub(super) struct Gemm<'a> {
-    /// Packed panels `[panels, k4 / 4, PANEL, 4]`.
+    /// Packed panels `[panels, k4 / 4, PANEL, 4]` of the weights plus 128.
     pub w: &'a [u8],
     /// Folded biases ([`folded_bias`]) and requantization scales, `[n]`.
     pub bias: &'a [i32],
@@ -69,9 +82,68 @@ pub(super) struct Gemm<'a> {
     pub out: Requant,
 }
 
+/// Most taps of a kernel read through the indirection (more: gathered rows).
+const MAX_TAPS: usize = 64;
+
+/// The starts of a tile's rows: tap `t` of row `r` at `[t * ROWS + r]`, each `run` bytes.
+struct Table {
+    at: [*const i8; ROWS * MAX_TAPS],
+    taps: usize,
+    run: usize,
+}
+
+/// Where a tile's rows are.
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    /// Row `r` at `base + r · stride` (one tap of the whole depth).
+    Flat { base: *const i8, stride: usize },
+    /// Tap `(i, j)` of pixel `p0 + r` in the input `x`, or `zps` (`c` zero points) in the
+    /// padding.
+    Taps {
+        g: &'a Geometry,
+        x: *const i8,
+        zps: *const i8,
+        p0: usize,
+    },
+}
+
+impl Rows<'_> {
+    /// Fills `t` with the starts of `rows` rows (`k4` bytes over their taps).
+    fn table(&self, rows: usize, k4: usize, t: &mut Table) {
+        match *self {
+            Rows::Flat { base, stride } => {
+                (t.taps, t.run) = (1, k4);
+                for r in 0..rows {
+                    t.at[r] = base.wrapping_add(r * stride);
+                }
+            }
+            Rows::Taps { g, x, zps, p0 } => {
+                let s = &g.shape;
+                (t.taps, t.run) = (s.kernel[0] * s.kernel[1], s.c);
+                for r in 0..rows {
+                    let p = p0 + r;
+                    let (b, rest) = (p / (s.oh * s.ow), p % (s.oh * s.ow));
+                    let (y0, x0) = ((rest / s.ow) * s.stride[0], (rest % s.ow) * s.stride[1]);
+                    for i in 0..s.kernel[0] {
+                        let iy = (y0 + i * s.dil[0]).wrapping_sub(s.pad[0]);
+                        for j in 0..s.kernel[1] {
+                            let ix = (x0 + j * s.dil[1]).wrapping_sub(s.pad[1]);
+                            t.at[(i * s.kernel[1] + j) * ROWS + r] = if iy < s.h && ix < s.w {
+                                x.wrapping_add(((b * s.h + iy) * s.w + ix) * s.c)
+                            } else {
+                                zps
+                            };
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// `conv_vnni(x, panels, folded bias, scales, geometry, [zp, lo, hi], scratch, out)`: a
 /// dense (one group) qs8 convolution or fully-connected layer; `scratch` holds
-/// [`SLOTS`] tiles of [`ROWS`] rows of [`depth`] bytes.
+/// [`SLOTS`] times [`scratch_per_task`] bytes.
 pub fn conv_vnni(ctx: &mut KernelContext<'_>) -> Result<()> {
     let (x, w, bias, scales) = (
         ctx.tensor(0)?,
@@ -111,39 +183,62 @@ pub(super) fn run(
     o: &mut [i8],
 ) -> Result<()> {
     let s = &g.shape;
-    let (k4, n) = (gemm.k4, gemm.n);
+    let (k4, n, per) = (gemm.k4, gemm.n, scratch_per_task(g));
     let ok = g.groups == 1
         && Some(x.len()) == s.in_len()
         && Some(o.len()) == s.out_len()
         && gemm.w.len() == n.div_ceil(PANEL) * PANEL * k4
         && gemm.bias.len() == n
         && gemm.scales.len() == n
-        && scratch.len() >= SLOTS * ROWS * k4;
+        && scratch.len() >= SLOTS * per;
     if !ok || !available() {
         return Err(Error::internal(format!(
             "qs8 VNNI convolution operands for {g:?}"
         )));
     }
     let direct = s.kernel == [1, 1] && s.stride == [1, 1] && s.pad == [0, 0] && k4 == s.c;
+    let indirect = !direct && s.c.is_multiple_of(4) && s.kernel[0] * s.kernel[1] <= MAX_TAPS;
     let pixels = s.n * s.oh * s.ow;
     let tiles = pixels.div_ceil(ROWS);
     let tasks = tasks_for(pixels * n * k4, MIN_TASK_WORK).min(SLOTS);
     let (shared, scratch) = (SharedMut::new(o), SharedMut::new(scratch));
     run_shares(tiles, tasks, &|t, r| {
         // SAFETY: task `t` is run by one thread at a time (run_shares), and `t < SLOTS`.
-        let buf = unsafe { scratch.slice(t * ROWS * k4, ROWS * k4) };
+        let buf = unsafe { scratch.slice(t * per, per) };
+        if indirect {
+            buf[..s.c].fill(g.x_zp as i8);
+        }
+        // One table a task (4 KB: filled per tile, not cleared).
+        let mut table = Table {
+            at: [std::ptr::null(); ROWS * MAX_TAPS],
+            taps: 0,
+            run: 0,
+        };
         for tile in r {
             let p0 = tile * ROWS;
             let rows = ROWS.min(pixels - p0);
-            let a: &[i8] = if direct {
-                &x[p0 * k4..(p0 + rows) * k4]
+            let src = if direct {
+                Rows::Flat {
+                    base: x[p0 * k4..].as_ptr(),
+                    stride: k4,
+                }
+            } else if indirect {
+                Rows::Taps {
+                    g,
+                    x: x.as_ptr(),
+                    zps: buf.as_ptr(),
+                    p0,
+                }
             } else {
                 gather(g, x, p0, rows, k4, buf);
-                &buf[..rows * k4]
+                Rows::Flat {
+                    base: buf.as_ptr(),
+                    stride: k4,
+                }
             };
-            // SAFETY: the CPU has the features (checked above); `a` is `rows` rows of
-            // `k4`; the outputs of these pixels are this task's.
-            unsafe { gemm.rows(a, rows, p0, &shared) };
+            // SAFETY: the CPU has the features (checked above); `src` has `rows` rows of
+            // `k4` bytes in all; the outputs of these pixels are this task's.
+            unsafe { gemm.rows(src, rows, p0, &mut table, &shared) };
         }
     });
     Ok(())
@@ -164,7 +259,15 @@ fn gather(g: &Geometry, x: &[i8], p0: usize, rows: usize, k4: usize, buf: &mut [
             row[..k].fill(g.x_zp as i8);
         }
         row[k..].fill(0);
+        let whole = taps.rj.len() == s.kernel[1] && s.dil[1] == 1;
         for i in taps.ri.clone() {
+            if whole {
+                // The kernel row's taps are one run of the input row.
+                let (at, to) = (taps.at(i, 0), i * s.kernel[1] * c);
+                let len = s.kernel[1] * c;
+                row[to..to + len].copy_from_slice(&x[at..at + len]);
+                continue;
+            }
             for j in taps.rj.clone() {
                 let at = taps.at(i, j);
                 let to = (i * s.kernel[1] + j) * c;
@@ -175,17 +278,28 @@ fn gather(g: &Geometry, x: &[i8], p0: usize, rows: usize, k4: usize, buf: &mut [
 }
 
 impl Gemm<'_> {
-    /// The outputs of `rows` (at most [`ROWS`]) pixels from `p0`, rows `a`.
+    /// The outputs of `rows` (at most [`ROWS`]) pixels from `p0`, rows `src`.
     ///
     /// # Safety
-    /// The CPU has AVX-512F, BW and VNNI; `a.len() == rows * k4`; no other task writes
-    /// these pixels' outputs.
+    /// The CPU has AVX-512F, BW and VNNI; `src` has `rows` rows of `k4` bytes over its
+    /// taps (a `Taps` source: `c` a multiple of 4, at most [`MAX_TAPS`] taps); no other
+    /// task writes these pixels' outputs.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn rows(&self, a: &[i8], rows: usize, p0: usize, o: &SharedMut<i8>) {
-        // -128 · Σ a of each row (the weights' offset).
+    unsafe fn rows(&self, src: Rows<'_>, rows: usize, p0: usize, t: &mut Table, o: &SharedMut<i8>) {
+        src.table(rows, self.k4, t);
+        let t = &*t;
+        // -128 · Σ a of each row (the weights' offset), over its taps.
         let mut sums = [0i32; ROWS];
-        for (s, row) in sums.iter_mut().zip(a.chunks_exact(self.k4)) {
-            let sum = row.iter().fold(0i32, |s, &v| s.wrapping_add(v as i32));
+        for (r, s) in sums.iter_mut().enumerate().take(rows) {
+            let mut sum = 0i32;
+            for tap in 0..t.taps {
+                // SAFETY: the tap's run of `run` bytes (the caller's); the CPU has the
+                // features.
+                sum = sum.wrapping_add(unsafe {
+                    let a = std::slice::from_raw_parts(t.at[tap * ROWS + r], t.run);
+                    super::super::qd8::vnni::sum_i8(a)
+                });
+            }
             *s = sum.wrapping_mul(-128);
         }
         let panels = self.n.div_ceil(PANEL);
@@ -194,10 +308,10 @@ impl Gemm<'_> {
             // SAFETY: as the caller's.
             unsafe {
                 match (rows, panels - p >= PANELS) {
-                    (ROWS, true) => self.tile::<ROWS, PANELS>(a, &sums, p0, p, o),
-                    (ROWS, false) => self.tile::<ROWS, 1>(a, &sums, p0, p, o),
-                    (_, true) => self.tile_short::<PANELS>(a, rows, &sums, p0, p, o),
-                    (_, false) => self.tile_short::<1>(a, rows, &sums, p0, p, o),
+                    (ROWS, true) => self.tile::<ROWS, PANELS>(t, &sums, p0, p, o),
+                    (ROWS, false) => self.tile::<ROWS, 1>(t, &sums, p0, p, o),
+                    (_, true) => self.tile_short::<PANELS>(t, rows, &sums, p0, p, o),
+                    (_, false) => self.tile_short::<1>(t, rows, &sums, p0, p, o),
                 }
             }
             p += PANELS;
@@ -211,7 +325,7 @@ impl Gemm<'_> {
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     unsafe fn tile_short<const P: usize>(
         &self,
-        a: &[i8],
+        src: &Table,
         rows: usize,
         sums: &[i32; ROWS],
         p0: usize,
@@ -221,27 +335,28 @@ impl Gemm<'_> {
         // SAFETY: as the caller's.
         unsafe {
             match rows {
-                1 => self.tile::<1, P>(a, sums, p0, p, o),
-                2 => self.tile::<2, P>(a, sums, p0, p, o),
-                3 => self.tile::<3, P>(a, sums, p0, p, o),
-                4 => self.tile::<4, P>(a, sums, p0, p, o),
-                5 => self.tile::<5, P>(a, sums, p0, p, o),
-                6 => self.tile::<6, P>(a, sums, p0, p, o),
-                _ => self.tile::<7, P>(a, sums, p0, p, o),
+                1 => self.tile::<1, P>(src, sums, p0, p, o),
+                2 => self.tile::<2, P>(src, sums, p0, p, o),
+                3 => self.tile::<3, P>(src, sums, p0, p, o),
+                4 => self.tile::<4, P>(src, sums, p0, p, o),
+                5 => self.tile::<5, P>(src, sums, p0, p, o),
+                6 => self.tile::<6, P>(src, sums, p0, p, o),
+                _ => self.tile::<7, P>(src, sums, p0, p, o),
             }
         }
     }
 
-    /// Rows `0..R` of `a` (pixels `p0..p0 + R`) times panels `p..p + P`: exact i32 sums,
+    /// Rows `0..R` of `src` (pixels `p0..p0 + R`) times panels `p..p + P`: exact i32 sums,
     /// then `clamp(rne(acc · scale) + zp)` stored as int8 (columns at and past `n` masked
     /// off).
     ///
     /// # Safety
-    /// As [`Gemm::rows`]; `a` has `R` rows; panels `p..p + P` exist.
+    /// As [`Gemm::rows`]; `src` has `R` rows, `run` a multiple of 4 and `taps · run ==
+    /// k4`; panels `p..p + P` exist.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     unsafe fn tile<const R: usize, const P: usize>(
         &self,
-        a: &[i8],
+        src: &Table,
         sums: &[i32; ROWS],
         p0: usize,
         p: usize,
@@ -259,16 +374,21 @@ impl Gemm<'_> {
             let s = _mm512_set1_epi32(sums[r]);
             bias.map(|b| _mm512_add_epi32(b, s))
         });
-        for q in 0..k4 / 4 {
-            // SAFETY: `q * 64 + 64 <= PANEL * k4`, each panel's length.
-            let wv: [__m512i; P] =
-                std::array::from_fn(|j| unsafe { _mm512_loadu_si512(w[j].add(q * 64).cast()) });
-            for (r, acc) in acc.iter_mut().enumerate() {
-                // SAFETY: `r * k4 + 4 * q + 4 <= R * k4 <= a.len()`.
-                let av = unsafe { (a.as_ptr().add(r * k4 + 4 * q) as *const i32).read_unaligned() };
-                let av = _mm512_set1_epi32(av);
-                for j in 0..P {
-                    acc[j] = _mm512_dpbusd_epi32(acc[j], wv[j], av);
+        let (taps, quads) = (src.taps, src.run / 4);
+        for t in 0..taps {
+            let a = &src.at[t * ROWS..t * ROWS + R];
+            for q in 0..quads {
+                let wq = (t * quads + q) * 64;
+                // SAFETY: `wq + 64 <= PANEL * k4`, each panel's length.
+                let wv: [__m512i; P] =
+                    std::array::from_fn(|j| unsafe { _mm512_loadu_si512(w[j].add(wq).cast()) });
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    // SAFETY: `4 * q + 4` bytes of the tap's run of `run` bytes.
+                    let av = unsafe { (a[r].add(4 * q) as *const i32).read_unaligned() };
+                    let av = _mm512_set1_epi32(av);
+                    for j in 0..P {
+                        acc[j] = _mm512_dpbusd_epi32(acc[j], wv[j], av);
+                    }
                 }
             }
         }
