@@ -156,26 +156,21 @@ impl Conv<'_> {
         let shared = SharedMut::new(o);
         let oc = s.co;
         #[cfg(target_arch = "x86_64")]
-        let dw512 = simd && depthwise && oc == s.c && super::dw512::available();
+        if simd
+            && depthwise
+            && oc == s.c
+            && s.kernel[0] * s.kernel[1] <= super::dw512::MAX_TAPS
+            && super::dw512::available()
+        {
+            self.run_dw512(shared, work);
+            return Ok(());
+        }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = simd;
         run_parts(pixels, tasks_for(work, MIN_TASK_WORK), &|r| {
             for p in r {
                 // SAFETY: each pixel's outputs are written by the one task whose range has it.
                 let o = unsafe { shared.slice(p * oc, oc) };
-                #[cfg(target_arch = "x86_64")]
-                if dw512 {
-                    let (b, rest) = (p / (s.oh * s.ow), p % (s.oh * s.ow));
-                    let taps = s.pixel_taps(b, rest / s.ow, rest % s.ow);
-                    // SAFETY: the CPU has the features; the taps are inside `x` (checked
-                    // sizes), `w` is `[kh, kw, c]`, `bias`, `scales` and `o` are `[c]`.
-                    unsafe {
-                        let (w, bias, sc) = (self.w, self.bias, self.scales);
-                        let kw = s.kernel[1];
-                        super::dw512::pixel(self.x, &taps, kw, g.x_zp, w, bias, sc, &self.out, o)
-                    };
-                    continue;
-                }
                 if depthwise {
                     self.depthwise_pixel(p, o);
                 } else {
@@ -184,6 +179,72 @@ impl Conv<'_> {
             }
         });
         Ok(())
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Conv<'_> {
+    /// A depthwise convolution of depth multiplier 1 on AVX-512 ([`super::dw512`]), split
+    /// over threads by output rows. Each pixel's taps inside the input are listed (input
+    /// offset, filter offset): for pixels whose window is inside, the same offsets from
+    /// the window's corner.
+    fn run_dw512(&self, o: SharedMut<'_, i8>, work: usize) {
+        use super::dw512::{MAX_TAPS, pixel};
+        let (g, s) = (&self.g, &self.g.shape);
+        let (kh, kw, c) = (s.kernel[0], s.kernel[1], s.c);
+        let mut inside = [(0usize, 0usize); MAX_TAPS];
+        for i in 0..kh {
+            for j in 0..kw {
+                let at = (i * s.dil[0] * s.w + j * s.dil[1]) * c;
+                inside[i * kw + j] = (at, (i * kw + j) * c);
+            }
+        }
+        let span = |k: usize, d: usize| (k - 1) * d;
+        run_parts(s.n * s.oh, tasks_for(work, MIN_TASK_WORK), &|r| {
+            let mut list = [(0usize, 0usize); MAX_TAPS];
+            for row in r {
+                let (b, oy) = (row / s.oh, row % s.oh);
+                let y0 = (oy * s.stride[0]).wrapping_sub(s.pad[0]);
+                let rows_in = y0 < s.h && y0 + span(kh, s.dil[0]) < s.h;
+                // SAFETY: each output row is written by the one task whose range has it.
+                let o = unsafe { o.slice(row * s.ow * c, s.ow * c) };
+                for (ox, o) in o.chunks_exact_mut(c).enumerate() {
+                    let x0 = (ox * s.stride[1]).wrapping_sub(s.pad[1]);
+                    let taps: &[(usize, usize)] =
+                        if rows_in && x0 < s.w && x0 + span(kw, s.dil[1]) < s.w {
+                            let base = ((b * s.h + y0) * s.w + x0) * c;
+                            for (l, &(at, t)) in list.iter_mut().zip(&inside[..kh * kw]) {
+                                *l = (base + at, t);
+                            }
+                            &list[..kh * kw]
+                        } else {
+                            let taps = s.pixel_taps(b, oy, ox);
+                            let mut n = 0;
+                            for i in taps.ri.clone() {
+                                for j in taps.rj.clone() {
+                                    list[n] = (taps.at(i, j), (i * kw + j) * c);
+                                    n += 1;
+                                }
+                            }
+                            &list[..n]
+                        };
+                    // SAFETY: the CPU has the features; the taps are inside `x` (checked
+                    // sizes), `w` is `[kh, kw, c]`, `bias`, `scales` and `o` are `[c]`.
+                    unsafe {
+                        pixel(
+                            self.x,
+                            taps,
+                            g.x_zp,
+                            self.w,
+                            self.bias,
+                            self.scales,
+                            &self.out,
+                            o,
+                        )
+                    };
+                }
+            }
+        });
     }
 }
 

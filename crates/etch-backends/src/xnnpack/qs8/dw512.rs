@@ -4,11 +4,12 @@
 //! bias does), so the outputs are the scalar kernel's bits.
 
 use super::Requant;
-use etch_kernels::conv::nhwc::PixelTaps;
 use std::arch::x86_64::*;
 
 /// Channel vectors a pass over the taps keeps in registers.
 const VECS: usize = 4;
+/// Most taps of a kernel [`pixel`] takes (more: the scalar loops).
+pub const MAX_TAPS: usize = 64;
 
 /// Whether the CPU has AVX-512F, BW and VL (and `ETCH_QS8_SIMD` is not `0`).
 pub fn available() -> bool {
@@ -19,18 +20,17 @@ pub fn available() -> bool {
 }
 
 /// One output pixel of a depthwise convolution of depth multiplier 1: `o[ch]` for every
-/// channel, from input pixel offsets `taps` (into `x`), filters `w` `[kh, kw, c]` (tap `t`
-/// at `t · c`), biases and scales `[c]`.
+/// channel, from its taps inside the input, `(input offset, filter offset)` pairs (into
+/// `x`, and into filters `w` `[kh, kw, c]`), biases and scales `[c]`.
 ///
 /// # Safety
-/// The CPU has AVX-512F, BW and VL; every tap offset plus `c` is within `x`; `w` holds
-/// `kh · kw · c` values; `bias`, `scales` and `o` hold `c`.
+/// The CPU has AVX-512F, BW and VL; every input offset plus `c` is within `x`, every
+/// filter offset plus `c` within `w`; `bias`, `scales` and `o` hold `c`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn pixel(
     x: &[i8],
-    taps: &PixelTaps,
-    kw: usize,
+    taps: &[(usize, usize)],
     x_zp: i32,
     w: &[i8],
     bias: &[i32],
@@ -39,47 +39,88 @@ pub unsafe fn pixel(
     o: &mut [i8],
 ) {
     let c = o.len();
-    let zp = _mm512_set1_epi32(x_zp);
-    let lo = _mm512_set1_ps((out.lo - out.zp) as f32);
-    let hi = _mm512_set1_ps((out.hi - out.zp) as f32);
-    let ozp = _mm512_set1_epi32(out.zp);
     let mut start = 0;
     while start < c {
         let len = (c - start).min(16 * VECS);
-        let mask: [__mmask16; VECS] = std::array::from_fn(|v| {
+        // SAFETY: as the caller's; `start + len <= c`.
+        unsafe {
+            let p = Pass {
+                x,
+                taps,
+                x_zp,
+                w,
+                bias,
+                scales,
+                out,
+                start,
+                len,
+            };
+            match len.div_ceil(16) {
+                1 => p.run::<1>(o),
+                2 => p.run::<2>(o),
+                3 => p.run::<3>(o),
+                _ => p.run::<VECS>(o),
+            }
+        }
+        start += len;
+    }
+}
+
+/// Channels `start..start + len` of a [`pixel`].
+struct Pass<'a> {
+    x: &'a [i8],
+    taps: &'a [(usize, usize)],
+    x_zp: i32,
+    w: &'a [i8],
+    bias: &'a [i32],
+    scales: &'a [f32],
+    out: &'a Requant,
+    start: usize,
+    len: usize,
+}
+
+impl Pass<'_> {
+    /// The pass in `V` vectors (`len <= 16 · V`).
+    ///
+    /// # Safety
+    /// As [`pixel`]'s.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn run<const V: usize>(&self, o: &mut [i8]) {
+        let (start, len, out) = (self.start, self.len, self.out);
+        let zp = _mm512_set1_epi32(self.x_zp);
+        let lo = _mm512_set1_ps((out.lo - out.zp) as f32);
+        let hi = _mm512_set1_ps((out.hi - out.zp) as f32);
+        let ozp = _mm512_set1_epi32(out.zp);
+        let mask: [__mmask16; V] = std::array::from_fn(|v| {
             let n = len.saturating_sub(16 * v);
             if n >= 16 { !0 } else { (1u16 << n) - 1 }
         });
         // SAFETY (masked loads and stores): lanes past `c` are masked off.
-        let mut acc: [__m512i; VECS] = std::array::from_fn(|v| unsafe {
-            _mm512_maskz_loadu_epi32(mask[v], bias.as_ptr().add(start + 16 * v))
+        let mut acc: [__m512i; V] = std::array::from_fn(|v| unsafe {
+            _mm512_maskz_loadu_epi32(mask[v], self.bias.as_ptr().add(start + 16 * v))
         });
-        for i in taps.ri.clone() {
-            for j in taps.rj.clone() {
-                // SAFETY: the tap's pixel and filter row are in range (the caller's).
-                let xp = unsafe { x.as_ptr().add(taps.at(i, j) + start) };
-                // SAFETY: as above.
-                let wp = unsafe { w.as_ptr().add((i * kw + j) * c + start) };
-                for v in 0..VECS {
-                    // SAFETY: lanes past `c` are masked off.
-                    let (xv, wv) = unsafe {
-                        (
-                            _mm_maskz_loadu_epi8(mask[v], xp.add(16 * v)),
-                            _mm_maskz_loadu_epi8(mask[v], wp.add(16 * v)),
-                        )
-                    };
-                    let xv = _mm512_sub_epi32(_mm512_cvtepi8_epi32(xv), zp);
-                    let p = _mm512_mullo_epi32(xv, _mm512_cvtepi8_epi32(wv));
-                    acc[v] = _mm512_add_epi32(acc[v], p);
-                }
+        for &(at, t) in self.taps {
+            // SAFETY: the tap's pixel and filter row are in range (the caller's).
+            let xp = unsafe { self.x.as_ptr().add(at + start) };
+            // SAFETY: as above.
+            let wp = unsafe { self.w.as_ptr().add(t + start) };
+            for v in 0..V {
+                // SAFETY: lanes past `c` are masked off.
+                let (xv, wv) = unsafe {
+                    (
+                        _mm_maskz_loadu_epi8(mask[v], xp.add(16 * v)),
+                        _mm_maskz_loadu_epi8(mask[v], wp.add(16 * v)),
+                    )
+                };
+                let xv = _mm512_sub_epi32(_mm512_cvtepi8_epi32(xv), zp);
+                let p = _mm512_mullo_epi32(xv, _mm512_cvtepi8_epi32(wv));
+                acc[v] = _mm512_add_epi32(acc[v], p);
             }
         }
-        for v in 0..VECS {
-            if mask[v] == 0 {
-                break;
-            }
+        for v in 0..V {
             // SAFETY: lanes past `c` are masked off.
-            let s = unsafe { _mm512_maskz_loadu_ps(mask[v], scales.as_ptr().add(start + 16 * v)) };
+            let s =
+                unsafe { _mm512_maskz_loadu_ps(mask[v], self.scales.as_ptr().add(start + 16 * v)) };
             let f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[v]), s);
             let f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
             let q = _mm512_add_epi32(_mm512_cvtps_epi32(f), ozp);
@@ -88,6 +129,5 @@ pub unsafe fn pixel(
                 _mm512_mask_cvtepi32_storeu_epi8(o.as_mut_ptr().add(start + 16 * v), mask[v], q)
             };
         }
-        start += len;
     }
 }

@@ -5,6 +5,15 @@
 use super::Requant;
 use super::conv::Geometry;
 use etch_core::{Error, KernelContext, Result};
+use etch_kernels::threads::{SharedMut, run_parts, tasks_for};
+
+/// Compares below which a call stays on the calling thread.
+const MIN_TASK_WORK: usize = 1 << 17;
+
+/// The compares of a max pooling.
+fn o_len_work(pixels: usize, c: usize, taps: usize) -> usize {
+    pixels.saturating_mul(c).saturating_mul(taps)
+}
 
 /// `max_pool(x, geometry, [zp, lo, hi], out)`: the largest input of each window (taps in
 /// the padding are skipped), clamped to the output range. The geometry is a [`Geometry`]
@@ -15,27 +24,58 @@ pub fn max_pool(ctx: &mut KernelContext<'_>) -> Result<()> {
     let r = Requant::from_ints(ctx.int_list(2)?)?;
     let mut o = ctx.tensor(3)?;
     let (x, o) = (x.data::<i8>()?, o.data_mut::<i8>()?);
+    #[cfg(target_arch = "x86_64")]
+    let simd = super::flat512::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    let simd = false;
+    max_pool_run(&g, x, &r, o, simd)
+}
+
+/// [`max_pool`] of `x` into `o`, split over threads by pixels; `simd`: with the AVX-512
+/// pixel (the CPU has AVX-512F and BW).
+pub(super) fn max_pool_run(
+    g: &Geometry,
+    x: &[i8],
+    r: &Requant,
+    o: &mut [i8],
+    simd: bool,
+) -> Result<()> {
     let s = &g.shape;
     if s.c != s.co || Some(x.len()) != s.in_len() || Some(o.len()) != s.out_len() {
         return Err(Error::internal(format!("qs8 max pooling geometry {g:?}")));
     }
     let (c, (lo, hi)) = (s.c, (r.lo as i8, r.hi as i8));
-    for (p, o) in o.chunks_exact_mut(c.max(1)).enumerate() {
-        let (b, rest) = (p / (s.oh * s.ow), p % (s.oh * s.ow));
-        let taps = s.pixel_taps(b, rest / s.ow, rest % s.ow);
-        o.fill(i8::MIN);
-        for i in taps.ri.clone() {
-            for j in taps.rj.clone() {
-                let at = taps.at(i, j);
-                for (o, &x) in o.iter_mut().zip(&x[at..at + c]) {
-                    *o = (*o).max(x);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = simd;
+    let pixels = s.n * s.oh * s.ow;
+    let shared = SharedMut::new(o);
+    let work = o_len_work(pixels, c, s.kernel[0] * s.kernel[1]);
+    run_parts(pixels, tasks_for(work, MIN_TASK_WORK), &|range| {
+        for p in range {
+            // SAFETY: each pixel's outputs are written by the one task whose range has it.
+            let o = unsafe { shared.slice(p * c, c) };
+            let (b, rest) = (p / (s.oh * s.ow), p % (s.oh * s.ow));
+            let taps = s.pixel_taps(b, rest / s.ow, rest % s.ow);
+            #[cfg(target_arch = "x86_64")]
+            if simd {
+                // SAFETY: the CPU has the features; the taps are inside `x` (checked sizes).
+                unsafe { max512::pixel(x, &taps, lo, hi, o) };
+                continue;
+            }
+            o.fill(i8::MIN);
+            for i in taps.ri.clone() {
+                for j in taps.rj.clone() {
+                    let at = taps.at(i, j);
+                    for (o, &x) in o.iter_mut().zip(&x[at..at + c]) {
+                        *o = (*o).max(x);
+                    }
                 }
             }
+            for o in o.iter_mut() {
+                *o = (*o).clamp(lo, hi);
+            }
         }
-        for o in o.iter_mut() {
-            *o = (*o).clamp(lo, hi);
-        }
-    }
+    });
     Ok(())
 }
 
@@ -85,4 +125,40 @@ pub fn mean(ctx: &mut KernelContext<'_>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The max pooling's pixel on AVX-512: 64 channels a vector.
+#[cfg(target_arch = "x86_64")]
+mod max512 {
+    use etch_kernels::conv::nhwc::PixelTaps;
+    use std::arch::x86_64::*;
+
+    /// `o[ch] = clamp(max over the taps of x[tap + ch], lo, hi)`.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F and BW; every tap offset plus `o.len()` is within `x`.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub unsafe fn pixel(x: &[i8], taps: &PixelTaps, lo: i8, hi: i8, o: &mut [i8]) {
+        let c = o.len();
+        let (lo, hi) = (_mm512_set1_epi8(lo), _mm512_set1_epi8(hi));
+        let mut start = 0;
+        while start < c {
+            let n = c - start;
+            let m: __mmask64 = if n >= 64 { !0 } else { (1u64 << n) - 1 };
+            let mut v = _mm512_set1_epi8(i8::MIN);
+            for i in taps.ri.clone() {
+                for j in taps.rj.clone() {
+                    // SAFETY: lanes past `c` are masked off; the tap is inside `x`.
+                    let xv = unsafe {
+                        _mm512_maskz_loadu_epi8(m, x.as_ptr().add(taps.at(i, j) + start))
+                    };
+                    v = _mm512_max_epi8(v, xv);
+                }
+            }
+            let v = _mm512_min_epi8(_mm512_max_epi8(v, lo), hi);
+            // SAFETY: as above.
+            unsafe { _mm512_mask_storeu_epi8(o.as_mut_ptr().add(start), m, v) };
+            start += 64;
+        }
+    }
 }

@@ -204,3 +204,46 @@ fn elementwise_vectors_give_the_scalar_bits() {
         assert_eq!(got, want, "{inv} {zp}");
     }
 }
+
+/// The AVX-512 max pooling pixel against the scalar loop (channel counts around the
+/// 64-byte vectors, padding that leaves windows partly outside, a clamp).
+#[test]
+fn max_pooling_vectors_give_the_scalar_bits() {
+    if !super::flat512::available() {
+        return;
+    }
+    for (c, k, st, p) in [(3, 3, 2, 1), (64, 3, 2, 1), (100, 2, 2, 0), (130, 3, 1, 1)] {
+        let (h, w) = (9, 7);
+        let shape = NhwcShape {
+            n: 2,
+            h,
+            w,
+            c,
+            oh: (h + 2 * p - k) / st + 1,
+            ow: (w + 2 * p - k) / st + 1,
+            co: c,
+            kernel: [k, k],
+            stride: [st, st],
+            pad: [p, p],
+            dil: [1, 1],
+        };
+        let g = Geometry {
+            shape,
+            groups: c,
+            gic: 1,
+            x_zp: 0,
+        };
+        let x = int8s(shape.in_len().unwrap(), 6, -128, 128);
+        let r = Requant {
+            zp: -20,
+            lo: -20,
+            hi: 90,
+        };
+        let run = |simd| {
+            let mut o = vec![0i8; shape.out_len().unwrap()];
+            super::pool::max_pool_run(&g, &x, &r, &mut o, simd).unwrap();
+            o
+        };
+        assert_eq!(run(true), run(false), "{shape:?}");
+    }
+}
