@@ -3,6 +3,7 @@
 
 use super::Requant;
 use etch_core::{Error, KernelContext, Result};
+use etch_kernels::threads::{SharedMut, run_parts, tasks_for};
 
 /// Dims a broadcast is walked over (XNNPACK's `XNN_MAX_TENSOR_DIMS`).
 pub const DIMS: usize = 6;
@@ -129,26 +130,16 @@ impl Broadcast {
         })
     }
 
-    /// Calls `f(offset_a, offset_b, run)` for each run of the innermost dim, in output
-    /// order (`run` outputs, `a` and `b` advancing by their innermost strides).
-    fn walk(&self, mut f: impl FnMut(usize, usize)) {
-        let mut idx = [0usize; DIMS];
-        let outer: usize = self.dims[..DIMS - 1].iter().product();
-        let (mut oa, mut ob) = (0usize, 0usize);
-        for _ in 0..outer {
-            f(oa, ob);
-            for d in (0..DIMS - 1).rev() {
-                idx[d] += 1;
-                oa += self.a[d];
-                ob += self.b[d];
-                if idx[d] < self.dims[d] {
-                    break;
-                }
-                oa -= self.a[d] * self.dims[d];
-                ob -= self.b[d] * self.dims[d];
-                idx[d] = 0;
-            }
+    /// The operands' offsets of innermost run `k` (in output order).
+    fn offsets(&self, mut k: usize) -> (usize, usize) {
+        let (mut oa, mut ob) = (0, 0);
+        for d in (0..DIMS - 1).rev() {
+            let i = k % self.dims[d];
+            k /= self.dims[d];
+            oa += i * self.a[d];
+            ob += i * self.b[d];
         }
+        (oa, ob)
     }
 
     fn check(&self, a: usize, b: usize, out: usize) -> Result<()> {
@@ -164,29 +155,67 @@ impl Broadcast {
     }
 }
 
-/// Runs `f(a, b)` over a broadcast into `out`.
-fn each(ctx: &mut KernelContext<'_>, f: impl Fn(i8, i8) -> i8) -> Result<()> {
+/// One operand of a run of outputs: elements from a slice (stride 1), or one element
+/// repeated (stride 0).
+#[derive(Clone, Copy)]
+pub enum Operand<'a> {
+    Run(&'a [i8]),
+    Splat(i8),
+}
+
+impl Operand<'_> {
+    /// Element `i` of the run.
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> i8 {
+        match self {
+            Operand::Run(s) => s[i],
+            Operand::Splat(v) => *v,
+        }
+    }
+}
+
+/// A loop over one run of outputs.
+type RunFn<'a> = dyn Fn(Operand<'_>, Operand<'_>, &mut [i8]) + Sync + 'a;
+
+/// Runs `f(a, b, out)` over the runs of the innermost dim of a broadcast into `out`, split
+/// over threads; operands of one shape run as pieces of the whole.
+fn each(ctx: &mut KernelContext<'_>, f: &RunFn<'_>) -> Result<()> {
     let (a, b) = (ctx.tensor(0)?, ctx.tensor(1)?);
     let bc = Broadcast::from_ints(ctx.int_list(3)?)?;
     let mut o = ctx.tensor(2)?;
     let (a, b, o) = (a.data::<i8>()?, b.data::<i8>()?, o.data_mut::<i8>()?);
     bc.check(a.len(), b.len(), o.len())?;
+    if bc == Broadcast::new(&bc.dims, &bc.dims, &bc.dims)? {
+        super::flat(o, &|at, o| {
+            let n = o.len();
+            f(
+                Operand::Run(&a[at..at + n]),
+                Operand::Run(&b[at..at + n]),
+                o,
+            )
+        });
+        return Ok(());
+    }
     let run = bc.dims[DIMS - 1];
+    if run == 0 || o.is_empty() {
+        return Ok(());
+    }
     let (sa, sb) = (bc.a[DIMS - 1], bc.b[DIMS - 1]);
-    let mut at = 0usize;
-    bc.walk(|oa, ob| {
-        let o = &mut o[at..at + run];
-        if sa == 1 && sb == 1 {
-            let (a, b) = (&a[oa..oa + run], &b[ob..ob + run]);
-            for ((o, &a), &b) in o.iter_mut().zip(a).zip(b) {
-                *o = f(a, b);
-            }
-        } else {
-            for (i, o) in o.iter_mut().enumerate() {
-                *o = f(a[oa + i * sa], b[ob + i * sb]);
-            }
+    fn operand(x: &[i8], at: usize, stride: usize, run: usize) -> Operand<'_> {
+        match stride {
+            0 => Operand::Splat(x[at]),
+            _ => Operand::Run(&x[at..at + run]),
         }
-        at += run;
+    }
+    let shared = SharedMut::new(o);
+    let n = shared.len();
+    run_parts(n / run, tasks_for(n, super::FLAT_TASK), &|r| {
+        for k in r {
+            let (oa, ob) = bc.offsets(k);
+            // SAFETY: each run of outputs is written by the one task whose range has it.
+            let o = unsafe { shared.slice(k * run, run) };
+            f(operand(a, oa, sa, run), operand(b, ob, sb, run), o);
+        }
     });
     Ok(())
 }
@@ -205,35 +234,16 @@ pub fn add(ctx: &mut KernelContext<'_>) -> Result<()> {
     let out = Requant::from_ints(ctx.int_list(5)?)?;
     #[cfg(target_arch = "x86_64")]
     if super::flat512::available() {
-        // SAFETY: the CPU has the features; the runs have one length.
-        let f =
-            |a: &[i8], b: &[i8], o: &mut [i8]| unsafe { super::flat512::add(a, b, o, &p, &out) };
-        if same_shape(ctx, &f)? {
-            return Ok(());
+        // SAFETY: the CPU has the features; the operands' runs are the output's length.
+        return each(ctx, &|a, b, o| unsafe {
+            super::flat512::add(a, b, o, &p, &out)
+        });
+    }
+    each(ctx, &|a, b, o| {
+        for (i, o) in o.iter_mut().enumerate() {
+            *o = p.apply(a.get(i), b.get(i), &out);
         }
-    }
-    each(ctx, |a, b| p.apply(a, b, &out))
-}
-
-/// An elementwise loop over runs `(a, b, out)` of one length.
-type Runs<'a> = dyn Fn(&[i8], &[i8], &mut [i8]) + Sync + 'a;
-
-/// Runs `f(a, b, out)` over pieces of operands of one shape (split over threads) and
-/// returns true; false for a broadcast.
-fn same_shape(ctx: &mut KernelContext<'_>, f: &Runs<'_>) -> Result<bool> {
-    let (a, b) = (ctx.tensor(0)?, ctx.tensor(1)?);
-    let bc = Broadcast::from_ints(ctx.int_list(3)?)?;
-    let dense = Broadcast::new(&bc.dims, &bc.dims, &bc.dims)?;
-    if bc != dense {
-        return Ok(false);
-    }
-    let mut o = ctx.tensor(2)?;
-    let (a, b, o) = (a.data::<i8>()?, b.data::<i8>()?, o.data_mut::<i8>()?);
-    if a.len() != o.len() || b.len() != o.len() {
-        return Err(Error::internal("qs8 binary operands of one shape: sizes"));
-    }
-    super::flat(o, &|at, o| f(&a[at..at + o.len()], &b[at..at + o.len()], o));
-    Ok(true)
+    })
 }
 
 /// `mul(a, b, out, broadcast, [a_zp, b_zp], scale, [zp, lo, hi])`:
@@ -245,8 +255,19 @@ pub fn mul(ctx: &mut KernelContext<'_>) -> Result<()> {
     };
     let scale = ctx.double(5)? as f32;
     let out = Requant::from_ints(ctx.int_list(6)?)?;
-    each(ctx, |a, b| {
-        out.apply(((a as i32 - a_zp) * (b as i32 - b_zp)) as f32 * scale)
+    #[cfg(target_arch = "x86_64")]
+    if super::flat512::available() {
+        let zps = (a_zp, b_zp);
+        // SAFETY: as in `add`.
+        return each(ctx, &|a, b, o| unsafe {
+            super::flat512::mul(a, b, o, zps, scale, &out)
+        });
+    }
+    each(ctx, &|a, b, o| {
+        for (i, o) in o.iter_mut().enumerate() {
+            let (a, b) = (a.get(i) as i32 - a_zp, b.get(i) as i32 - b_zp);
+            *o = out.apply((a * b) as f32 * scale);
+        }
     })
 }
 

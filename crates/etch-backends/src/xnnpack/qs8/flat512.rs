@@ -4,7 +4,7 @@
 //! `vminps` returns its second operand) and rounding half to even (`cvtps`).
 
 use super::Requant;
-use super::binary::AddParams;
+use super::binary::{AddParams, Operand};
 use std::arch::x86_64::*;
 
 /// Whether the CPU has AVX-512F, BW and VL (and `ETCH_QS8_SIMD` is not `0`).
@@ -18,12 +18,28 @@ fn lanes(n: usize) -> __mmask16 {
     if n >= 16 { !0 } else { (1u16 << n) - 1 }
 }
 
+/// Lanes `i..` of an operand (masked by `m`), widened to i32.
+///
+/// # Safety
+/// The CPU has AVX-512F, BW and VL; a run holds the lanes of `m` from `i`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn load(x: Operand<'_>, i: usize, m: __mmask16) -> __m512i {
+    match x {
+        // SAFETY: as the caller's.
+        Operand::Run(s) => unsafe {
+            _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, s.as_ptr().add(i)))
+        },
+        Operand::Splat(v) => _mm512_set1_epi32(v as i32),
+    }
+}
+
 /// `o[i] = add(a[i], b[i])` (XNNPACK's `qs8_vadd`).
 ///
 /// # Safety
-/// The CPU has AVX-512F, BW and VL; `a`, `b` and `o` have one length.
+/// The CPU has AVX-512F, BW and VL; runs `a` and `b` hold `o.len()` elements.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-pub unsafe fn add(a: &[i8], b: &[i8], o: &mut [i8], p: &AddParams, r: &Requant) {
+pub unsafe fn add(a: Operand<'_>, b: Operand<'_>, o: &mut [i8], p: &AddParams, r: &Requant) {
     let (am, bm, bias) = (
         _mm512_set1_epi32(p.a_mult),
         _mm512_set1_epi32(p.b_mult),
@@ -39,16 +55,47 @@ pub unsafe fn add(a: &[i8], b: &[i8], o: &mut [i8], p: &AddParams, r: &Requant) 
     while i < o.len() {
         let m = lanes(o.len() - i);
         // SAFETY: lanes past the end are masked off.
-        let (av, bv) = unsafe {
-            (
-                _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, a.as_ptr().add(i))),
-                _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, b.as_ptr().add(i))),
-            )
-        };
+        let (av, bv) = unsafe { (load(a, i, m), load(b, i, m)) };
         let acc = _mm512_add_epi32(bias, _mm512_mullo_epi32(av, am));
         let acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(bv, bm));
         let q = _mm512_add_epi32(_mm512_sra_epi32(acc, shift), zp);
         let q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
+        // SAFETY: as above.
+        unsafe { _mm512_mask_cvtepi32_storeu_epi8(o.as_mut_ptr().add(i), m, q) };
+        i += 16;
+    }
+}
+
+/// `o[i] = requant((a[i] - a_zp) · (b[i] - b_zp) · scale)` (XNNPACK's `qs8_vmul`).
+///
+/// # Safety
+/// As [`add`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub unsafe fn mul(
+    a: Operand<'_>,
+    b: Operand<'_>,
+    o: &mut [i8],
+    (a_zp, b_zp): (i32, i32),
+    scale: f32,
+    r: &Requant,
+) {
+    let (azp, bzp, s) = (
+        _mm512_set1_epi32(a_zp),
+        _mm512_set1_epi32(b_zp),
+        _mm512_set1_ps(scale),
+    );
+    let lo = _mm512_set1_ps((r.lo - r.zp) as f32);
+    let hi = _mm512_set1_ps((r.hi - r.zp) as f32);
+    let zp = _mm512_set1_epi32(r.zp);
+    let mut i = 0;
+    while i < o.len() {
+        let m = lanes(o.len() - i);
+        // SAFETY: lanes past the end are masked off.
+        let (av, bv) = unsafe { (load(a, i, m), load(b, i, m)) };
+        let p = _mm512_mullo_epi32(_mm512_sub_epi32(av, azp), _mm512_sub_epi32(bv, bzp));
+        let f = _mm512_mul_ps(_mm512_cvtepi32_ps(p), s);
+        let f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+        let q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
         // SAFETY: as above.
         unsafe { _mm512_mask_cvtepi32_storeu_epi8(o.as_mut_ptr().add(i), m, q) };
         i += 16;
@@ -74,6 +121,25 @@ pub unsafe fn quantize(x: &[f32], q: &mut [i8], inv: f32, zp: i32) {
         let r = _mm512_add_epi32(_mm512_cvtps_epi32(v), zpv);
         // SAFETY: as above.
         unsafe { _mm512_mask_cvtepi32_storeu_epi8(q.as_mut_ptr().add(i), m, r) };
+        i += 16;
+    }
+}
+
+/// `x[i] = (q[i] - zp) · scale`.
+///
+/// # Safety
+/// The CPU has AVX-512F, BW and VL; `q` and `x` have one length.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub unsafe fn dequantize(q: &[i8], x: &mut [f32], scale: f32, zp: i32) {
+    let (s, zpv) = (_mm512_set1_ps(scale), _mm512_set1_epi32(zp));
+    let mut i = 0;
+    while i < x.len() {
+        let m = lanes(x.len() - i);
+        // SAFETY: lanes past the end are masked off.
+        let v = unsafe { _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, q.as_ptr().add(i))) };
+        let f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(v, zpv)), s);
+        // SAFETY: as above.
+        unsafe { _mm512_mask_storeu_ps(x.as_mut_ptr().add(i), m, f) };
         i += 16;
     }
 }

@@ -171,9 +171,20 @@ pub fn dequantize(ctx: &mut KernelContext<'_>) -> Result<()> {
     if x.len() != q.len() {
         return Err(Error::internal("qs8 dequantize: operand sizes"));
     }
-    for (x, &q) in x.iter_mut().zip(q) {
-        *x = (q as i32 - zp) as f32 * scale;
-    }
+    #[cfg(target_arch = "x86_64")]
+    let simd = flat512::available();
+    flat(x, &|at, x| {
+        let q = &q[at..at + x.len()];
+        #[cfg(target_arch = "x86_64")]
+        if simd {
+            // SAFETY: the CPU has the features; `q` and `x` have one length.
+            unsafe { flat512::dequantize(q, x, scale, zp) };
+            return;
+        }
+        for (x, &q) in x.iter_mut().zip(q) {
+            *x = (q as i32 - zp) as f32 * scale;
+        }
+    });
     Ok(())
 }
 

@@ -161,7 +161,7 @@ fn depthwise_vectors_give_the_scalar_bits() {
 /// and on floats around the rounding points, the range's ends, NaN and infinities.
 #[test]
 fn elementwise_vectors_give_the_scalar_bits() {
-    use super::binary::AddParams;
+    use super::binary::{AddParams, Operand};
     if !super::flat512::available() {
         return;
     }
@@ -180,9 +180,25 @@ fn elementwise_vectors_give_the_scalar_bits() {
         };
         let want: Vec<i8> = a.iter().zip(&b).map(|(&x, &y)| p.apply(x, y, &r)).collect();
         let mut got = vec![0i8; a.len()];
+        let (ra, rb) = (Operand::Run(&a), Operand::Run(&b));
         // SAFETY: the CPU has the features; one length.
-        unsafe { super::flat512::add(&a[..], &b[..], &mut got[..], &p, &r) };
+        unsafe { super::flat512::add(ra, rb, &mut got[..], &p, &r) };
         assert_eq!(got, want, "{sa} {sb} {so}");
+        // Products, with the scalar arithmetic.
+        let scale = sa * sb.abs() / so;
+        let want: Vec<i8> = a
+            .iter()
+            .zip(&b)
+            .map(|(&x, &y)| r.apply(((x as i32 + 3) * (y as i32 - 17)) as f32 * scale))
+            .collect();
+        // SAFETY: as above.
+        unsafe { super::flat512::mul(ra, rb, &mut got[..], (-3, 17), scale, &r) };
+        assert_eq!(got, want, "product {sa} {sb} {so}");
+        // One operand repeated.
+        let want: Vec<i8> = a.iter().map(|&x| p.apply(x, -77, &r)).collect();
+        // SAFETY: as above.
+        unsafe { super::flat512::add(ra, Operand::Splat(-77), &mut got[..], &p, &r) };
+        assert_eq!(got, want, "splat {sa} {sb} {so}");
     }
     let mut x: Vec<f32> = (-3000..3000).map(|i| i as f32 * 0.125 + 0.0625).collect();
     x.extend([
@@ -202,6 +218,16 @@ fn elementwise_vectors_give_the_scalar_bits() {
         // SAFETY: as above.
         unsafe { super::flat512::quantize(&x, &mut got, inv, zp) };
         assert_eq!(got, want, "{inv} {zp}");
+        // And back.
+        let want: Vec<f32> = got.iter().map(|&q| (q as i32 - zp) as f32 * inv).collect();
+        let mut back = vec![0f32; got.len()];
+        // SAFETY: as above.
+        unsafe { super::flat512::dequantize(&got, &mut back, inv, zp) };
+        assert!(
+            back.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
     }
 }
 
