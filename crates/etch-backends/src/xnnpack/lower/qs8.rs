@@ -365,12 +365,23 @@ fn conv_step(
     let tx = b.view(x, &[s.n * s.h * s.w * s.c], None)?;
     let to = b.view(out, &[s.n * s.oh * s.ow * s.co], None)?;
     let (geo, range) = (b.ints(&g.ints()), b.ints(&r.ints()));
-    let (name, f): (_, etch_core::KernelFn) = if depthwise {
-        ("xnnpack::qs8_depthwise", qs8::conv::depthwise)
-    } else {
-        ("xnnpack::qs8_conv", qs8::conv::conv)
-    };
-    b.kernel_fn(name, f, &[tx, wt, bt, st, geo, range, to]);
+    if depthwise {
+        // The AVX-512 pixel's operands: biases with the input zero point folded in, and
+        // the zero points its taps in the padding read.
+        let taps = s.kernel[0] * s.kernel[1];
+        let w: Vec<i8> = w.iter().map(|&v| v as i8).collect();
+        let folded = qs8::depthwise_folded_bias(&w, taps, bias, g.x_zp);
+        let ft = b.owned(ScalarType::Int, &[n], &i32_bytes(&folded))?;
+        let zps = b.owned(ScalarType::Char, &[s.c], &vec![g.x_zp as u8; s.c])?;
+        let args = [tx, wt, bt, st, geo, range, to, ft, zps];
+        b.kernel_fn("xnnpack::qs8_depthwise", qs8::conv::depthwise, &args);
+        return Ok(());
+    }
+    b.kernel_fn(
+        "xnnpack::qs8_conv",
+        qs8::conv::conv,
+        &[tx, wt, bt, st, geo, range, to],
+    );
     Ok(())
 }
 

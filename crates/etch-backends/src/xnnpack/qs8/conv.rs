@@ -105,6 +105,10 @@ struct Conv<'a> {
     bias: &'a [i32],
     scales: &'a [f32],
     out: Requant,
+    /// Depthwise, for the AVX-512 pixel: the biases less `x_zp · Σ w` over all taps, and
+    /// `c` zero points that taps in the padding read (empty: the scalar loops).
+    folded: &'a [i32],
+    zps: &'a [i8],
 }
 
 /// `conv(x, w, bias, scales, geometry, [zp, lo, hi], out)`: a dense or grouped
@@ -129,6 +133,10 @@ fn run(ctx: &mut KernelContext<'_>, depthwise: bool) -> Result<()> {
     let g = Geometry::from_ints(ctx.int_list(4)?)?;
     let out = Requant::from_ints(ctx.int_list(5)?)?;
     let mut o = ctx.tensor(6)?;
+    let (folded, zps) = match ctx.num_args() {
+        9 => (ctx.tensor(7)?, Some(ctx.tensor(8)?)),
+        _ => (ctx.tensor(2)?, None),
+    };
     let c = Conv {
         g,
         x: x.data::<i8>()?,
@@ -136,6 +144,15 @@ fn run(ctx: &mut KernelContext<'_>, depthwise: bool) -> Result<()> {
         bias: bias.data::<i32>()?,
         scales: scales.data::<f32>()?,
         out,
+        folded: if zps.is_some() {
+            folded.data::<i32>()?
+        } else {
+            &[]
+        },
+        zps: match &zps {
+            Some(z) => z.data::<i8>()?,
+            None => &[],
+        },
     };
     c.run(o.data_mut::<i8>()?, depthwise, true)
 }
@@ -160,6 +177,8 @@ impl Conv<'_> {
             && depthwise
             && oc == s.c
             && s.kernel[0] * s.kernel[1] <= super::dw512::MAX_TAPS
+            && self.folded.len() == oc
+            && self.zps.len() >= s.c
             && super::dw512::available()
         {
             self.run_dw512(shared, work);
@@ -190,18 +209,18 @@ impl Conv<'_> {
     /// the window's corner.
     fn run_dw512(&self, o: SharedMut<'_, i8>, work: usize) {
         use super::dw512::{MAX_TAPS, pixel};
-        let (g, s) = (&self.g, &self.g.shape);
+        let s = &self.g.shape;
         let (kh, kw, c) = (s.kernel[0], s.kernel[1], s.c);
-        let mut inside = [(0usize, 0usize); MAX_TAPS];
+        let mut inside = [0usize; MAX_TAPS];
         for i in 0..kh {
             for j in 0..kw {
-                let at = (i * s.dil[0] * s.w + j * s.dil[1]) * c;
-                inside[i * kw + j] = (at, (i * kw + j) * c);
+                inside[i * kw + j] = (i * s.dil[0] * s.w + j * s.dil[1]) * c;
             }
         }
         let span = |k: usize, d: usize| (k - 1) * d;
         run_parts(s.n * s.oh, tasks_for(work, MIN_TASK_WORK), &|r| {
-            let mut list = [(0usize, 0usize); MAX_TAPS];
+            let (x, zps) = (self.x.as_ptr(), self.zps.as_ptr());
+            let mut list = [std::ptr::null::<i8>(); MAX_TAPS];
             for row in r {
                 let (b, oy) = (row / s.oh, row % s.oh);
                 let y0 = (oy * s.stride[0]).wrapping_sub(s.pad[0]);
@@ -210,37 +229,28 @@ impl Conv<'_> {
                 let o = unsafe { o.slice(row * s.ow * c, s.ow * c) };
                 for (ox, o) in o.chunks_exact_mut(c).enumerate() {
                     let x0 = (ox * s.stride[1]).wrapping_sub(s.pad[1]);
-                    let taps: &[(usize, usize)] =
-                        if rows_in && x0 < s.w && x0 + span(kw, s.dil[1]) < s.w {
-                            let base = ((b * s.h + y0) * s.w + x0) * c;
-                            for (l, &(at, t)) in list.iter_mut().zip(&inside[..kh * kw]) {
-                                *l = (base + at, t);
+                    if rows_in && x0 < s.w && x0 + span(kw, s.dil[1]) < s.w {
+                        let base = x.wrapping_add(((b * s.h + y0) * s.w + x0) * c);
+                        for (l, &at) in list.iter_mut().zip(&inside[..kh * kw]) {
+                            *l = base.wrapping_add(at);
+                        }
+                    } else {
+                        // Every tap: in the padding, the zero points (adding nothing
+                        // to the folded biases).
+                        let taps = s.pixel_taps(b, oy, ox);
+                        list[..kh * kw].fill(zps);
+                        for i in taps.ri.clone() {
+                            for j in taps.rj.clone() {
+                                list[i * kw + j] = x.wrapping_add(taps.at(i, j));
                             }
-                            &list[..kh * kw]
-                        } else {
-                            let taps = s.pixel_taps(b, oy, ox);
-                            let mut n = 0;
-                            for i in taps.ri.clone() {
-                                for j in taps.rj.clone() {
-                                    list[n] = (taps.at(i, j), (i * kw + j) * c);
-                                    n += 1;
-                                }
-                            }
-                            &list[..n]
-                        };
-                    // SAFETY: the CPU has the features; the taps are inside `x` (checked
-                    // sizes), `w` is `[kh, kw, c]`, `bias`, `scales` and `o` are `[c]`.
+                        }
+                    }
+                    // SAFETY: the CPU has the features; each tap start has `c` bytes (a
+                    // pixel inside `x`, or the zero points); `w` is `[kh, kw, c]`;
+                    // `folded`, `scales` and `o` are `[c]`.
                     unsafe {
-                        pixel(
-                            self.x,
-                            taps,
-                            g.x_zp,
-                            self.w,
-                            self.bias,
-                            self.scales,
-                            &self.out,
-                            o,
-                        )
+                        let (w, f, sc) = (self.w, self.folded, self.scales);
+                        pixel(&list[..kh * kw], w, f, sc, &self.out, o)
                     };
                 }
             }
@@ -263,6 +273,13 @@ pub(super) fn reference(
     o: &mut [i8],
     (depthwise, simd): (bool, bool),
 ) -> Result<()> {
+    let (folded, zps) = if depthwise {
+        let taps = g.shape.kernel[0] * g.shape.kernel[1];
+        let f = super::depthwise_folded_bias(w, taps, bias, g.x_zp);
+        (f, vec![g.x_zp as i8; g.shape.c])
+    } else {
+        (vec![], vec![])
+    };
     let c = Conv {
         g,
         x,
@@ -270,6 +287,8 @@ pub(super) fn reference(
         bias,
         scales,
         out,
+        folded: &folded,
+        zps: &zps,
     };
     c.run(o, depthwise, simd)
 }

@@ -20,20 +20,18 @@ pub fn available() -> bool {
 }
 
 /// One output pixel of a depthwise convolution of depth multiplier 1: `o[ch]` for every
-/// channel, from its taps inside the input, `(input offset, filter offset)` pairs (into
-/// `x`, and into filters `w` `[kh, kw, c]`), biases and scales `[c]`.
+/// channel, from the starts of its taps' `c` input bytes (tap `t`: filters `w[t · c..]`),
+/// biases with the input zero point folded in (taps in the padding read zero points),
+/// and scales `[c]`: `acc = folded + Σ x · w`.
 ///
 /// # Safety
-/// The CPU has AVX-512F, BW and VL; every input offset plus `c` is within `x`, every
-/// filter offset plus `c` within `w`; `bias`, `scales` and `o` hold `c`.
+/// The CPU has AVX-512F, BW and VL; each tap start has `c` bytes; `w` holds `taps · c`;
+/// `folded`, `scales` and `o` hold `c`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-#[allow(clippy::too_many_arguments)]
 pub unsafe fn pixel(
-    x: &[i8],
-    taps: &[(usize, usize)],
-    x_zp: i32,
+    taps: &[*const i8],
     w: &[i8],
-    bias: &[i32],
+    folded: &[i32],
     scales: &[f32],
     out: &Requant,
     o: &mut [i8],
@@ -45,11 +43,9 @@ pub unsafe fn pixel(
         // SAFETY: as the caller's; `start + len <= c`.
         unsafe {
             let p = Pass {
-                x,
                 taps,
-                x_zp,
                 w,
-                bias,
+                bias: folded,
                 scales,
                 out,
                 start,
@@ -68,9 +64,7 @@ pub unsafe fn pixel(
 
 /// Channels `start..start + len` of a [`pixel`].
 struct Pass<'a> {
-    x: &'a [i8],
-    taps: &'a [(usize, usize)],
-    x_zp: i32,
+    taps: &'a [*const i8],
     w: &'a [i8],
     bias: &'a [i32],
     scales: &'a [f32],
@@ -87,7 +81,6 @@ impl Pass<'_> {
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     unsafe fn run<const V: usize>(&self, o: &mut [i8]) {
         let (start, len, out) = (self.start, self.len, self.out);
-        let zp = _mm512_set1_epi32(self.x_zp);
         let lo = _mm512_set1_ps((out.lo - out.zp) as f32);
         let hi = _mm512_set1_ps((out.hi - out.zp) as f32);
         let ozp = _mm512_set1_epi32(out.zp);
@@ -99,21 +92,27 @@ impl Pass<'_> {
         let mut acc: [__m512i; V] = std::array::from_fn(|v| unsafe {
             _mm512_maskz_loadu_epi32(mask[v], self.bias.as_ptr().add(start + 16 * v))
         });
-        for &(at, t) in self.taps {
-            // SAFETY: the tap's pixel and filter row are in range (the caller's).
-            let xp = unsafe { self.x.as_ptr().add(at + start) };
-            // SAFETY: as above.
-            let wp = unsafe { self.w.as_ptr().add(t + start) };
+        let c = o.len();
+        for (t, &xp) in self.taps.iter().enumerate() {
+            // SAFETY: the tap's bytes and filter row are in range (the caller's).
+            let (xp, wp) = unsafe { (xp.add(start), self.w.as_ptr().add(t * c + start)) };
             for v in 0..V {
-                // SAFETY: lanes past `c` are masked off.
+                // SAFETY: lanes past `c` are masked off; a vector of 16 lanes in range is
+                // loaded whole (then the widening takes it from memory itself).
                 let (xv, wv) = unsafe {
-                    (
-                        _mm_maskz_loadu_epi8(mask[v], xp.add(16 * v)),
-                        _mm_maskz_loadu_epi8(mask[v], wp.add(16 * v)),
-                    )
+                    if mask[v] == !0 {
+                        (
+                            _mm512_cvtepi8_epi32(_mm_loadu_si128(xp.add(16 * v).cast())),
+                            _mm512_cvtepi8_epi32(_mm_loadu_si128(wp.add(16 * v).cast())),
+                        )
+                    } else {
+                        (
+                            _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask[v], xp.add(16 * v))),
+                            _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask[v], wp.add(16 * v))),
+                        )
+                    }
                 };
-                let xv = _mm512_sub_epi32(_mm512_cvtepi8_epi32(xv), zp);
-                let p = _mm512_mullo_epi32(xv, _mm512_cvtepi8_epi32(wv));
+                let p = _mm512_mullo_epi32(xv, wv);
                 acc[v] = _mm512_add_epi32(acc[v], p);
             }
         }

@@ -125,6 +125,18 @@ pub fn output_range(scale: f32, zp: i32, range: Option<(f32, f32)>) -> Requant {
     Requant { zp, lo, hi }
 }
 
+/// A depthwise convolution's biases less `x_zp · Σ w` over its `taps` (filters `[taps,
+/// c]`), for kernels whose taps in the padding read the zero point.
+pub fn depthwise_folded_bias(w: &[i8], taps: usize, bias: &[i32], x_zp: i32) -> Vec<i32> {
+    let c = bias.len();
+    (0..c)
+        .map(|ch| {
+            let s: i32 = (0..taps).map(|t| w[t * c + ch] as i32).sum();
+            bias[ch].wrapping_sub(x_zp.wrapping_mul(s))
+        })
+        .collect()
+}
+
 /// `quantize(x, q, inv_scale, zp)`: `q = clamp(rne(x * inv_scale) + zp)` (XNNPACK's
 /// `f32_qs8_vcvt`: a NaN goes to 127).
 pub fn quantize(ctx: &mut KernelContext<'_>) -> Result<()> {
