@@ -273,3 +273,88 @@ fn max_pooling_vectors_give_the_scalar_bits() {
         assert_eq!(run(true), run(false), "{shape:?}");
     }
 }
+
+/// Times the VNNI products on mobilenet_v2's stem (3 -> 32 channels, 3x3, stride 2, at
+/// 224²) and a 1×1 of 16 -> 96 channels at 112²: `cargo test --release -p etch-backends
+/// --lib qs8_conv_speed -- --ignored --nocapture` (`ETCH_BENCH_THREADS`, default 1;
+/// `ETCH_BENCH_ONLY=stem`: the shapes whose names contain it).
+#[test]
+#[ignore]
+fn qs8_conv_speed() {
+    if !available() {
+        return;
+    }
+    let threads = std::env::var("ETCH_BENCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    etch_kernels::threads::set_num_threads(threads);
+    let shapes = [
+        ("stem 3->32 3x3/2 224", 224, 3, 32, 3, 2, 1),
+        ("1x1 16->96 112", 112, 16, 96, 1, 1, 0),
+        ("3x3 64->64 56", 56, 64, 64, 3, 1, 1),
+    ];
+    let only = std::env::var("ETCH_BENCH_ONLY").unwrap_or_default();
+    for (name, h, c, co, k, st, p) in shapes {
+        if !name.contains(only.as_str()) {
+            continue;
+        }
+        let shape = NhwcShape {
+            n: 1,
+            h,
+            w: h,
+            c,
+            oh: (h + 2 * p - k) / st + 1,
+            ow: (h + 2 * p - k) / st + 1,
+            co,
+            kernel: [k, k],
+            stride: [st, st],
+            pad: [p, p],
+            dil: [1, 1],
+        };
+        let g = Geometry {
+            shape,
+            groups: 1,
+            gic: c,
+            x_zp: -5,
+        };
+        let kk = k * k * c;
+        let k4 = depth(&g);
+        let x = int8s(shape.in_len().unwrap(), 1, -128, 128);
+        let w = int8s(co * kk, 2, -127, 128);
+        let mut padded = vec![0i8; co * k4];
+        for (d, s) in padded.chunks_exact_mut(k4).zip(w.chunks_exact(kk)) {
+            d[..kk].copy_from_slice(s);
+        }
+        let panels = qd8::pack_panels(&padded, co, k4, qd8::Packing::Vnni);
+        let bias = folded_bias(&w, kk, &vec![0; co], -5);
+        let scales = vec![1e-3f32; co];
+        let gemm = Gemm {
+            w: &panels,
+            bias: &bias,
+            scales: &scales,
+            k4,
+            n: co,
+            out: Requant {
+                zp: 0,
+                lo: -128,
+                hi: 127,
+            },
+        };
+        let mut scratch = vec![0i8; SLOTS * scratch_per_task(&g)];
+        let mut o = vec![0i8; shape.out_len().unwrap()];
+        let mut best = f64::MAX;
+        for _ in 0..200 {
+            let t = std::time::Instant::now();
+            run(&g, &gemm, &x, &mut scratch, &mut o).unwrap();
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        let macs = (shape.out_len().unwrap() * kk) as f64;
+        println!(
+            "{name}: {:.1} us, {:.1} GMAC/s ({threads} threads)",
+            best * 1e6,
+            macs / best / 1e9
+        );
+    }
+    etch_kernels::threads::set_num_threads(0);
+}

@@ -207,6 +207,9 @@ pub(super) fn run(
         let buf = unsafe { scratch.slice(t * per, per) };
         if indirect {
             buf[..s.c].fill(g.x_zp as i8);
+        } else {
+            // Gathered rows: their bytes past `kh · kw · c` stay zero.
+            buf.fill(0);
         }
         // One table a task (4 KB: filled per tile, not cleared).
         let mut table = Table {
@@ -230,7 +233,8 @@ pub(super) fn run(
                     p0,
                 }
             } else {
-                gather(g, x, p0, rows, k4, buf);
+                // SAFETY: `available()` (checked above): AVX-512F and BW.
+                unsafe { gather(g, x, p0, rows, k4, buf) };
                 Rows::Flat {
                     base: buf.as_ptr(),
                     stride: k4,
@@ -245,36 +249,76 @@ pub(super) fn run(
 }
 
 /// Writes the im2col rows of pixels `p0..p0 + rows` into `buf` (`k4` bytes a row): each
-/// tap's `c` input channels, the input zero point for taps in the padding, zeros after
-/// the `kh · kw · c` bytes.
-fn gather(g: &Geometry, x: &[i8], p0: usize, rows: usize, k4: usize, buf: &mut [i8]) {
+/// tap's `c` input channels, the input zero point for taps in the padding. The bytes
+/// after the `kh · kw · c` are never written (the caller zeroes them once). Pixels are
+/// stepped from the first (no divisions), and a window inside the input copies each
+/// kernel row as one run (with AVX-512: one masked load and store of up to 64 bytes;
+/// `memcpy` calls and the general tap ranges took 60 % of a stem's time).
+///
+/// # Safety
+/// The CPU has AVX-512F and BW.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn gather(g: &Geometry, x: &[i8], p0: usize, rows: usize, k4: usize, buf: &mut [i8]) {
     let s = &g.shape;
-    let (c, k) = (s.c, s.kernel[0] * s.kernel[1] * s.c);
-    for (r, row) in buf.chunks_exact_mut(k4).take(rows).enumerate() {
-        let p = p0 + r;
-        let (b, rest) = (p / (s.oh * s.ow), p % (s.oh * s.ow));
-        let taps = s.pixel_taps(b, rest / s.ow, rest % s.ow);
-        let full = taps.ri.len() == s.kernel[0] && taps.rj.len() == s.kernel[1];
-        if !full {
-            row[..k].fill(g.x_zp as i8);
-        }
-        row[k..].fill(0);
-        let whole = taps.rj.len() == s.kernel[1] && s.dil[1] == 1;
-        for i in taps.ri.clone() {
-            if whole {
-                // The kernel row's taps are one run of the input row.
-                let (at, to) = (taps.at(i, 0), i * s.kernel[1] * c);
-                let len = s.kernel[1] * c;
-                row[to..to + len].copy_from_slice(&x[at..at + len]);
-                continue;
+    let (c, k, kw) = (s.c, s.kernel[0] * s.kernel[1] * s.c, s.kernel[1]);
+    let (b, rest) = (p0 / (s.oh * s.ow), p0 % (s.oh * s.ow));
+    let (mut b, mut oy, mut ox) = (b, rest / s.ow, rest % s.ow);
+    let (span_y, span_x) = ((s.kernel[0] - 1) * s.dil[0], (kw - 1) * s.dil[1]);
+    for row in buf.chunks_exact_mut(k4).take(rows) {
+        let (y0, x0) = (
+            (oy * s.stride[0]).wrapping_sub(s.pad[0]),
+            (ox * s.stride[1]).wrapping_sub(s.pad[1]),
+        );
+        let inside = y0 < s.h && y0 + span_y < s.h && x0 < s.w && x0 + span_x < s.w;
+        if inside && s.dil[1] == 1 {
+            for i in 0..s.kernel[0] {
+                let at = ((b * s.h + y0 + i * s.dil[0]) * s.w + x0) * c;
+                // SAFETY: the CPU has the features.
+                unsafe { copy(&mut row[i * kw * c..], &x[at..], kw * c) };
             }
-            for j in taps.rj.clone() {
-                let at = taps.at(i, j);
-                let to = (i * s.kernel[1] + j) * c;
-                row[to..to + c].copy_from_slice(&x[at..at + c]);
+        } else {
+            let taps = s.pixel_taps(b, oy, ox);
+            row[..k].fill(g.x_zp as i8);
+            for i in taps.ri.clone() {
+                for j in taps.rj.clone() {
+                    let (at, to) = (taps.at(i, j), (i * kw + j) * c);
+                    // SAFETY: as above.
+                    unsafe { copy(&mut row[to..], &x[at..], c) };
+                }
+            }
+        }
+        ox += 1;
+        if ox == s.ow {
+            (oy, ox) = (oy + 1, 0);
+            if oy == s.oh {
+                (b, oy) = (b + 1, 0);
             }
         }
     }
+}
+
+/// Copies the first `n` bytes of `src` to `dst`: up to 64 as one masked load and store,
+/// more by `copy_from_slice`.
+///
+/// # Safety
+/// The CPU has AVX-512F and BW.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn copy(dst: &mut [i8], src: &[i8], n: usize) {
+    let (dst, src) = (&mut dst[..n], &src[..n]);
+    if n > 64 {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let m: __mmask64 = if n == 64 { !0 } else { (1u64 << n) - 1 };
+    // SAFETY: `n` bytes of each slice are in range and the rest masked off.
+    unsafe {
+        _mm512_mask_storeu_epi8(
+            dst.as_mut_ptr(),
+            m,
+            _mm512_maskz_loadu_epi8(m, src.as_ptr()),
+        )
+    };
 }
 
 impl Gemm<'_> {
