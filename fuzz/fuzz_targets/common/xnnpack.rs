@@ -10,7 +10,7 @@ pub const TEMPLATES: [&[u8]; 6] = [
     include_bytes!("../../../tests/fixtures/xnnpack/linear_8da4w/model.pte"),
     include_bytes!("../../../tests/fixtures/xnnpack/tiny_cnn/model.pte"),
     include_bytes!("../../../tests/fixtures/xnnpack/tiny_cnn_fp16/model.pte"),
-    include_bytes!("../../../tests/fixtures/xnnpack/unsupported/static_qs8_cnn.pte"),
+    include_bytes!("../../../tests/fixtures/xnnpack/static_qs8_cnn/model.pte"),
 ];
 
 /// Where a delegate's processed bytes live in the program.
