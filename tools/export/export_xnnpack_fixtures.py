@@ -272,7 +272,8 @@ class StaticQuantCNN(nn.Module):
     """The nodes of statically quantized (qs8) vision models, quantized by
     XNNPACKQuantizer's PT2E flow: a strided conv with batch norm and ReLU, a depthwise conv
     with ReLU6, a 1x1 conv and a residual add, a grouped conv, a product, a subtraction,
-    max pooling, the global average pooling, a concatenation and a linear layer."""
+    max pooling, a hardswish and a sigmoid gate (fp32 between converts, which etch runs as
+    256-entry tables), the global average pooling, a concatenation and a linear layer."""
 
     def __init__(self):
         super().__init__()
@@ -281,6 +282,7 @@ class StaticQuantCNN(nn.Module):
         self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
         self.pw = nn.Conv2d(8, 8, 1)
         self.g = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=2)
+        self.pw2 = nn.Conv2d(8, 8, 1)
         self.fc = nn.Linear(16, 5)
 
     def forward(self, x):
@@ -289,6 +291,8 @@ class StaticQuantCNN(nn.Module):
         z = self.pw(z) + y
         z = F.relu(self.g(z)) * z - y
         z = F.max_pool2d(z, 3, stride=2, padding=1)
+        z = self.pw2(F.hardswish(z))
+        z = z * torch.sigmoid(z)
         a = F.adaptive_avg_pool2d(z, 1).flatten(1)
         return self.fc(torch.cat([a, a * 0.5], 1))
 

@@ -381,6 +381,14 @@ pub enum Op {
         output: u32,
     },
     /// A node etch decodes but does not run (its operands unknown to the planner).
+    /// A chain of elementwise nodes from a qint8 value to a qint8 value through fp32 ones
+    /// (a dequantizing convert, unary nodes, a quantizing convert), run as a table of its
+    /// 256 outputs: XNNPACK's LUT fusion. Made by `lower::fuse_qs8_luts`, never decoded.
+    Lut {
+        input: u32,
+        output: u32,
+        chain: Vec<Node>,
+    },
     Unsupported,
 }
 
@@ -657,6 +665,7 @@ impl Op {
             }
             Op::Pool(p) => push(p.input),
             Op::Concat { inputs, .. } => inputs.iter().for_each(|&i| push(i as u32)),
+            Op::Lut { input, .. } => push(*input),
             Op::Unsupported => {}
         }
         s
@@ -676,6 +685,7 @@ impl Op {
             | Op::Slice { output, .. }
             | Op::Pad { output, .. }
             | Op::Concat { output, .. }
+            | Op::Lut { output, .. }
             | Op::ResizeBilinear { output, .. } => *output,
             Op::Conv(c) => c.output,
             Op::Pool(p) => p.output,

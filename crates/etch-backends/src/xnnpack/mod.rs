@@ -131,10 +131,21 @@ pub(crate) fn build_plan(
 ) -> Result<plan::Plan> {
     let p = payload::parse(processed)?;
     let mut g = Graph::decode(p.flatbuffer)?;
+    lower::fuse_qs8_luts(&mut g);
     lower::fuse_qs8_clamps(&mut g);
-    let mem = memory::plan(&g)?;
-    let constants = load_constants(&g, p.constant_data, named)?;
-    let mut b = plan::Builder::new(&g, mem, constants.values, constants.scales, limit)?;
+    plan_graph(&g, p.constant_data, named, limit)
+}
+
+/// The plan of a decoded graph (its constants in `constant_data` or `named`).
+pub(crate) fn plan_graph(
+    g: &Graph,
+    constant_data: &[u8],
+    named: Option<&dyn NamedDataMap>,
+    limit: Option<u64>,
+) -> Result<plan::Plan> {
+    let mem = memory::plan(g)?;
+    let constants = load_constants(g, constant_data, named)?;
+    let mut b = plan::Builder::new(g, mem, constants.values, constants.scales, limit)?;
     // A node may be lowered together with the next one (lower::node says how many it took).
     let mut i = 0;
     while i < g.nodes.len() {

@@ -6,7 +6,7 @@ mod elementwise;
 mod gemm;
 mod nhwc;
 mod qs8;
-pub use qs8::fuse_clamps as fuse_qs8_clamps;
+pub use qs8::{fuse_clamps as fuse_qs8_clamps, fuse_luts as fuse_qs8_luts};
 mod quant;
 mod shape;
 
@@ -135,6 +135,10 @@ fn lower(b: &mut Builder<'_>, node: &Node) -> Result<()> {
             inputs,
             output,
         } => shape::concat(b, *axis, inputs, *output),
+        Op::Lut { .. } => Err(Error::internal(format!(
+            "{}: a LUT chain whose ends are not qint8",
+            node.name
+        ))),
         Op::Unsupported => Err(Error::not_supported(format!(
             "etch does not run {} nodes yet",
             node.name

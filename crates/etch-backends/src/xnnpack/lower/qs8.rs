@@ -117,6 +117,219 @@ fn fused_clamp(g: &Graph, i: usize) -> Option<Node> {
     Some(fused)
 }
 
+/// Folds each chain of elementwise nodes from a qint8 value to a qint8 value into one
+/// [`Op::Lut`] node, as XNNPACK's subgraph does (a dequantizing convert, unary nodes on
+/// fp32, a quantizing convert; every value between read by the next node alone): the
+/// chain maps each of the 256 int8 inputs to one output, so a table of them, computed
+/// by running the chain itself on the 256 values, gives the chain's bits. Runs on the
+/// graph before memory is planned.
+pub fn fuse_luts(g: &mut Graph) {
+    let mut i = 0;
+    while i < g.nodes.len() {
+        if let Some(end) = lut_chain(g, i) {
+            let chain: Vec<Node> = g.nodes.drain(i..=end).collect();
+            let (input, output) = (chain[0].op.inputs()[0], chain[end - i].op.outputs()[0]);
+            let name = chain[1.min(chain.len() - 1)].name;
+            g.nodes.insert(
+                i,
+                Node {
+                    name,
+                    op: Op::Lut {
+                        input: input as u32,
+                        output: output as u32,
+                        chain,
+                    },
+                    clamp: None,
+                    debug_handle: g.nodes.get(i).map_or(0, |n| n.debug_handle),
+                },
+            );
+        }
+        i += 1;
+    }
+}
+
+/// The last node of a LUT chain starting at node `i` (see [`fuse_luts`]).
+fn lut_chain(g: &Graph, i: usize) -> Option<usize> {
+    let dtype = |id: u32| g.values.get(id as usize).map(|v| v.dtype);
+    let convert = |n: &Node| match n.op {
+        Op::Unary {
+            op: UnaryOp::Convert,
+            input,
+            output,
+        } if n.clamp.is_none() => Some((input, output)),
+        _ => None,
+    };
+    let (x, mut v) = convert(&g.nodes[i])?;
+    if dtype(x)? != Datatype::Qint8 || dtype(v)? != Datatype::Fp32 {
+        return None;
+    }
+    let dims = g.values[x as usize].dims;
+    for j in i + 1..g.nodes.len() {
+        // `v` (fp32) must be read by node `j` alone, and be no argument of the delegate.
+        let val = &g.values[v as usize];
+        let alone = val.external_id.is_none()
+            && !g.output_ids.contains(&v)
+            && g.nodes
+                .iter()
+                .enumerate()
+                .all(|(k, n)| k == j || !n.op.inputs().contains(&(v as usize)));
+        if !alone || val.dims != dims {
+            return None;
+        }
+        let n = &g.nodes[j];
+        if let Some((input, output)) = convert(n) {
+            let ok = input == v && dtype(output)? == Datatype::Qint8;
+            return (ok && g.values[output as usize].dims == dims).then_some(j);
+        }
+        v = match n.op {
+            Op::Unary { op, input, output }
+                if input == v
+                    && !matches!(
+                        op,
+                        UnaryOp::Convert
+                            | UnaryOp::Softmax
+                            | UnaryOp::GlobalAvgPool
+                            | UnaryOp::Copy
+                    ) =>
+            {
+                output
+            }
+            Op::Elu { input, output, .. } | Op::LeakyRelu { input, output, .. } if input == v => {
+                output
+            }
+            _ => return None,
+        };
+        if dtype(v)? != Datatype::Fp32 {
+            return None;
+        }
+    }
+    None
+}
+
+/// An [`Op::Lut`] node: its chain run on the 256 int8 values (a graph of its own, with
+/// etch's own lowering and kernels, as XNNPACK runs its chain to make its table), then a
+/// table lookup per element.
+fn lut(b: &mut Builder<'_>, node: &Node, input: u32, output: u32, chain: &[Node]) -> Result<()> {
+    let table = lut_table(b.graph, input, output, chain)
+        .map_err(|e| e.context(format!("computing the table of {}", node.name)))?;
+    let n = etch_core::checked_numel(&b.value(input).dims).unwrap_or(0);
+    let x = b.view(input, &[n], None)?;
+    let o = b.view(output, &[n], None)?;
+    let t = b.owned(ScalarType::Char, &[256], &table.map(|v| v as u8))?;
+    b.kernel_fn("xnnpack::qs8_lut", qs8::lut, &[x, t, o]);
+    Ok(())
+}
+
+/// The outputs of `chain` for the inputs `0u8..=255` read as int8.
+fn lut_table(g: &Graph, input: u32, output: u32, chain: &[Node]) -> Result<[i8; 256]> {
+    use super::super::graph::{FLAG_EXTERNAL_INPUT, FLAG_EXTERNAL_OUTPUT, XValue};
+    // The chain's values, renumbered, as 256-element vectors.
+    let mut ids: Vec<u32> = Vec::new();
+    let mut map = |id: usize| -> u32 {
+        match ids.iter().position(|&v| v as usize == id) {
+            Some(k) => k as u32,
+            None => {
+                ids.push(id as u32);
+                (ids.len() - 1) as u32
+            }
+        }
+    };
+    let nodes: Vec<Node> = chain
+        .iter()
+        .map(|n| {
+            let mut n = n.clone();
+            n.op = match n.op {
+                Op::Unary { op, input, output } => Op::Unary {
+                    op,
+                    input: map(input as usize),
+                    output: map(output as usize),
+                },
+                Op::Elu {
+                    alpha,
+                    input,
+                    output,
+                } => Op::Elu {
+                    alpha,
+                    input: map(input as usize),
+                    output: map(output as usize),
+                },
+                Op::LeakyRelu {
+                    slope,
+                    input,
+                    output,
+                } => Op::LeakyRelu {
+                    slope,
+                    input: map(input as usize),
+                    output: map(output as usize),
+                },
+                ref op => return Err(Error::internal(format!("a LUT chain node {op:?}"))),
+            };
+            Ok(n)
+        })
+        .collect::<Result<_>>()?;
+    let ramp = etch_kernels::util::Shape::from_slice(&[256])?;
+    let values: Vec<XValue> = ids
+        .iter()
+        .map(|&id| {
+            let v = &g.values[id as usize];
+            let (external_id, flags) = match id {
+                _ if id == input => (Some(0), FLAG_EXTERNAL_INPUT),
+                _ if id == output => (Some(1), FLAG_EXTERNAL_OUTPUT),
+                _ => (None, 0),
+            };
+            XValue {
+                dtype: v.dtype,
+                dims: ramp,
+                constant: 0,
+                external_id,
+                flags,
+                quant: v.quant.clone(),
+            }
+        })
+        .collect();
+    let pos = |id: u32| ids.iter().position(|&v| v == id).map(|k| k as u32);
+    let (Some(i), Some(o)) = (pos(input), pos(output)) else {
+        return Err(Error::internal("a LUT chain without its ends"));
+    };
+    let mini = Graph {
+        values,
+        nodes,
+        input_ids: vec![i],
+        output_ids: vec![o],
+        constants: vec![],
+        num_externs: 2,
+    };
+    let mut plan = super::super::plan_graph(&mini, &[], None, None)?;
+    let mut ramp: [i8; 256] = std::array::from_fn(|k| k as u8 as i8);
+    let mut table = [0i8; 256];
+    run_on(&mut plan, &mut ramp, &mut table)?;
+    Ok(table)
+}
+
+/// Runs a plan of one int8 `[256]` input and one int8 `[256]` output.
+fn run_on(plan: &mut super::super::plan::Plan, x: &mut [i8; 256], o: &mut [i8; 256]) -> Result<()> {
+    use etch_core::{Device, Dynamism, EValue, KernelContext, TensorImpl};
+    let t = |p: *mut i8| {
+        TensorImpl::new(
+            ScalarType::Char,
+            &[256],
+            None,
+            Dynamism::Static,
+            Device::CPU,
+            p.cast(),
+            256,
+        )
+    };
+    let mut values = [
+        EValue::Tensor(t(x.as_mut_ptr())?),
+        EValue::Tensor(t(o.as_mut_ptr())?),
+    ];
+    let args = [0u32, 1];
+    // SAFETY: both tensors point at 256 bytes this function borrows for the call.
+    let mut ctx = unsafe { KernelContext::new(&mut values, &args, "XNNPACK LUT chain") };
+    plan.execute(&mut ctx)
+}
+
 /// Lowers a node with a qint8 operand.
 pub fn lower(b: &mut Builder<'_>, node: &Node) -> Result<()> {
     match &node.op {
@@ -131,6 +344,11 @@ pub fn lower(b: &mut Builder<'_>, node: &Node) -> Result<()> {
             flags,
         } => fully_connected(b, node, [*input, *filter, *output], *bias, *flags),
         Op::Pool(p) if p.max => max_pool(b, node, p),
+        Op::Lut {
+            input,
+            output,
+            chain,
+        } => lut(b, node, *input, *output, chain),
         Op::Transpose {
             perm,
             input,

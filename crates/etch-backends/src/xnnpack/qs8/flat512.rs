@@ -143,3 +143,33 @@ pub unsafe fn dequantize(q: &[i8], x: &mut [f32], scale: f32, zp: i32) {
         i += 16;
     }
 }
+
+/// Whether the CPU has AVX-512 VBMI besides [`available`]'s features.
+pub fn vbmi_available() -> bool {
+    available() && std::arch::is_x86_feature_detected!("avx512vbmi")
+}
+
+/// `o[i] = t[x[i] as u8]`: two-table byte permutes for each half of the table, the
+/// index's top bit choosing between them.
+///
+/// # Safety
+/// The CPU has AVX-512F, BW and VBMI; `x` and `o` have one length.
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+pub unsafe fn lut(x: &[i8], t: &[i8; 256], o: &mut [i8]) {
+    // SAFETY: 4 × 64 bytes of the table.
+    let q: [__m512i; 4] =
+        std::array::from_fn(|k| unsafe { _mm512_loadu_si512(t.as_ptr().add(64 * k).cast()) });
+    let mut i = 0;
+    while i < o.len() {
+        let n = o.len() - i;
+        let m: __mmask64 = if n >= 64 { !0 } else { (1u64 << n) - 1 };
+        // SAFETY: lanes past the end are masked off.
+        let v = unsafe { _mm512_maskz_loadu_epi8(m, x.as_ptr().add(i)) };
+        let lo = _mm512_permutex2var_epi8(q[0], v, q[1]);
+        let hi = _mm512_permutex2var_epi8(q[2], v, q[3]);
+        let r = _mm512_mask_blend_epi8(_mm512_movepi8_mask(v), lo, hi);
+        // SAFETY: as above.
+        unsafe { _mm512_mask_storeu_epi8(o.as_mut_ptr().add(i), m, r) };
+        i += 64;
+    }
+}

@@ -200,6 +200,36 @@ pub fn dequantize(ctx: &mut KernelContext<'_>) -> Result<()> {
     Ok(())
 }
 
+/// `lut(x, table, out)`: `out[i] = table[x[i] as u8]` (a [`Op::Lut`] chain's table).
+///
+/// [`Op::Lut`]: super::graph::Op::Lut
+pub fn lut(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let (x, t) = (ctx.tensor(0)?, ctx.tensor(1)?);
+    let mut o = ctx.tensor(2)?;
+    let (x, t, o) = (x.data::<i8>()?, t.data::<i8>()?, o.data_mut::<i8>()?);
+    let Ok(t) = <&[i8; 256]>::try_from(t) else {
+        return Err(Error::internal("qs8 LUT: a table of 256"));
+    };
+    if x.len() != o.len() {
+        return Err(Error::internal("qs8 LUT: operand sizes"));
+    }
+    #[cfg(target_arch = "x86_64")]
+    let vbmi = flat512::vbmi_available();
+    flat(o, &|at, o| {
+        let x = &x[at..at + o.len()];
+        #[cfg(target_arch = "x86_64")]
+        if vbmi {
+            // SAFETY: the CPU has the features; `x` and `o` have one length.
+            unsafe { flat512::lut(x, t, o) };
+            return;
+        }
+        for (o, &x) in o.iter_mut().zip(x) {
+            *o = t[x as u8 as usize];
+        }
+    });
+    Ok(())
+}
+
 /// `clamp(x, out, lo, hi)`: int8 clamp (input and output share their quantization).
 pub fn clamp(ctx: &mut KernelContext<'_>) -> Result<()> {
     let x = ctx.tensor(0)?;
