@@ -173,3 +173,34 @@ pub unsafe fn lut(x: &[i8], t: &[i8; 256], o: &mut [i8]) {
         i += 64;
     }
 }
+
+/// `sums[j] = Σ_p x[p · stride + j]` over `rows` rows, for the first `sums.len()` (at most
+/// 64) columns: exact i32 sums, 16 columns a vector.
+///
+/// # Safety
+/// The CPU has AVX-512F, BW and VL; `(rows - 1) · stride + sums.len() <= x.len()`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub unsafe fn sum_columns(x: &[i8], rows: usize, stride: usize, sums: &mut [i32]) {
+    let len = sums.len();
+    let mask: [__mmask16; 4] = std::array::from_fn(|v| lanes(len.saturating_sub(16 * v)));
+    let mut acc = [_mm512_setzero_si512(); 4];
+    for p in 0..rows {
+        // SAFETY: row `p` holds `len` bytes (the caller's); lanes past `len` are masked off.
+        let row = unsafe { x.as_ptr().add(p * stride) };
+        for v in 0..4 {
+            if mask[v] == 0 {
+                break;
+            }
+            // SAFETY: as above.
+            let b = unsafe { _mm_maskz_loadu_epi8(mask[v], row.add(16 * v)) };
+            acc[v] = _mm512_add_epi32(acc[v], _mm512_cvtepi8_epi32(b));
+        }
+    }
+    for v in 0..4 {
+        if mask[v] == 0 {
+            break;
+        }
+        // SAFETY: lanes past `len` are masked off.
+        unsafe { _mm512_mask_storeu_epi32(sums.as_mut_ptr().add(16 * v), mask[v], acc[v]) };
+    }
+}

@@ -79,6 +79,16 @@ pub(super) fn max_pool_run(
     Ok(())
 }
 
+/// `sums[j] = Σ_p x[p · stride + j]` over `rows` rows (exact i32 sums).
+pub(super) fn sum_columns(x: &[i8], rows: usize, stride: usize, sums: &mut [i32]) {
+    sums.fill(0);
+    for p in 0..rows {
+        for (s, &v) in sums.iter_mut().zip(&x[p * stride..]) {
+            *s += v as i32;
+        }
+    }
+}
+
 /// XNNPACK's mean of `count` qint8 values: `scale = (x_scale / out_scale) * (1 / count)`
 /// and `zp = out_zp - (count * x_zp) * scale` (f32), for `rne(sum * scale + zp)`.
 pub fn mean_params(count: usize, x: (f32, i32), out: (f32, i32)) -> (f32, f32) {
@@ -104,26 +114,43 @@ pub fn mean(ctx: &mut KernelContext<'_>) -> Result<()> {
     if o.len() != n * c {
         return Err(Error::internal("qs8 mean: operand sizes"));
     }
-    let mut sums = [0i32; 64];
-    for (b, o) in o.chunks_exact_mut(c.max(1)).enumerate() {
-        for start in (0..c).step_by(sums.len()) {
-            let len = sums.len().min(c - start);
-            let sums = &mut sums[..len];
-            sums.fill(0);
-            for p in 0..pixels {
-                let at = (b * pixels + p) * c + start;
-                for (s, &x) in sums.iter_mut().zip(&x[at..at + len]) {
-                    *s += x as i32;
+    #[cfg(target_arch = "x86_64")]
+    let simd = super::flat512::available();
+    // Tasks take whole 64-channel chunks of an item.
+    let chunks = c.div_ceil(64);
+    let shared = SharedMut::new(o);
+    let work = n * pixels * c;
+    run_parts(
+        n * chunks,
+        tasks_for(work, MIN_TASK_WORK).min(n * chunks),
+        &|r| {
+            let mut sums = [0i32; 64];
+            for k in r {
+                let (b, start) = (k / chunks, k % chunks * 64);
+                let len = 64.min(c - start);
+                let sums = &mut sums[..len];
+                let x = &x[b * pixels * c + start..];
+                #[cfg(target_arch = "x86_64")]
+                if simd {
+                    // SAFETY: the CPU has the features; `pixels` rows of `c` from `start`
+                    // (checked sizes).
+                    unsafe { super::flat512::sum_columns(x, pixels, c, sums) };
+                } else {
+                    sum_columns(x, pixels, c, sums);
+                }
+                #[cfg(not(target_arch = "x86_64"))]
+                sum_columns(x, pixels, c, sums);
+                // SAFETY: each chunk's outputs are written by the one task whose range has it.
+                let o = unsafe { shared.slice(b * c + start, len) };
+                for (o, &s) in o.iter_mut().zip(sums.iter()) {
+                    // `round_float_to_int`: rounded half to even, then saturated (to the
+                    // node's range, within int8's).
+                    let v = (s as f32 * scale + zp).round_ties_even();
+                    *o = v.clamp(lo, hi) as i8;
                 }
             }
-            for (o, &s) in o[start..start + len].iter_mut().zip(sums.iter()) {
-                // `round_float_to_int`: rounded half to even, then saturated (to the
-                // node's range, within int8's).
-                let v = (s as f32 * scale + zp).round_ties_even();
-                *o = v.clamp(lo, hi) as i8;
-            }
-        }
-    }
+        },
+    );
     Ok(())
 }
 

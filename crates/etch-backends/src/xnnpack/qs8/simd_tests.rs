@@ -358,3 +358,34 @@ fn qs8_conv_speed() {
     }
     etch_kernels::threads::set_num_threads(0);
 }
+
+/// The AVX-512 VBMI table lookup against the scalar one: every byte, a ragged tail.
+#[test]
+fn table_lookups_give_the_scalar_bytes() {
+    if !super::flat512::vbmi_available() {
+        return;
+    }
+    let t: [i8; 256] = std::array::from_fn(|k| (k as u8).wrapping_mul(37).wrapping_add(11) as i8);
+    let x: Vec<i8> = (0..1000).map(|k| (k * 7 % 256) as u8 as i8).collect();
+    let want: Vec<i8> = x.iter().map(|&v| t[v as u8 as usize]).collect();
+    let mut got = vec![0i8; x.len()];
+    // SAFETY: the CPU has the features; one length.
+    unsafe { super::flat512::lut(&x, &t, &mut got) };
+    assert_eq!(got, want);
+}
+
+/// The AVX-512 column sums of the mean against the scalar ones.
+#[test]
+fn column_sums_give_the_scalar_sums() {
+    if !super::flat512::available() {
+        return;
+    }
+    let x = int8s(97 * 83, 9, -128, 128);
+    for len in [1, 16, 33, 64] {
+        let (mut want, mut got) = (vec![0i32; len], vec![0i32; len]);
+        super::pool::sum_columns(&x[5..], 90, 83, &mut want);
+        // SAFETY: the CPU has the features; 90 rows of 83 from offset 5 are in range.
+        unsafe { super::flat512::sum_columns(&x[5..], 90, 83, &mut got) };
+        assert_eq!(got, want, "{len}");
+    }
+}
