@@ -448,12 +448,12 @@ impl Gemm<'_> {
                 let v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[j]), scale);
                 let v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
                 let q = _mm512_add_epi32(_mm512_cvtps_epi32(v), zp);
-                let c = (n - col0 - PANEL * j).min(PANEL);
-                // SAFETY: these columns of pixel `p0 + r` are this task's; lanes at and past
-                // `c` are masked off.
+                // SAFETY: these columns of pixel `p0 + r` are this task's and inside the
+                // output (`p0 + r` is one of the call's pixels); lanes at and past `n` are
+                // masked off.
                 unsafe {
-                    let dst = o.slice((p0 + r) * n + col0 + PANEL * j, c);
-                    _mm512_mask_cvtepi32_storeu_epi8(dst.as_mut_ptr(), mask[j], q);
+                    let dst = o.as_ptr().add((p0 + r) * n + col0 + PANEL * j);
+                    _mm512_mask_cvtepi32_storeu_epi8(dst, mask[j], q);
                 }
             }
         }
