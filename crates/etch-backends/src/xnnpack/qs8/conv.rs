@@ -211,27 +211,60 @@ impl Conv<'_> {
         use super::dw512::{MAX_TAPS, pixel};
         let s = &self.g.shape;
         let (kh, kw, c) = (s.kernel[0], s.kernel[1], s.c);
-        let mut inside = [0usize; MAX_TAPS];
+        let mut inside_at = [0usize; MAX_TAPS];
         for i in 0..kh {
             for j in 0..kw {
-                inside[i * kw + j] = (i * s.dil[0] * s.w + j * s.dil[1]) * c;
+                inside_at[i * kw + j] = (i * s.dil[0] * s.w + j * s.dil[1]) * c;
             }
         }
         let span = |k: usize, d: usize| (k - 1) * d;
         run_parts(s.n * s.oh, tasks_for(work, MIN_TASK_WORK), &|r| {
             let (x, zps) = (self.x.as_ptr(), self.zps.as_ptr());
-            let mut list = [std::ptr::null::<i8>(); MAX_TAPS];
+            let (mut list, mut list2) = (
+                [std::ptr::null::<i8>(); MAX_TAPS],
+                [std::ptr::null(); MAX_TAPS],
+            );
             for row in r {
                 let (b, oy) = (row / s.oh, row % s.oh);
                 let y0 = (oy * s.stride[0]).wrapping_sub(s.pad[0]);
                 let rows_in = y0 < s.h && y0 + span(kh, s.dil[0]) < s.h;
                 // SAFETY: each output row is written by the one task whose range has it.
                 let o = unsafe { o.slice(row * s.ow * c, s.ow * c) };
-                for (ox, o) in o.chunks_exact_mut(c).enumerate() {
+                let inside = |ox: usize| {
                     let x0 = (ox * s.stride[1]).wrapping_sub(s.pad[1]);
-                    if rows_in && x0 < s.w && x0 + span(kw, s.dil[1]) < s.w {
+                    (rows_in && x0 < s.w && x0 + span(kw, s.dil[1]) < s.w).then_some(x0)
+                };
+                let mut ox = 0;
+                while ox < s.ow {
+                    // Two pixels inside: the window's own offsets, one pass for both.
+                    if let (Some(x0), Some(x1)) =
+                        (inside(ox), inside(ox + 1).filter(|_| ox + 1 < s.ow))
+                    {
+                        let (a, rest) = o[ox * c..].split_at_mut(c);
+                        for (l, x0) in [(&mut list, x0), (&mut list2, x1)] {
+                            let base = x.wrapping_add(((b * s.h + y0) * s.w + x0) * c);
+                            for (l, &at) in l.iter_mut().zip(&inside_at[..kh * kw]) {
+                                *l = base.wrapping_add(at);
+                            }
+                        }
+                        let taps = [&list[..kh * kw], &list2[..kh * kw]];
+                        // SAFETY: as below.
+                        unsafe {
+                            pixel(
+                                taps,
+                                self.w,
+                                self.folded,
+                                self.scales,
+                                &self.out,
+                                [a, &mut rest[..c]],
+                            )
+                        };
+                        ox += 2;
+                        continue;
+                    }
+                    if let Some(x0) = inside(ox) {
                         let base = x.wrapping_add(((b * s.h + y0) * s.w + x0) * c);
-                        for (l, &at) in list.iter_mut().zip(&inside[..kh * kw]) {
+                        for (l, &at) in list.iter_mut().zip(&inside_at[..kh * kw]) {
                             *l = base.wrapping_add(at);
                         }
                     } else {
@@ -249,9 +282,17 @@ impl Conv<'_> {
                     // pixel inside `x`, or the zero points); `w` is `[kh, kw, c]`;
                     // `folded`, `scales` and `o` are `[c]`.
                     unsafe {
-                        let (w, f, sc) = (self.w, self.folded, self.scales);
-                        pixel(&list[..kh * kw], w, f, sc, &self.out, o)
+                        let o = &mut o[ox * c..(ox + 1) * c];
+                        pixel(
+                            [&list[..kh * kw]],
+                            self.w,
+                            self.folded,
+                            self.scales,
+                            &self.out,
+                            [o],
+                        )
                     };
+                    ox += 1;
                 }
             }
         });

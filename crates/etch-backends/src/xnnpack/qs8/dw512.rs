@@ -19,8 +19,9 @@ pub fn available() -> bool {
         && std::arch::is_x86_feature_detected!("avx512vl")
 }
 
-/// One output pixel of a depthwise convolution of depth multiplier 1: `o[ch]` for every
-/// channel, from the starts of its taps' `c` input bytes (tap `t`: filters `w[t · c..]`),
+/// `PX` output pixels of a depthwise convolution of depth multiplier 1 (each filter vector
+/// loaded once for them): `o[k][ch]` for every channel, from the starts of pixel `k`'s
+/// taps' `c` input bytes (tap `t`: filters `w[t · c..]`, the same number of taps each),
 /// biases with the input zero point folded in (taps in the padding read zero points),
 /// and scales `[c]`: `acc = folded + Σ x · w`.
 ///
@@ -28,15 +29,15 @@ pub fn available() -> bool {
 /// The CPU has AVX-512F, BW and VL; each tap start has `c` bytes; `w` holds `taps · c`;
 /// `folded`, `scales` and `o` hold `c`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-pub unsafe fn pixel(
-    taps: &[*const i8],
+pub unsafe fn pixel<const PX: usize>(
+    taps: [&[*const i8]; PX],
     w: &[i8],
     folded: &[i32],
     scales: &[f32],
     out: &Requant,
-    o: &mut [i8],
+    mut o: [&mut [i8]; PX],
 ) {
-    let c = o.len();
+    let c = o[0].len();
     let mut start = 0;
     while start < c {
         let len = (c - start).min(16 * VECS);
@@ -52,19 +53,19 @@ pub unsafe fn pixel(
                 len,
             };
             match len.div_ceil(16) {
-                1 => p.run::<1>(o),
-                2 => p.run::<2>(o),
-                3 => p.run::<3>(o),
-                _ => p.run::<VECS>(o),
+                1 => p.run::<1>(&mut o),
+                2 => p.run::<2>(&mut o),
+                3 => p.run::<3>(&mut o),
+                _ => p.run::<VECS>(&mut o),
             }
         }
         start += len;
     }
 }
 
-/// Channels `start..start + len` of a [`pixel`].
-struct Pass<'a> {
-    taps: &'a [*const i8],
+/// Channels `start..start + len` of a [`pixel`] call's `PX` pixels.
+struct Pass<'a, const PX: usize> {
+    taps: [&'a [*const i8]; PX],
     w: &'a [i8],
     bias: &'a [i32],
     scales: &'a [f32],
@@ -73,13 +74,14 @@ struct Pass<'a> {
     len: usize,
 }
 
-impl Pass<'_> {
-    /// The pass in `V` vectors (`len <= 16 · V`).
+impl<const PX: usize> Pass<'_, PX> {
+    /// The pass in `V` vectors (`len <= 16 · V`), each filter vector loaded once for the
+    /// `PX` pixels.
     ///
     /// # Safety
     /// As [`pixel`]'s.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-    unsafe fn run<const V: usize>(&self, o: &mut [i8]) {
+    unsafe fn run<const V: usize>(&self, o: &mut [&mut [i8]; PX]) {
         let (start, len, out) = (self.start, self.len, self.out);
         let lo = _mm512_set1_ps((out.lo - out.zp) as f32);
         let hi = _mm512_set1_ps((out.hi - out.zp) as f32);
@@ -89,44 +91,50 @@ impl Pass<'_> {
             if n >= 16 { !0 } else { (1u16 << n) - 1 }
         });
         // SAFETY (masked loads and stores): lanes past `c` are masked off.
-        let mut acc: [__m512i; V] = std::array::from_fn(|v| unsafe {
+        let bias: [__m512i; V] = std::array::from_fn(|v| unsafe {
             _mm512_maskz_loadu_epi32(mask[v], self.bias.as_ptr().add(start + 16 * v))
         });
-        let c = o.len();
-        for (t, &xp) in self.taps.iter().enumerate() {
-            // SAFETY: the tap's bytes and filter row are in range (the caller's).
-            let (xp, wp) = unsafe { (xp.add(start), self.w.as_ptr().add(t * c + start)) };
+        let mut acc: [[__m512i; V]; PX] = [bias; PX];
+        let c = o[0].len();
+        // SAFETY: lanes past `c` are masked off; a vector of 16 lanes in range is loaded
+        // whole (then the widening takes it from memory itself).
+        let load = |p: *const i8, m: __mmask16| unsafe {
+            if m == !0 {
+                _mm512_cvtepi8_epi32(_mm_loadu_si128(p.cast()))
+            } else {
+                _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p))
+            }
+        };
+        for t in 0..self.taps[0].len() {
+            // SAFETY: the filter row is in range (the caller's).
+            let wp = unsafe { self.w.as_ptr().add(t * c + start) };
+            // SAFETY: the taps' bytes are in range (the caller's).
+            let xp: [*const i8; PX] =
+                std::array::from_fn(|k| unsafe { self.taps[k][t].add(start) });
             for v in 0..V {
-                // SAFETY: lanes past `c` are masked off; a vector of 16 lanes in range is
-                // loaded whole (then the widening takes it from memory itself).
-                let (xv, wv) = unsafe {
-                    if mask[v] == !0 {
-                        (
-                            _mm512_cvtepi8_epi32(_mm_loadu_si128(xp.add(16 * v).cast())),
-                            _mm512_cvtepi8_epi32(_mm_loadu_si128(wp.add(16 * v).cast())),
-                        )
-                    } else {
-                        (
-                            _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask[v], xp.add(16 * v))),
-                            _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask[v], wp.add(16 * v))),
-                        )
-                    }
-                };
-                let p = _mm512_mullo_epi32(xv, wv);
-                acc[v] = _mm512_add_epi32(acc[v], p);
+                // SAFETY: as above.
+                let wv = load(unsafe { wp.add(16 * v) }, mask[v]);
+                for k in 0..PX {
+                    // SAFETY: as above.
+                    let xv = load(unsafe { xp[k].add(16 * v) }, mask[v]);
+                    acc[k][v] = _mm512_add_epi32(acc[k][v], _mm512_mullo_epi32(xv, wv));
+                }
             }
         }
-        for v in 0..V {
-            // SAFETY: lanes past `c` are masked off.
-            let s =
-                unsafe { _mm512_maskz_loadu_ps(mask[v], self.scales.as_ptr().add(start + 16 * v)) };
-            let f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[v]), s);
-            let f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
-            let q = _mm512_add_epi32(_mm512_cvtps_epi32(f), ozp);
-            // SAFETY: lanes past `c` are masked off.
-            unsafe {
-                _mm512_mask_cvtepi32_storeu_epi8(o.as_mut_ptr().add(start + 16 * v), mask[v], q)
-            };
+        for (k, o) in o.iter_mut().enumerate() {
+            for v in 0..V {
+                // SAFETY: lanes past `c` are masked off.
+                let s = unsafe {
+                    _mm512_maskz_loadu_ps(mask[v], self.scales.as_ptr().add(start + 16 * v))
+                };
+                let f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[k][v]), s);
+                let f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+                let q = _mm512_add_epi32(_mm512_cvtps_epi32(f), ozp);
+                // SAFETY: lanes past `c` are masked off.
+                unsafe {
+                    _mm512_mask_cvtepi32_storeu_epi8(o.as_mut_ptr().add(start + 16 * v), mask[v], q)
+                };
+            }
         }
     }
 }
