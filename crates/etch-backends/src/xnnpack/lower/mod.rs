@@ -14,8 +14,9 @@ use super::graph::{Datatype, Node, Op, UnaryOp};
 use super::plan::{Builder, scalar_type};
 use etch_core::{Device, Dynamism, Error, Result, ScalarType, TensorImpl, bf16, f16};
 
-/// Checks that quantized operands are only where etch runs them: the output of an fp32 ->
-/// qdint8 convert, the input and filter of a fully-connected node.
+/// Checks that quantized operands of nodes without qint8 operands (those go to [`qs8`])
+/// are only where etch runs them: the output of an fp32 -> qdint8 convert, the input and
+/// filter of a fully-connected node.
 fn check_quantized(b: &Builder<'_>, node: &Node) -> Result<()> {
     let (ins, outs) = (node.op.inputs(), node.op.outputs());
     for &id in ins.iter().chain(outs.iter()) {
@@ -31,8 +32,9 @@ fn check_quantized(b: &Builder<'_>, node: &Node) -> Result<()> {
         };
         if v.dtype.is_quantized() && !ok {
             return Err(Error::not_supported(format!(
-                "{} with {} operand {id} ({}): etch runs quantized values only in fp32 -> \
-                 qdint8 converts and dynamically quantized fully-connected nodes so far",
+                "{} with {} operand {id} ({}): besides statically quantized (qint8) nodes, etch \
+                 runs quantized values only in fp32 -> qdint8 converts and dynamically \
+                 quantized fully-connected nodes so far",
                 node.name,
                 v.dtype.name(),
                 v.quant

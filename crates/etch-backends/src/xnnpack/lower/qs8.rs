@@ -11,6 +11,10 @@ use super::super::qs8::{self, binary, pool};
 use super::shape;
 use etch_core::{Error, Result};
 
+mod conv;
+mod fuse;
+pub use fuse::{fuse_clamps, fuse_luts};
+
 /// Whether node `node` has a qint8 operand (and so is lowered here).
 pub fn is_qs8(b: &Builder<'_>, node: &Node) -> bool {
     let (ins, outs) = (node.op.inputs(), node.op.outputs());
@@ -47,10 +51,6 @@ fn unsupported(node: &Node, what: &str) -> Error {
     ))
 }
 
-mod conv;
-mod fuse;
-pub use fuse::{fuse_clamps, fuse_luts};
-
 /// Lowers a node with a qint8 operand.
 pub fn lower(b: &mut Builder<'_>, node: &Node) -> Result<()> {
     match &node.op {
@@ -70,27 +70,19 @@ pub fn lower(b: &mut Builder<'_>, node: &Node) -> Result<()> {
             output,
             chain,
         } => fuse::lut(b, node, *input, *output, chain),
-        Op::Transpose {
-            perm,
-            input,
-            output,
-        } => {
+        // Data movement: the fp32 lowering's, on int8 elements of one quantization.
+        Op::Transpose { input, output, .. }
+        | Op::Reshape { input, output, .. }
+        | Op::Slice { input, output, .. } => {
             same_quant(b, node, &[*input], *output)?;
-            shape::transpose(b, perm, [*input, *output])
+            super::lower(b, node)
         }
-        Op::Reshape { input, output, .. } => {
-            same_quant(b, node, &[*input], *output)?;
-            shape::reshape(b, [*input, *output])
+        Op::Concat { inputs, output, .. } => {
+            let ids: Vec<u32> = inputs.iter().map(|&i| i as u32).collect();
+            same_quant(b, node, &ids, *output)?;
+            super::lower(b, node)
         }
-        Op::Slice {
-            offsets,
-            input,
-            output,
-            ..
-        } => {
-            same_quant(b, node, &[*input], *output)?;
-            shape::slice(b, offsets, [*input, *output])
-        }
+        // The padding value is quantized.
         Op::Pad {
             pre,
             post,
@@ -101,15 +93,6 @@ pub fn lower(b: &mut Builder<'_>, node: &Node) -> Result<()> {
             let (s, zp) = same_quant(b, node, &[*input], *output)?;
             let q = qs8::quantize_bound(*value, s, zp);
             shape::pad(b, pre, post, q as f32, [*input, *output])
-        }
-        Op::Concat {
-            axis,
-            inputs,
-            output,
-        } => {
-            let ids: Vec<u32> = inputs.iter().map(|&i| i as u32).collect();
-            same_quant(b, node, &ids, *output)?;
-            shape::concat(b, *axis, inputs, *output)
         }
         _ => Err(unsupported(node, "this node kind")),
     }
@@ -150,13 +133,15 @@ fn unary(b: &mut Builder<'_>, node: &Node, op: UnaryOp, input: u32, output: u32)
             b.clamp(x, node.clamp);
             Ok(())
         }
-        UnaryOp::Clamp | UnaryOp::Copy if same_size => {
+        // A copy moves data, as the fp32 lowering's.
+        UnaryOp::Copy => {
+            same_quant(b, node, &[input], output)?;
+            super::lower(b, node)
+        }
+        UnaryOp::Clamp if same_size => {
             let (s, zp) = same_quant(b, node, &[input], output)?;
-            let r = qs8::output_range(s, zp, node.clamp);
+            let r = qs8::output_range(s, zp, node.clamp)?;
             let (x, o) = (b.tensor(input)?, b.tensor(output)?);
-            if b.same_bytes(input, output) && (r.lo, r.hi) == (-128, 127) {
-                return Ok(());
-            }
             let (lo, hi) = (b.int(r.lo as i64), b.int(r.hi as i64));
             b.kernel_fn("xnnpack::qs8_clamp", qs8::clamp, &[x, o, lo, hi]);
             Ok(())
@@ -172,7 +157,7 @@ fn unary(b: &mut Builder<'_>, node: &Node, op: UnaryOp, input: u32, output: u32)
 fn binary_op(b: &mut Builder<'_>, node: &Node, op: BinaryOp, [x, y, out]: [u32; 3]) -> Result<()> {
     let (qa, qb, qo) = (per_tensor(b, x)?, per_tensor(b, y)?, per_tensor(b, out)?);
     let bc = binary::Broadcast::new(&b.value(x).dims, &b.value(y).dims, &b.value(out).dims)?;
-    let r = qs8::output_range(qo.0, qo.1, node.clamp);
+    let r = qs8::output_range(qo.0, qo.1, node.clamp)?;
     let (ta, tb, to) = (b.tensor(x)?, b.tensor(y)?, b.tensor(out)?);
     let (walk, range) = (b.ints(&bc.ints()), b.ints(&r.ints()));
     match op {
@@ -240,7 +225,7 @@ fn global_avg_pool(b: &mut Builder<'_>, node: &Node, input: u32, output: u32) ->
         )));
     }
     let (scale, zp) = pool::mean_params(pixels, qx, qo);
-    let r = qs8::output_range(qo.0, qo.1, node.clamp);
+    let r = qs8::output_range(qo.0, qo.1, node.clamp)?;
     let x = b.view(input, &[n, pixels, c], None)?;
     let o = b.view(output, &[n, c], None)?;
     let (scale, zp) = (b.double(scale as f64), b.double(zp as f64));

@@ -248,6 +248,7 @@ fn block_sums(w: &[i8], scales: &[f32], k: usize, group: usize) -> Vec<f32> {
         .collect()
 }
 
-fn le_bytes(v: &[f32]) -> Vec<u8> {
+/// The little-endian bytes of `v`.
+pub(super) fn le_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }

@@ -14,7 +14,7 @@ pub(super) const PANELS: usize = 2;
 
 /// The first `n` (at most 16) lanes.
 #[inline]
-fn lanes(n: usize) -> __mmask16 {
+pub(crate) fn lanes(n: usize) -> __mmask16 {
     if n >= 16 { !0 } else { (1u16 << n) - 1 }
 }
 

@@ -167,6 +167,9 @@ impl Conv<'_> {
         if depthwise && (g.groups != g.shape.c || g.gic != 1) {
             return Err(Error::internal(format!("qs8 depthwise geometry {g:?}")));
         }
+        if o.is_empty() {
+            return Ok(());
+        }
         let s = &g.shape;
         let pixels = s.n * s.oh * s.ow;
         let work = o.len() * s.kernel[0] * s.kernel[1] * g.gic;
@@ -204,95 +207,62 @@ impl Conv<'_> {
 #[cfg(target_arch = "x86_64")]
 impl Conv<'_> {
     /// A depthwise convolution of depth multiplier 1 on AVX-512 ([`super::dw512`]), split
-    /// over threads by output rows. Each pixel's taps inside the input are listed (input
-    /// offset, filter offset): for pixels whose window is inside, the same offsets from
-    /// the window's corner.
+    /// over threads by output rows, two pixels a pass. Each pixel lists the starts of all
+    /// its taps: in the input, or the zero points for taps in the padding (the biases are
+    /// folded); a window inside the input takes the same offsets from its corner.
     fn run_dw512(&self, o: SharedMut<'_, i8>, work: usize) {
         use super::dw512::{MAX_TAPS, pixel};
         let s = &self.g.shape;
         let (kh, kw, c) = (s.kernel[0], s.kernel[1], s.c);
-        let mut inside_at = [0usize; MAX_TAPS];
-        for i in 0..kh {
-            for j in 0..kw {
-                inside_at[i * kw + j] = (i * s.dil[0] * s.w + j * s.dil[1]) * c;
-            }
+        let taps = kh * kw;
+        let mut corner = [0usize; MAX_TAPS];
+        for (t, at) in corner.iter_mut().enumerate().take(taps) {
+            *at = ((t / kw) * s.dil[0] * s.w + (t % kw) * s.dil[1]) * c;
         }
-        let span = |k: usize, d: usize| (k - 1) * d;
+        let (span_y, span_x) = ((kh - 1) * s.dil[0], (kw - 1) * s.dil[1]);
+        // The starts of pixel (b, oy, ox)'s taps.
+        let fill = |(b, oy, ox): (usize, usize, usize), list: &mut [*const i8; MAX_TAPS]| {
+            let x = self.x.as_ptr();
+            let y0 = (oy * s.stride[0]).wrapping_sub(s.pad[0]);
+            let x0 = (ox * s.stride[1]).wrapping_sub(s.pad[1]);
+            if y0 < s.h && y0 + span_y < s.h && x0 < s.w && x0 + span_x < s.w {
+                let base = x.wrapping_add(((b * s.h + y0) * s.w + x0) * c);
+                for (l, &at) in list.iter_mut().zip(&corner[..taps]) {
+                    *l = base.wrapping_add(at);
+                }
+                return;
+            }
+            let inside = s.pixel_taps(b, oy, ox);
+            list[..taps].fill(self.zps.as_ptr());
+            for i in inside.ri.clone() {
+                for j in inside.rj.clone() {
+                    list[i * kw + j] = x.wrapping_add(inside.at(i, j));
+                }
+            }
+        };
+        let (w, f, sc, out) = (self.w, self.folded, self.scales, &self.out);
         run_parts(s.n * s.oh, tasks_for(work, MIN_TASK_WORK), &|r| {
-            let (x, zps) = (self.x.as_ptr(), self.zps.as_ptr());
-            let (mut list, mut list2) = (
-                [std::ptr::null::<i8>(); MAX_TAPS],
-                [std::ptr::null(); MAX_TAPS],
-            );
+            let mut lists = [[std::ptr::null::<i8>(); MAX_TAPS]; 2];
             for row in r {
                 let (b, oy) = (row / s.oh, row % s.oh);
-                let y0 = (oy * s.stride[0]).wrapping_sub(s.pad[0]);
-                let rows_in = y0 < s.h && y0 + span(kh, s.dil[0]) < s.h;
                 // SAFETY: each output row is written by the one task whose range has it.
                 let o = unsafe { o.slice(row * s.ow * c, s.ow * c) };
-                let inside = |ox: usize| {
-                    let x0 = (ox * s.stride[1]).wrapping_sub(s.pad[1]);
-                    (rows_in && x0 < s.w && x0 + span(kw, s.dil[1]) < s.w).then_some(x0)
-                };
-                let mut ox = 0;
-                while ox < s.ow {
-                    // Two pixels inside: the window's own offsets, one pass for both.
-                    if let (Some(x0), Some(x1)) =
-                        (inside(ox), inside(ox + 1).filter(|_| ox + 1 < s.ow))
-                    {
-                        let (a, rest) = o[ox * c..].split_at_mut(c);
-                        for (l, x0) in [(&mut list, x0), (&mut list2, x1)] {
-                            let base = x.wrapping_add(((b * s.h + y0) * s.w + x0) * c);
-                            for (l, &at) in l.iter_mut().zip(&inside_at[..kh * kw]) {
-                                *l = base.wrapping_add(at);
-                            }
-                        }
-                        let taps = [&list[..kh * kw], &list2[..kh * kw]];
-                        // SAFETY: as below.
-                        unsafe {
-                            pixel(
-                                taps,
-                                self.w,
-                                self.folded,
-                                self.scales,
-                                &self.out,
-                                [a, &mut rest[..c]],
-                            )
-                        };
-                        ox += 2;
-                        continue;
-                    }
-                    if let Some(x0) = inside(ox) {
-                        let base = x.wrapping_add(((b * s.h + y0) * s.w + x0) * c);
-                        for (l, &at) in list.iter_mut().zip(&inside_at[..kh * kw]) {
-                            *l = base.wrapping_add(at);
-                        }
+                let mut pairs = o.chunks_mut(2 * c);
+                for ox in (0..s.ow).step_by(2) {
+                    let Some(o) = pairs.next() else { break };
+                    let [l0, l1] = &mut lists;
+                    fill((b, oy, ox), l0);
+                    // SAFETY (both calls): the CPU has the features; each tap start has
+                    // `c` bytes (a pixel inside `x`, or the zero points); `w` is
+                    // `[kh, kw, c]`; `folded`, `scales` and each output are `[c]`.
+                    if o.len() == 2 * c {
+                        fill((b, oy, ox + 1), l1);
+                        let (o0, o1) = o.split_at_mut(c);
+                        let t = [&l0[..taps], &l1[..taps]];
+                        unsafe { pixel(t, w, f, sc, out, [o0, o1]) };
                     } else {
-                        // Every tap: in the padding, the zero points (adding nothing
-                        // to the folded biases).
-                        let taps = s.pixel_taps(b, oy, ox);
-                        list[..kh * kw].fill(zps);
-                        for i in taps.ri.clone() {
-                            for j in taps.rj.clone() {
-                                list[i * kw + j] = x.wrapping_add(taps.at(i, j));
-                            }
-                        }
+                        unsafe { pixel([&l0[..taps]], w, f, sc, out, [o]) };
                     }
-                    // SAFETY: the CPU has the features; each tap start has `c` bytes (a
-                    // pixel inside `x`, or the zero points); `w` is `[kh, kw, c]`;
-                    // `folded`, `scales` and `o` are `[c]`.
-                    unsafe {
-                        let o = &mut o[ox * c..(ox + 1) * c];
-                        pixel(
-                            [&list[..kh * kw]],
-                            self.w,
-                            self.folded,
-                            self.scales,
-                            &self.out,
-                            [o],
-                        )
-                    };
-                    ox += 1;
                 }
             }
         });

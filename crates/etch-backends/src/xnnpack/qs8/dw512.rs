@@ -3,6 +3,7 @@
 //! then the fp32 requantization (`cvtps` rounds half to even, as the scalar code's magic
 //! bias does), so the outputs are the scalar kernel's bits.
 
+use super::super::qd8::vnni::lanes;
 use super::Requant;
 use std::arch::x86_64::*;
 
@@ -86,10 +87,7 @@ impl<const PX: usize> Pass<'_, PX> {
         let lo = _mm512_set1_ps((out.lo - out.zp) as f32);
         let hi = _mm512_set1_ps((out.hi - out.zp) as f32);
         let ozp = _mm512_set1_epi32(out.zp);
-        let mask: [__mmask16; V] = std::array::from_fn(|v| {
-            let n = len.saturating_sub(16 * v);
-            if n >= 16 { !0 } else { (1u16 << n) - 1 }
-        });
+        let mask: [__mmask16; V] = std::array::from_fn(|v| lanes(len.saturating_sub(16 * v)));
         // SAFETY (masked loads and stores): lanes past `c` are masked off.
         let bias: [__m512i; V] = std::array::from_fn(|v| unsafe {
             _mm512_maskz_loadu_epi32(mask[v], self.bias.as_ptr().add(start + 16 * v))

@@ -3,6 +3,7 @@
 //! quantization's product, clamp (a NaN goes to the high end, as `f32::min` does:
 //! `vminps` returns its second operand) and rounding half to even (`cvtps`).
 
+use super::super::qd8::vnni::lanes;
 use super::Requant;
 use super::binary::{AddParams, Operand};
 use std::arch::x86_64::*;
@@ -10,12 +11,6 @@ use std::arch::x86_64::*;
 /// Whether the CPU has AVX-512F, BW and VL (and `ETCH_QS8_SIMD` is not `0`).
 pub fn available() -> bool {
     super::dw512::available()
-}
-
-/// The first `n` (at most 16) lanes.
-#[inline]
-fn lanes(n: usize) -> __mmask16 {
-    if n >= 16 { !0 } else { (1u16 << n) - 1 }
 }
 
 /// Lanes `i..` of an operand (masked by `m`), widened to i32.

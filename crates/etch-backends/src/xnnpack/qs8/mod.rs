@@ -116,13 +116,18 @@ pub fn quantize_bound(v: f32, scale: f32, zp: i32) -> i32 {
 }
 
 /// The output range of a node with output quantization `(scale, zp)` and fused clamp
-/// `range` (none: the whole int8 range).
-pub fn output_range(scale: f32, zp: i32, range: Option<(f32, f32)>) -> Requant {
+/// `range` (none: the whole int8 range); an error where the range holds no int8 value.
+pub fn output_range(scale: f32, zp: i32, range: Option<(f32, f32)>) -> Result<Requant> {
     let (lo, hi) = match range {
         Some((lo, hi)) => (quantize_bound(lo, scale, zp), quantize_bound(hi, scale, zp)),
         None => (-128, 127),
     };
-    Requant { zp, lo, hi }
+    if lo > hi {
+        return Err(Error::invalid_program(format!(
+            "an output range {range:?} that holds no value of scale {scale} and zero point {zp}"
+        )));
+    }
+    Ok(Requant { zp, lo, hi })
 }
 
 /// A depthwise convolution's biases less `x_zp · Σ w` over its `taps` (filters `[taps,
@@ -234,11 +239,12 @@ pub fn lut(ctx: &mut KernelContext<'_>) -> Result<()> {
 pub fn clamp(ctx: &mut KernelContext<'_>) -> Result<()> {
     let x = ctx.tensor(0)?;
     let mut o = ctx.tensor(1)?;
-    let (lo, hi) = (ctx.int(2)? as i8, ctx.int(3)? as i8);
+    let (lo, hi) = (ctx.int(2)?, ctx.int(3)?);
     let (x, o) = (x.data::<i8>()?, o.data_mut::<i8>()?);
-    if x.len() != o.len() {
-        return Err(Error::internal("qs8 clamp: operand sizes"));
+    if x.len() != o.len() || !(-128 <= lo && lo <= hi && hi <= 127) {
+        return Err(Error::internal("qs8 clamp: operand sizes or range"));
     }
+    let (lo, hi) = (lo as i8, hi as i8);
     for (o, &x) in o.iter_mut().zip(x) {
         *o = x.clamp(lo, hi);
     }
@@ -261,10 +267,11 @@ mod tests {
         assert_eq!(r.apply(-2.5), -12);
         assert_eq!(r.apply(1e9), 127);
         assert_eq!(r.apply(-1e9), -128);
-        let relu = output_range(0.5, -10, Some((0.0, f32::INFINITY)));
+        let relu = output_range(0.5, -10, Some((0.0, f32::INFINITY))).unwrap();
         assert_eq!((relu.lo, relu.hi), (-10, 127));
         assert_eq!(relu.apply(-3.0), -10);
-        let six = output_range(0.05, 3, Some((0.0, 6.0)));
+        let six = output_range(0.05, 3, Some((0.0, 6.0))).unwrap();
         assert_eq!((six.lo, six.hi), (3, 123));
+        assert!(output_range(0.05, 3, Some((6.0, 0.0))).is_err());
     }
 }

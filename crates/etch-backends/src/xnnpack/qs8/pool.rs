@@ -10,11 +10,6 @@ use etch_kernels::threads::{SharedMut, run_parts, tasks_for};
 /// Compares below which a call stays on the calling thread.
 const MIN_TASK_WORK: usize = 1 << 17;
 
-/// The compares of a max pooling.
-fn o_len_work(pixels: usize, c: usize, taps: usize) -> usize {
-    pixels.saturating_mul(c).saturating_mul(taps)
-}
-
 /// `max_pool(x, geometry, [zp, lo, hi], out)`: the largest input of each window (taps in
 /// the padding are skipped), clamped to the output range. The geometry is a [`Geometry`]
 /// with as many output channels as input channels.
@@ -49,7 +44,7 @@ pub(super) fn max_pool_run(
     let _ = simd;
     let pixels = s.n * s.oh * s.ow;
     let shared = SharedMut::new(o);
-    let work = o_len_work(pixels, c, s.kernel[0] * s.kernel[1]);
+    let work = shared.len().saturating_mul(s.kernel[0] * s.kernel[1]);
     run_parts(pixels, tasks_for(work, MIN_TASK_WORK), &|range| {
         for p in range {
             // SAFETY: each pixel's outputs are written by the one task whose range has it.

@@ -17,6 +17,7 @@
 //! points for a tap in the padding; `c` a multiple of 4), or im2col rows gathered into
 //! per-task scratch (other channel counts: a stem of 3).
 
+use super::super::qd8::vnni::lanes;
 use super::Requant;
 use super::conv::Geometry;
 use etch_core::{Error, KernelContext, Result};
@@ -61,12 +62,6 @@ pub fn folded_bias(w: &[i8], k: usize, bias: &[i32], x_zp: i32) -> Vec<i32> {
             b.wrapping_sub(x_zp.wrapping_mul(s))
         })
         .collect()
-}
-
-/// The first `n` (at most 16) lanes.
-#[inline]
-fn lanes(n: usize) -> __mmask16 {
-    if n >= 16 { !0 } else { (1u16 << n) - 1 }
 }
 
 /// The operands of a call, as slices.

@@ -87,15 +87,15 @@ fn conv_step(
 ) -> Result<()> {
     let (qx, qo) = (per_tensor(b, x)?, per_tensor(b, out)?);
     let scales = requant_scales(qx.0, w_scales, qo.0)?;
-    let r = qs8::output_range(qo.0, qo.1, node.clamp);
+    let r = qs8::output_range(qo.0, qo.1, node.clamp)?;
     let n = g.shape.co;
     #[cfg(target_arch = "x86_64")]
-    if !depthwise && g.groups == 1 && qs8::vnni::available() {
+    if !depthwise && g.groups == 1 && g.gic > 0 && qs8::vnni::available() {
         return conv_vnni(b, g, [x, out], &w, bias, &scales, &r);
     }
     let wt = b.owned(ScalarType::Char, &[w.len()], &w)?;
     let bt = b.owned(ScalarType::Int, &[n], &i32_bytes(bias))?;
-    let st = b.owned(ScalarType::Float, &[n], &f32_bytes(&scales))?;
+    let st = b.owned(ScalarType::Float, &[n], &quant::le_bytes(&scales))?;
     let s = &g.shape;
     let tx = b.view(x, &[s.n * s.h * s.w * s.c], None)?;
     let to = b.view(out, &[s.n * s.oh * s.ow * s.co], None)?;
@@ -121,10 +121,6 @@ fn conv_step(
 }
 
 fn i32_bytes(v: &[i32]) -> Vec<u8> {
-    v.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
@@ -154,7 +150,7 @@ fn conv_vnni(
     let folded = qs8::vnni::folded_bias(&w, k, bias, g.x_zp);
     let wt = b.owned(ScalarType::Char, &[panels.len()], &panels)?;
     let bt = b.owned(ScalarType::Int, &[n], &i32_bytes(&folded))?;
-    let st = b.owned(ScalarType::Float, &[n], &f32_bytes(scales))?;
+    let st = b.owned(ScalarType::Float, &[n], &quant::le_bytes(scales))?;
     let scratch = b.scratch(ScalarType::Char, &[qs8::vnni::SLOTS * qs8::vnni::ROWS * k4])?;
     let tx = b.view(x, &[s.n * s.h * s.w * s.c], None)?;
     let to = b.view(out, &[s.n * s.oh * s.ow * s.co], None)?;
@@ -335,7 +331,7 @@ pub(super) fn max_pool(b: &mut Builder<'_>, node: &Node, p: &PoolParams) -> Resu
         gic: 1,
         x_zp: zp,
     };
-    let r = qs8::output_range(s, zp, node.clamp);
+    let r = qs8::output_range(s, zp, node.clamp)?;
     let x = b.view(p.input, &[n * shape.h * shape.w * c], None)?;
     let o = b.view(p.output, &[n * shape.oh * shape.ow * c], None)?;
     let (geo, range) = (b.ints(&g.ints()), b.ints(&r.ints()));
@@ -364,7 +360,7 @@ mod tests {
 
     #[test]
     fn requant_range_of_a_relu() {
-        let r: qs8::Requant = qs8::output_range(0.1, -5, Some((0.0, f32::INFINITY)));
+        let r: qs8::Requant = qs8::output_range(0.1, -5, Some((0.0, f32::INFINITY))).unwrap();
         assert_eq!(r.ints(), [-5, -5, 127]);
     }
 }

@@ -12,9 +12,10 @@ use etch_core::{Error, Result, ScalarType};
 /// ranges, and the clamp goes. Runs on the graph before memory is planned (the clamp's
 /// output is then written by the producer, so its place must be live there).
 pub fn fuse_clamps(g: &mut Graph) {
+    let reads = reads(g);
     let mut i = 0;
     while i + 1 < g.nodes.len() {
-        if let Some(fused) = fused_clamp(g, i) {
+        if let Some(fused) = fused_clamp(g, &reads, i) {
             g.nodes[i] = fused;
             g.nodes.remove(i + 1);
         }
@@ -22,9 +23,27 @@ pub fn fuse_clamps(g: &mut Graph) {
     }
 }
 
+/// How many node inputs read each value (a fusion keeps the counts of the values left
+/// outside it).
+fn reads(g: &Graph) -> Vec<usize> {
+    let mut r = vec![0; g.values.len()];
+    for n in &g.nodes {
+        for &id in n.op.inputs().iter() {
+            r[id] += 1;
+        }
+    }
+    r
+}
+
+/// Whether value `id` is read by one node input alone and is no argument of the delegate.
+fn read_once(g: &Graph, reads: &[usize], id: u32) -> bool {
+    let v = &g.values[id as usize];
+    reads[id as usize] == 1 && v.external_id.is_none() && !g.output_ids.contains(&id)
+}
+
 /// Node `i` writing node `i + 1`'s output within both ranges, where node `i + 1` is a
 /// clamp (of the same quantization) of node `i`'s qint8 output, which nothing else reads.
-fn fused_clamp(g: &Graph, i: usize) -> Option<Node> {
+fn fused_clamp(g: &Graph, reads: &[usize], i: usize) -> Option<Node> {
     let (node, next) = (&g.nodes[i], &g.nodes[i + 1]);
     let Op::Unary {
         op: UnaryOp::Clamp,
@@ -34,6 +53,15 @@ fn fused_clamp(g: &Graph, i: usize) -> Option<Node> {
     else {
         return None;
     };
+    let (v, o) = (g.values.get(mid as usize)?, g.values.get(output as usize)?);
+    let same = v.dtype == Datatype::Qint8
+        && o.dtype == Datatype::Qint8
+        && matches!(v.quant, Some(Quant::PerTensor { .. }))
+        && v.quant == o.quant
+        && v.dims == o.dims;
+    if !same || !read_once(g, reads, mid) {
+        return None;
+    }
     let mut fused = node.clone();
     let slot: &mut u32 = match fused.op {
         Op::Conv(ref mut c) if c.kind != ConvKind::Transpose => &mut c.output,
@@ -47,21 +75,7 @@ fn fused_clamp(g: &Graph, i: usize) -> Option<Node> {
         } => output,
         _ => return None,
     };
-    let (v, o) = (g.values.get(mid as usize)?, g.values.get(output as usize)?);
-    let alone = *slot == mid
-        && v.external_id.is_none()
-        && !g.output_ids.contains(&mid)
-        && !g
-            .nodes
-            .iter()
-            .enumerate()
-            .any(|(j, n)| j != i + 1 && n.op.inputs().contains(&(mid as usize)));
-    let same = v.dtype == Datatype::Qint8
-        && o.dtype == Datatype::Qint8
-        && matches!(v.quant, Some(Quant::PerTensor { .. }))
-        && v.quant == o.quant
-        && v.dims == o.dims;
-    if !alone || !same {
+    if *slot != mid {
         return None;
     }
     *slot = output;
@@ -80,12 +94,15 @@ fn fused_clamp(g: &Graph, i: usize) -> Option<Node> {
 /// by running the chain itself on the 256 values, gives the chain's bits. Runs on the
 /// graph before memory is planned.
 pub fn fuse_luts(g: &mut Graph) {
+    let reads = reads(g);
     let mut i = 0;
     while i < g.nodes.len() {
-        if let Some(end) = lut_chain(g, i) {
+        if let Some(end) = lut_chain(g, &reads, i) {
             let chain: Vec<Node> = g.nodes.drain(i..=end).collect();
             let (input, output) = (chain[0].op.inputs()[0], chain[end - i].op.outputs()[0]);
-            let name = chain[1.min(chain.len() - 1)].name;
+            // Named (and profiled) as the chain's first node after the convert.
+            let first = &chain[1.min(chain.len() - 1)];
+            let (name, debug_handle) = (first.name, first.debug_handle);
             g.nodes.insert(
                 i,
                 Node {
@@ -96,7 +113,7 @@ pub fn fuse_luts(g: &mut Graph) {
                         chain,
                     },
                     clamp: None,
-                    debug_handle: g.nodes.get(i).map_or(0, |n| n.debug_handle),
+                    debug_handle,
                 },
             );
         }
@@ -105,7 +122,7 @@ pub fn fuse_luts(g: &mut Graph) {
 }
 
 /// The last node of a LUT chain starting at node `i` (see [`fuse_luts`]).
-fn lut_chain(g: &Graph, i: usize) -> Option<usize> {
+fn lut_chain(g: &Graph, reads: &[usize], i: usize) -> Option<usize> {
     let dtype = |id: u32| g.values.get(id as usize).map(|v| v.dtype);
     let convert = |n: &Node| match n.op {
         Op::Unary {
@@ -122,14 +139,7 @@ fn lut_chain(g: &Graph, i: usize) -> Option<usize> {
     let dims = g.values[x as usize].dims;
     for j in i + 1..g.nodes.len() {
         // `v` (fp32) must be read by node `j` alone, and be no argument of the delegate.
-        let val = &g.values[v as usize];
-        let alone = val.external_id.is_none()
-            && !g.output_ids.contains(&v)
-            && g.nodes
-                .iter()
-                .enumerate()
-                .all(|(k, n)| k == j || !n.op.inputs().contains(&(v as usize)));
-        if !alone || val.dims != dims {
+        if !read_once(g, reads, v) || g.values[v as usize].dims != dims {
             return None;
         }
         let n = &g.nodes[j];
