@@ -1,10 +1,9 @@
 //! The qs8 SIMD kernels against the scalar loops (exact integer sums and the same
 //! requantization, so the same bits).
 
-use super::super::qd8;
 use super::Requant;
 use super::conv::Geometry;
-use super::vnni::{Gemm, SLOTS, available, depth, folded_bias, run, scratch_per_task};
+use super::vnni::{Gemm, SLOTS, available, depth, folded_bias, pack, run, scratch_per_task};
 use etch_kernels::conv::nhwc::NhwcShape;
 
 /// Deterministic pseudo-random int8 values in `[lo, hi)`.
@@ -42,8 +41,8 @@ fn check(shape: NhwcShape, x_zp: i32, out: Requant) {
     for (d, s) in padded.chunks_exact_mut(k4).zip(w.chunks_exact(k)) {
         d[..k].copy_from_slice(s);
     }
-    let panels = qd8::pack_panels(&padded, n, k4, qd8::Packing::Vnni);
-    let folded = folded_bias(&w, k, &bias, x_zp);
+    let panels = pack(&g, &padded, n, k4);
+    let folded = folded_bias(&g, &w, k, &bias);
     let gemm = Gemm {
         w: &panels,
         bias: &folded,
@@ -103,6 +102,9 @@ fn packed_products_give_the_scalar_bits() {
     check(shape(10, 8, 20, 3, 2, 1, 2), -1, full);
     // A 7x7 stem of 3 channels (gathered, whole kernel rows where inside).
     check(shape(12, 3, 16, 7, 2, 3, 1), 4, relu);
+    // Windows packed by one byte permutation: 3 kernel rows of 15 bytes; 4 rows of 4.
+    check(shape(9, 5, 24, 3, 1, 1, 1), 9, full);
+    check(shape(10, 1, 17, 4, 2, 1, 1), -3, relu);
 }
 
 /// The AVX-512 depthwise pixel against the scalar loops: channel counts around the
@@ -293,6 +295,16 @@ fn qs8_conv_speed() {
         ("stem 3->32 3x3/2 224", 224, 3, 32, 3, 2, 1),
         ("1x1 16->96 112", 112, 16, 96, 1, 1, 0),
         ("3x3 64->64 56", 56, 64, 64, 3, 1, 1),
+        ("1x1 32->16 112", 112, 32, 16, 1, 1, 0),
+        ("1x1 96->24 56", 56, 96, 24, 1, 1, 0),
+        ("1x1 144->24 56", 56, 144, 24, 1, 1, 0),
+        ("1x1 24->144 56", 56, 24, 144, 1, 1, 0),
+        ("1x1 192->32 28", 28, 192, 32, 1, 1, 0),
+        ("1x1 320->1280 7", 7, 320, 1280, 1, 1, 0),
+        ("1x1 160->960 7", 7, 160, 960, 1, 1, 0),
+        ("1x1 960->160 7", 7, 960, 160, 1, 1, 0),
+        ("1x1 64->384 14", 14, 64, 384, 1, 1, 0),
+        ("1x1 384->64 14", 14, 384, 64, 1, 1, 0),
     ];
     let only = std::env::var("ETCH_BENCH_ONLY").unwrap_or_default();
     for (name, h, c, co, k, st, p) in shapes {
@@ -326,8 +338,8 @@ fn qs8_conv_speed() {
         for (d, s) in padded.chunks_exact_mut(k4).zip(w.chunks_exact(kk)) {
             d[..kk].copy_from_slice(s);
         }
-        let panels = qd8::pack_panels(&padded, co, k4, qd8::Packing::Vnni);
-        let bias = folded_bias(&w, kk, &vec![0; co], -5);
+        let panels = pack(&g, &padded, co, k4);
+        let bias = folded_bias(&g, &w, kk, &vec![0; co]);
         let scales = vec![1e-3f32; co];
         let gemm = Gemm {
             w: &panels,

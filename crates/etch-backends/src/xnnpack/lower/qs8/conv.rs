@@ -137,7 +137,6 @@ fn conv_vnni(
     scales: &[f32],
     r: &qs8::Requant,
 ) -> Result<()> {
-    use super::super::super::qd8;
     let s = &g.shape;
     let (n, k) = (s.co, s.kernel[0] * s.kernel[1] * s.c);
     let k4 = qs8::vnni::depth(g);
@@ -146,12 +145,15 @@ fn conv_vnni(
     for (dst, src) in padded.chunks_exact_mut(k4).zip(w.chunks_exact(k.max(1))) {
         dst[..k].copy_from_slice(src);
     }
-    let panels = qd8::pack_panels(&padded, n, k4, qd8::Packing::Vnni);
-    let folded = qs8::vnni::folded_bias(&w, k, bias, g.x_zp);
+    let panels = qs8::vnni::pack(g, &padded, n, k4);
+    let folded = qs8::vnni::folded_bias(g, &w, k, bias);
     let wt = b.owned(ScalarType::Char, &[panels.len()], &panels)?;
     let bt = b.owned(ScalarType::Int, &[n], &i32_bytes(&folded))?;
     let st = b.owned(ScalarType::Float, &[n], &quant::le_bytes(scales))?;
-    let scratch = b.scratch(ScalarType::Char, &[qs8::vnni::SLOTS * qs8::vnni::ROWS * k4])?;
+    let scratch = b.scratch(
+        ScalarType::Char,
+        &[qs8::vnni::SLOTS * qs8::vnni::scratch_per_task(g)],
+    )?;
     let tx = b.view(x, &[s.n * s.h * s.w * s.c], None)?;
     let to = b.view(out, &[s.n * s.oh * s.ow * s.co], None)?;
     let (geo, range) = (b.ints(&g.ints()), b.ints(&r.ints()));
