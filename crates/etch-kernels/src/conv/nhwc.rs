@@ -676,6 +676,60 @@ pub fn planes_to_pixels_f32(
     x: &[f32],
     out: &mut [f32],
 ) -> Result<(), Refused> {
+    planes_to_pixels(n, c, hw, x, out, |src, range, dst| {
+        #[cfg(target_arch = "x86_64")]
+        if c == 3 && vector() && crate::util::avx512() {
+            let end = range.start + range.len() / 16 * 16;
+            // SAFETY: AVX-512F is present; `src` holds 3 planes of `hw` and `dst` the
+            // pixels of `range` (sizes checked); the kernel touches pixels
+            // `range.start..end` only.
+            unsafe { x86::rgb_to_pixels(src, hw, range.start..end, dst) };
+            return end;
+        }
+        let _ = (src, dst);
+        range.start
+    })
+}
+
+/// [`planes_to_pixels_f32`] for bytes (a statically quantized image): 64 pixels at a time
+/// with AVX-512 VBMI where the image has 3 channels.
+pub fn planes_to_pixels_i8(
+    n: usize,
+    c: usize,
+    hw: usize,
+    x: &[i8],
+    out: &mut [i8],
+) -> Result<(), Refused> {
+    planes_to_pixels(n, c, hw, x, out, |src, range, dst| {
+        #[cfg(target_arch = "x86_64")]
+        if c == 3
+            && vector()
+            && crate::util::avx512()
+            && std::arch::is_x86_feature_detected!("avx512vbmi")
+        {
+            let end = range.start + range.len() / 64 * 64;
+            // SAFETY: AVX-512F, BW and VBMI are present; `src` holds 3 planes of `hw` and
+            // `dst` the pixels of `range` (sizes checked); the kernel touches pixels
+            // `range.start..end` only.
+            unsafe { x86::rgb_bytes_to_pixels(src, hw, range.start..end, dst) };
+            return end;
+        }
+        let _ = (src, dst);
+        range.start
+    })
+}
+
+/// The body of [`planes_to_pixels_f32`] and [`planes_to_pixels_i8`]: `simd(planes of
+/// one item, pixels, their outputs)` does a first run of the pixels and returns where it
+/// stopped; the element loop does the rest.
+fn planes_to_pixels<T: Copy + Send + Sync>(
+    n: usize,
+    c: usize,
+    hw: usize,
+    x: &[T],
+    out: &mut [T],
+    simd: impl Fn(&[T], std::ops::Range<usize>, &mut [T]) -> usize + Sync,
+) -> Result<(), Refused> {
     let len = n.checked_mul(c).and_then(|v| v.checked_mul(hw));
     if len != Some(x.len()) || len != Some(out.len()) {
         return Err("transpose operand sizes");
@@ -686,15 +740,7 @@ pub fn planes_to_pixels_f32(
         threads::run_parts(hw, threads::tasks_for(c * hw, TASK_WORK), &|range| {
             // SAFETY: pixels `range` of item `b` are this part's alone.
             let dst = unsafe { o.slice((b * hw + range.start) * c, range.len() * c) };
-            let mut p0 = range.start;
-            #[cfg(target_arch = "x86_64")]
-            if c == 3 && vector() && crate::util::avx512() {
-                p0 += range.len() / 16 * 16;
-                // SAFETY: AVX-512F is present; `src` holds 3 planes of `hw` and `dst` the
-                // pixels of `range` (sizes checked); the kernel touches pixels
-                // `range.start..p0` only.
-                unsafe { x86::rgb_to_pixels(src, hw, range.start..p0, dst) };
-            }
+            let p0 = simd(src, range.clone(), dst);
             for p in p0..range.end {
                 for ch in 0..c {
                     dst[(p - range.start) * c + ch] = src[ch * hw + p];
@@ -1061,6 +1107,59 @@ mod x86 {
                 }
             }
             p += 16;
+        }
+    }
+
+    /// [`rgb_to_pixels`] for bytes: pixels `range` (a multiple of 64 of them), 64 at a
+    /// time, each output vector put together from two planes then the third by a
+    /// `vpermt2b` and a masked `vpermb`.
+    ///
+    /// # Safety
+    /// AVX-512F, BW and VBMI; `src` holds 3 planes of `hw`, `dst` `3 · range.len()`
+    /// elements, `range.end ≤ hw`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+    pub(super) unsafe fn rgb_bytes_to_pixels(
+        src: &[i8],
+        hw: usize,
+        range: std::ops::Range<usize>,
+        dst: &mut [i8],
+    ) {
+        // Output byte q of vector k holds element g = 64 k + q: pixel g / 3, channel g % 3.
+        let idx = |k: usize| {
+            let v: [u8; 64] = std::array::from_fn(|q| {
+                let g = 64 * k + q;
+                let (i, ch) = ((g / 3) as u8, g % 3);
+                if ch == 1 { 64 + i } else { i }
+            });
+            // SAFETY: 64 bytes read from a 64-byte array.
+            unsafe { _mm512_loadu_si512(v.as_ptr() as *const _) }
+        };
+        // The bytes of channel 2 (taken from the third plane).
+        let third = |k: usize| -> __mmask64 {
+            (0..64)
+                .filter(|q| (64 * k + q) % 3 == 2)
+                .fold(0, |m, q| m | 1 << q)
+        };
+        let perm = [idx(0), idx(1), idx(2)];
+        let masks = [third(0), third(1), third(2)];
+        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+        let mut p = range.start;
+        while p + 64 <= range.end {
+            // SAFETY: pixels `p..p + 64 <= range.end <= hw` of each plane and their 192
+            // outputs (`dst` starts at pixel `range.start`).
+            unsafe {
+                let r = _mm512_loadu_si512(s.add(p).cast());
+                let g = _mm512_loadu_si512(s.add(hw + p).cast());
+                let b = _mm512_loadu_si512(s.add(2 * hw + p).cast());
+                for k in 0..3 {
+                    let t = _mm512_permutex2var_epi8(r, perm[k], g);
+                    _mm512_storeu_si512(
+                        d.add(3 * (p - range.start) + 64 * k).cast(),
+                        _mm512_mask_permutexvar_epi8(t, masks[k], perm[k], b),
+                    );
+                }
+            }
+            p += 64;
         }
     }
 }

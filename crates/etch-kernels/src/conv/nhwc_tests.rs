@@ -67,6 +67,11 @@ fn tap(
 /// Runs `f` with the vector kernels (where the CPU has them) and the scalar loops, on one
 /// and two threads: all four the same bits.
 fn all_ways(f: impl Fn() -> Vec<f32>) -> Vec<f32> {
+    all_ways_of(f, |a, b| a.to_bits() == b.to_bits())
+}
+
+/// [`all_ways`] for any element type, `same` comparing two elements.
+fn all_ways_of<T>(f: impl Fn() -> Vec<T>, same: impl Fn(&T, &T) -> bool) -> Vec<T> {
     let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut runs = Vec::new();
     for scalar in [false, true] {
@@ -80,9 +85,7 @@ fn all_ways(f: impl Fn() -> Vec<f32>) -> Vec<f32> {
     threads::set_num_threads(0);
     for r in &runs[1..] {
         assert!(
-            r.iter()
-                .zip(&runs[0])
-                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            r.iter().zip(&runs[0]).all(|(a, b)| same(a, b)),
             "vector/scalar or thread counts differ"
         );
     }
@@ -427,6 +430,23 @@ fn planes_to_pixels_transposes() {
         }
         let mut out = vec![0f32; x.len()];
         assert!(planes_to_pixels_f32(n, c, hw + 1, &x, &mut out).is_err());
+        // The same for bytes (64 pixels a vector).
+        let x: Vec<i8> = x.iter().map(|v| (v * 100.0) as i8).collect();
+        let out = all_ways_of(
+            || {
+                let mut out = vec![0i8; x.len()];
+                planes_to_pixels_i8(n, c, hw, &x, &mut out).unwrap();
+                out
+            },
+            |a, b| a == b,
+        );
+        for b in 0..n {
+            for p in 0..hw {
+                for ch in 0..c {
+                    assert_eq!(out[(b * hw + p) * c + ch], x[(b * c + ch) * hw + p]);
+                }
+            }
+        }
     }
 }
 

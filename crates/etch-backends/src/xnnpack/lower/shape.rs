@@ -1,7 +1,7 @@
 //! Data movement: static transpose, reshape, slice, constant pad, concatenation.
 
 use super::super::plan::Builder;
-use etch_core::{EValue, Error, Result};
+use etch_core::{EValue, Error, Result, ScalarType};
 use etch_kernels::util::Shape;
 
 fn dims_err(what: &str, detail: String) -> Error {
@@ -30,10 +30,11 @@ pub fn transpose(b: &mut Builder<'_>, perm: &Shape, [input, output]: [u32; 2]) -
     }
     let (x, o) = (b.tensor(input)?, b.tensor(output)?);
     let planes = perm[..] == [0, 2, 3, 1] && di[1] <= 4;
+    let dtype = b.dtype(input)?;
     if planes
         && !b.is_channels_first(input)
         && !b.is_channels_first(output)
-        && b.dtype(input)? == etch_core::ScalarType::Float
+        && matches!(dtype, ScalarType::Float | ScalarType::Char)
     {
         // An NCHW image of few channels into an NHWC value.
         b.kernel_fn("XNNStaticTranspose", planes_to_pixels, &[x, o]);
@@ -53,8 +54,12 @@ fn planes_to_pixels(ctx: &mut etch_core::KernelContext<'_>) -> Result<()> {
             x.sizes()
         )));
     };
-    etch_kernels::conv::nhwc::planes_to_pixels_f32(n, c, h * w, x.data()?, o.data_mut()?)
-        .map_err(|e| Error::internal(format!("XNNStaticTranspose: {e}")))
+    use etch_kernels::conv::nhwc::{planes_to_pixels_f32, planes_to_pixels_i8};
+    match x.dtype() {
+        ScalarType::Char => planes_to_pixels_i8(n, c, h * w, x.data()?, o.data_mut()?),
+        _ => planes_to_pixels_f32(n, c, h * w, x.data()?, o.data_mut()?),
+    }
+    .map_err(|e| Error::internal(format!("XNNStaticTranspose: {e}")))
 }
 
 /// `XNNStaticReshape` and `XNNCopy`: the same bytes under another shape. Nothing to do

@@ -105,6 +105,22 @@ fn packed_products_give_the_scalar_bits() {
     // Windows packed by one byte permutation: 3 kernel rows of 15 bytes; 4 rows of 4.
     check(shape(9, 5, 24, 3, 1, 1, 1), 9, full);
     check(shape(10, 1, 17, 4, 2, 1, 1), -3, relu);
+    // A classifier's one row (split by panels over threads), and 3 tiles of 40.
+    let fc = |h, c, co| NhwcShape {
+        n: 1,
+        h,
+        w: 1,
+        c,
+        oh: h,
+        ow: 1,
+        co,
+        kernel: [1, 1],
+        stride: [1, 1],
+        pad: [0, 0],
+        dil: [1, 1],
+    };
+    check(fc(1, 640, 1000), 6, full);
+    check(fc(20, 320, 1296), -2, relu);
 }
 
 /// The AVX-512 depthwise pixel against the scalar loops: channel counts around the

@@ -234,12 +234,21 @@ pub(super) fn run(
     let tiles = pixels.div_ceil(ROWS);
     let tasks = tasks_for(pixels * n * k4, MIN_TASK_WORK).min(SLOTS);
     let (shared, scratch) = (SharedMut::new(o), SharedMut::new(scratch));
-    run_shares(tiles, tasks, &|t, r| {
+    // Split by tiles of pixels, or by pairs of panels where that shares the work more
+    // evenly (few pixels: a classifier's one row).
+    let pairs = n.div_ceil(PANEL * PANELS);
+    let by_cols = pairs.div_ceil(tasks) * tiles < tiles.div_ceil(tasks) * pairs;
+    let units = if by_cols { pairs } else { tiles };
+    run_shares(units, tasks, &|t, r| {
         // SAFETY: task `t` is run by one thread at a time (run_shares), and `t < SLOTS`.
         let buf = unsafe { scratch.slice(t * per, per) };
-        // SAFETY: the CPU has the features (checked above); the tiles' outputs are this
-        // task's.
-        unsafe { gemm.task(g, x, buf, r, &shared) };
+        let (tiles, cols) = if by_cols {
+            (0..tiles, r)
+        } else {
+            (r, 0..pairs)
+        };
+        // SAFETY: the CPU has the features (checked above); these outputs are this task's.
+        unsafe { gemm.task(g, x, buf, tiles, cols, &shared) };
     });
     Ok(())
 }
@@ -476,7 +485,7 @@ unsafe fn flip_copy(dst: &mut [i8], src: &[i8]) {
 }
 
 impl Gemm<'_> {
-    /// The outputs of tiles `tiles` of `g`, with `buf` ([`scratch_per_task`] bytes) for
+    /// The outputs of tiles `tiles` of `g` in pairs of panels `cols`, with `buf` ([`scratch_per_task`] bytes) for
     /// copied rows or a run of zero points. One function with the features, so that the
     /// copies and the tables are inlined into the loop over tiles.
     ///
@@ -490,6 +499,7 @@ impl Gemm<'_> {
         x: &[i8],
         buf: &mut [i8],
         tiles: std::ops::Range<usize>,
+        cols: std::ops::Range<usize>,
         o: &SharedMut<i8>,
     ) {
         let s = &g.shape;
@@ -540,7 +550,7 @@ impl Gemm<'_> {
             };
             src.table(rows, k4, &mut table);
             // SAFETY: the caller's; the table has `rows` rows of `k4` bytes in all.
-            unsafe { self.rows(&table, rows, p0, indirect, o) };
+            unsafe { self.rows(&table, rows, p0, indirect, cols.clone(), o) };
         }
     }
 
@@ -557,6 +567,7 @@ impl Gemm<'_> {
         rows: usize,
         p0: usize,
         weights_offset: bool,
+        cols: std::ops::Range<usize>,
         o: &SharedMut<i8>,
     ) {
         // -128 · Σ a of each row (the weights' offset), over its taps.
@@ -577,14 +588,14 @@ impl Gemm<'_> {
         // SAFETY: as the caller's.
         unsafe {
             if weights_offset {
-                self.panels::<false>(t, rows, &sums, p0, o)
+                self.panels::<false>(t, rows, &sums, p0, cols, o)
             } else {
-                self.panels::<true>(t, rows, &sums, p0, o)
+                self.panels::<true>(t, rows, &sums, p0, cols, o)
             }
         }
     }
 
-    /// Every panel of the outputs of `rows` pixels from `p0` ([`Gemm::tile`]).
+    /// The panels of pairs `cols` of the outputs of `rows` pixels from `p0` ([`Gemm::tile`]).
     ///
     /// # Safety
     /// As [`Gemm::tile`].
@@ -595,10 +606,11 @@ impl Gemm<'_> {
         rows: usize,
         sums: &[i32; ROWS],
         p0: usize,
+        cols: std::ops::Range<usize>,
         o: &SharedMut<i8>,
     ) {
-        let panels = self.n.div_ceil(PANEL);
-        let mut p = 0;
+        let panels = self.n.div_ceil(PANEL).min(cols.end * PANELS);
+        let mut p = cols.start * PANELS;
         while p < panels {
             // SAFETY: as the caller's.
             unsafe {
