@@ -133,6 +133,7 @@ pub(crate) fn build_plan(
     let mut g = Graph::decode(p.flatbuffer)?;
     lower::fuse_qs8_luts(&mut g);
     lower::fuse_qs8_clamps(&mut g);
+    lower::dedupe_converts(&mut g);
     plan_graph(&g, p.constant_data, named, limit)
 }
 

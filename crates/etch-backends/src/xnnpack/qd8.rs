@@ -26,6 +26,8 @@ pub(crate) mod vnni;
 
 /// Work (multiply-adds) below which a call stays on the calling thread.
 const MIN_TASK_WORK: usize = 1 << 16;
+/// Elements below which a quantization stays on the calling thread.
+const MIN_QUANTIZE_WORK: usize = 1 << 14;
 
 /// Zero point and `1 / scale` of a row with extrema `min` and `max`, and its scale.
 fn row_params(min: f32, max: f32) -> (i32, f32, f32) {
@@ -63,21 +65,27 @@ pub fn quantize_rows(ctx: &mut KernelContext<'_>) -> Result<()> {
     let avx512 = std::arch::is_x86_feature_detected!("avx512f");
     #[cfg(target_arch = "x86_64")]
     let avx2 = std::arch::is_x86_feature_detected!("avx2");
-    for ((x, q), p) in x.chunks(k).zip(q.chunks_mut(k)).zip(p.chunks_mut(2)) {
-        #[cfg(target_arch = "x86_64")]
-        if avx512 {
-            // SAFETY: the CPU has AVX-512F; x and q rows have one length (checked above).
-            (p[0], p[1]) = unsafe { vnni::quantize_row(x, q) };
-            continue;
+    let (qs, ps) = (SharedMut::new(q), SharedMut::new(p));
+    run_parts(rows, tasks_for(x.len(), MIN_QUANTIZE_WORK), &|range| {
+        for r in range {
+            let x = &x[r * k..(r + 1) * k];
+            // SAFETY: each row's outputs are written by the one task whose range has it.
+            let (q, p) = unsafe { (qs.slice(r * k, k), ps.slice(2 * r, 2)) };
+            #[cfg(target_arch = "x86_64")]
+            if avx512 {
+                // SAFETY: the CPU has AVX-512F; x and q rows have one length.
+                (p[0], p[1]) = unsafe { vnni::quantize_row(x, q) };
+                continue;
+            }
+            #[cfg(target_arch = "x86_64")]
+            if avx2 {
+                // SAFETY: the CPU has AVX2; x and q rows have one length.
+                (p[0], p[1]) = unsafe { quantize_row_avx2(x, q) };
+                continue;
+            }
+            (p[0], p[1]) = quantize_row(x, q);
         }
-        #[cfg(target_arch = "x86_64")]
-        if avx2 {
-            // SAFETY: the CPU has AVX2; x and q rows have one length (checked above).
-            (p[0], p[1]) = unsafe { quantize_row_avx2(x, q) };
-            continue;
-        }
-        (p[0], p[1]) = quantize_row(x, q);
-    }
+    });
     Ok(())
 }
 

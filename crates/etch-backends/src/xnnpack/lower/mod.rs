@@ -7,6 +7,7 @@ mod gemm;
 mod nhwc;
 mod qs8;
 pub use qs8::{fuse_clamps as fuse_qs8_clamps, fuse_luts as fuse_qs8_luts};
+pub use quant::dedupe_converts;
 mod quant;
 mod shape;
 

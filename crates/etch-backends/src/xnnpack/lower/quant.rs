@@ -4,7 +4,7 @@
 //! unpacked at init into int8 `[n, k]` with f32 scales and the sums the kernel needs
 //! (see [`super::super::qd8`]).
 
-use super::super::graph::{Datatype, Node, Quant, Scales};
+use super::super::graph::{Datatype, Graph, Node, Op, Quant, Scales, UnaryOp};
 use super::super::plan::Builder;
 use super::super::qd8;
 use super::gemm::{bias_arg, fc_shape};
@@ -47,6 +47,54 @@ pub fn convert(b: &mut Builder<'_>, [input, output]: [u32; 2]) -> Result<()> {
     let p = b.row_params(output, rows)?;
     b.kernel_fn("xnnpack::qd8_quantize", qd8::quantize_rows, &[x, q, p]);
     Ok(())
+}
+
+/// Drops each fp32 -> qdint8 convert of a value that an earlier convert already quantizes
+/// the same way, and points the fully-connected nodes reading its output at the earlier
+/// one's (values are written once, so the two outputs are equal). An attention's q, k and
+/// v projections each convert the same normalized rows, as do an MLP's gate and up
+/// projections: XNNPACK quantizes inside each fully-connected operator, etch once. Runs on
+/// the graph before memory is planned.
+pub fn dedupe_converts(g: &mut Graph) {
+    let dynamic = |id: u32| {
+        let v = &g.values[id as usize];
+        let single = v.external_id.is_none() && !g.output_ids.contains(&id);
+        (v.dtype == Datatype::Qdint8 && single).then(|| (v.dims.clone(), v.quant.clone()))
+    };
+    // (input, output dims and quantization) -> the first output.
+    let mut first = Vec::new();
+    let mut renamed: Vec<(u32, u32)> = Vec::new();
+    let mut keep = vec![true; g.nodes.len()];
+    for (i, node) in g.nodes.iter().enumerate() {
+        let Op::Unary {
+            op: UnaryOp::Convert,
+            input,
+            output,
+        } = node.op
+        else {
+            continue;
+        };
+        let Some(key) = dynamic(output) else { continue };
+        match first.iter().find(|(x, k, _)| *x == input && *k == key) {
+            Some(&(_, _, to)) => {
+                renamed.push((output, to));
+                keep[i] = false;
+            }
+            None => first.push((input, key, output)),
+        }
+    }
+    if renamed.is_empty() {
+        return;
+    }
+    let mut keep = keep.into_iter();
+    g.nodes.retain(|_| keep.next().unwrap_or(true));
+    for node in &mut g.nodes {
+        if let Op::FullyConnected { input, .. } = &mut node.op
+            && let Some(&(_, to)) = renamed.iter().find(|(from, _)| from == input)
+        {
+            *input = to;
+        }
+    }
 }
 
 /// The filter's scales as f32, `count` of them (bf16 in constant data for per-block
