@@ -59,7 +59,7 @@ pub fn dedupe_converts(g: &mut Graph) {
     let dynamic = |id: u32| {
         let v = &g.values[id as usize];
         let single = v.external_id.is_none() && !g.output_ids.contains(&id);
-        (v.dtype == Datatype::Qdint8 && single).then(|| (v.dims.clone(), v.quant.clone()))
+        (v.dtype == Datatype::Qdint8 && single).then(|| (v.dims, v.quant.clone()))
     };
     // (input, output dims and quantization) -> the first output.
     let mut first = Vec::new();
