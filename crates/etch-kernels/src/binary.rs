@@ -397,6 +397,99 @@ pub fn rows_by_vector_f32<O: BinOp>(
     Ok(())
 }
 
+/// `o[i] = op(o[i], y[(i / run) % y.len()])` (`op(y[..], o[i])` with `swap`), in place:
+/// `y` element by element (`run` 1, `y` as long as `o`), repeated along `o` (`run` 1: a
+/// row vector), or each of its elements over a run of `run` elements (a column, or a
+/// scalar). For a node whose output takes the bytes of an input read last there, as
+/// XNNPACK's runtime does: the output is written where the input's lines are still in
+/// the cache. Split over the thread pool; each element computed as [`apply2`] computes
+/// it.
+pub fn inplace_f32<O: BinOp>(
+    op: O,
+    o: &mut [f32],
+    y: &[f32],
+    run: usize,
+    swap: bool,
+) -> Result<()> {
+    let (n, c) = (o.len(), y.len());
+    let period = run.checked_mul(c).filter(|&p| p > 0);
+    if period.is_none_or(|p| !n.is_multiple_of(p)) {
+        return Err(Error::invalid_argument(format!(
+            "{c} values over runs of {run} of {n} elements"
+        )));
+    }
+    // Units: whole rows of `y` (run 1, short rows), pieces of PIECE elements of a long row
+    // (run 1) or of a run, each with the values it meets: a slice of `y` or one value.
+    const PIECE: usize = 4096;
+    let rows_a_unit = (PIECE / c).max(1);
+    let (span, per) = if run == 1 {
+        (c, c.div_ceil(PIECE))
+    } else {
+        (run, run.div_ceil(PIECE))
+    };
+    let units = if run == 1 && c <= PIECE {
+        (n / c).div_ceil(rows_a_unit)
+    } else {
+        n / span * per
+    };
+    let tasks = crate::threads::tasks_for(n, O::MIN_TASK);
+    let shared = crate::threads::SharedMut::new(o);
+    crate::threads::run_parts(units, tasks, &|range| {
+        for u in range {
+            let (start, len, ys, v) = if run == 1 && c <= PIECE {
+                let start = u * rows_a_unit * c;
+                (start, (rows_a_unit * c).min(n - start), y, None)
+            } else {
+                let (r, piece) = (u / per, u % per);
+                let (at, len) = (piece * PIECE, PIECE.min(span - piece * PIECE));
+                match run {
+                    1 => (r * span + at, len, &y[at..at + len], None),
+                    _ => (r * span + at, len, y, Some(y[r % c])),
+                }
+            };
+            // SAFETY: elements `start..start + len` are this unit's alone.
+            let o = unsafe { shared.slice(start, len) };
+            #[cfg(target_arch = "x86_64")]
+            if crate::util::avx512() {
+                // SAFETY: the CPU has AVX-512F.
+                unsafe { inplace_avx512(op, o, ys, v, swap) };
+                continue;
+            }
+            inplace_any(op, o, ys, v, swap);
+        }
+    });
+    Ok(())
+}
+
+/// [`inplace_any`] compiled for AVX-512F.
+///
+/// # Safety
+/// The CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn inplace_avx512<O: BinOp>(op: O, o: &mut [f32], y: &[f32], v: Option<f32>, swap: bool) {
+    inplace_any(op, o, y, v, swap)
+}
+
+/// `o` with the scalar `v`, or with `y` repeated along it (`o` whole rows of `y`).
+#[inline(always)]
+fn inplace_any<O: BinOp>(op: O, o: &mut [f32], y: &[f32], v: Option<f32>, swap: bool) {
+    match (v, swap) {
+        (Some(v), false) => o.iter_mut().for_each(|o| *o = op.apply(*o, v)),
+        (Some(v), true) => o.iter_mut().for_each(|o| *o = op.apply(v, *o)),
+        (None, false) => o.chunks_exact_mut(y.len()).for_each(|row| {
+            row.iter_mut()
+                .zip(y)
+                .for_each(|(o, &b)| *o = op.apply(*o, b))
+        }),
+        (None, true) => o.chunks_exact_mut(y.len()).for_each(|row| {
+            row.iter_mut()
+                .zip(y)
+                .for_each(|(o, &a)| *o = op.apply(a, *o))
+        }),
+    }
+}
+
 /// `out[p, i] = op(x[p, i], v[p % c])` (`op(v[p % c], x[p, i])` with `swap`) for the
 /// planes of `hw` elements of `x` and `out`, `c = v.len()`: an NCHW tensor times a
 /// per-channel vector (the squeeze-excitation products of networks laid out
@@ -1159,6 +1252,45 @@ mod rows_tests {
             }
         }
         assert!(rows_by_vector_f32(Mul, &x[1..], &v, false, &mut vec![0f32; 95]).is_err());
+    }
+
+    /// In place, every spread (element by element, short and long rows, columns, a
+    /// scalar, runs longer than a piece), both operand orders, one and two threads.
+    #[test]
+    fn inplace_is_the_broadcast() {
+        let op = Clamped {
+            op: Sub,
+            lo: -0.5,
+            hi: 0.5,
+        };
+        // (elements, values, run)
+        for (n, c, run) in [
+            (96, 96, 1),
+            (20_000, 20_000, 1),
+            (96, 24, 1),
+            (3 * 9000, 9000, 1),
+            (96, 8, 12),
+            (40_000, 1, 40_000),
+            (2 * 3 * 5000, 3, 5000),
+        ] {
+            let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+            let y: Vec<f32> = (0..c).map(|i| (i as f32 * 0.11).cos()).collect();
+            for swap in [false, true] {
+                for threads in [1, 2] {
+                    crate::threads::set_num_threads(threads);
+                    let mut o = x.clone();
+                    inplace_f32(op, &mut o, &y, run, swap).unwrap();
+                    for (i, &got) in o.iter().enumerate() {
+                        let (a, b) = (x[i], y[(i / run) % c]);
+                        let want: f32 = if swap { op.apply(b, a) } else { op.apply(a, b) };
+                        assert_eq!(got.to_bits(), want.to_bits(), "{n} {c} {run} {swap} at {i}");
+                    }
+                }
+            }
+        }
+        crate::threads::set_num_threads(0);
+        assert!(inplace_f32(Mul, &mut [0f32; 10], &[1.0; 3], 1, false).is_err());
+        assert!(inplace_f32(Mul, &mut [0f32; 10], &[1.0; 2], 0, false).is_err());
     }
 
     /// Timing of the per-channel products of NCHW planes and of a dense sum (not a test: `cargo test

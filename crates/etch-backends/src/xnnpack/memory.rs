@@ -132,12 +132,132 @@ fn delegate_output(g: &Graph, id: usize) -> bool {
         || g.output_ids.contains(&(id as u32))
 }
 
+/// A float32 sum, difference, product or quotient whose output may take the bytes of one of its inputs, by shape:
+/// the input `x` has the output's dims and layout, and the other operand `y` meets it
+/// element by element, repeated along it, by columns or as a scalar
+/// ([`etch_kernels::binary::inplace_f32`]'s runs). The multiplication of XNNPACK's SiLU
+/// (lowered with its sigmoid as one pass) is left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InPlace {
+    /// The input whose bytes the output takes, and the other operand.
+    pub x: u32,
+    pub y: u32,
+    /// `y`'s element `(i / run) % len` meets element `i`.
+    pub run: usize,
+    /// `y` is the first operand (`op(y, x)`).
+    pub swap: bool,
+}
+
+/// [`InPlace`] for node `i` of `g` (`cf`: [`channels_first`]), where the shapes allow it.
+pub fn inplace(g: &Graph, cf: &[bool], i: usize) -> Option<InPlace> {
+    use super::graph::{BinaryOp, Datatype};
+    let Op::Binary { op, a, b, out } = g.nodes[i].op else {
+        return None;
+    };
+    let float = [a, b, out]
+        .iter()
+        .all(|&id| g.values[id as usize].dtype == Datatype::Fp32);
+    let arithmetic = matches!(
+        op,
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div
+    );
+    if !arithmetic || !float || a == b || silu_product(g, i) {
+        return None;
+    }
+    let v = |id: u32| &g.values[id as usize];
+    let dout = &v(out).dims[..];
+    let numel = |d: &[usize]| d.iter().product::<usize>();
+    let spread = |x: u32, y: u32| -> Option<usize> {
+        let (dy, same_layout) = (&v(y).dims[..], cf[x as usize] == cf[out as usize]);
+        if v(x).dims[..] != *dout || !same_layout {
+            return None;
+        }
+        if numel(dy) == 1 {
+            return Some(numel(dout));
+        }
+        if dy == dout && cf[y as usize] == cf[out as usize] {
+            return Some(1);
+        }
+        if cf[y as usize] || cf[out as usize] || dy.len() > dout.len() {
+            return None;
+        }
+        // `y` right-aligned: ones, then dims equal to the output's, then ones.
+        let at = dout.len() - dy.len();
+        let first = dy.iter().position(|&d| d != 1)?;
+        let last = dy.iter().rposition(|&d| d != 1)?;
+        let middle = (first..=last).all(|j| dy[j] == dout[at + j]);
+        middle.then(|| numel(&dout[at + last + 1..]))
+    };
+    if let Some(run) = spread(a, b) {
+        return Some(InPlace {
+            x: a,
+            y: b,
+            run,
+            swap: false,
+        });
+    }
+    spread(b, a).map(|run| InPlace {
+        x: b,
+        y: a,
+        run,
+        swap: true,
+    })
+}
+
+/// Whether node `i` is the multiplication of a SiLU: node `i - 1` a sigmoid of one of its
+/// operands into the other (`lower::elementwise::sigmoid_mul` lowers the pair together).
+fn silu_product(g: &Graph, i: usize) -> bool {
+    let Op::Binary { a, b, .. } = g.nodes[i].op else {
+        return false;
+    };
+    i > 0
+        && matches!(g.nodes[i - 1].op, Op::Unary { op: UnaryOp::Sigmoid, input, output }
+            if (input, output) == (a, b) || (input, output) == (b, a))
+}
+
+/// Gives the outputs of binary nodes the bytes of an input they read last ([`inplace`]),
+/// as XNNPACK's runtime does: `root` and `life` as [`plan`] keeps them (roots, their
+/// lifetimes merged).
+fn share_inplace(g: &Graph, root: &mut [usize], life: &mut [Option<(usize, usize)>]) {
+    let cf = channels_first(g);
+    for i in 0..g.nodes.len() {
+        let Some(ip) = inplace(g, &cf, i) else {
+            continue;
+        };
+        let Op::Binary { out, .. } = g.nodes[i].op else {
+            continue;
+        };
+        let (r, o, ry) = (root[ip.x as usize], out as usize, root[ip.y as usize]);
+        let internal = |id: usize| {
+            let v = &g.values[id];
+            v.constant == 0 && v.external_id.is_none()
+        };
+        let ok = internal(r)
+            && internal(o)
+            && root[o] == o
+            && ry != r
+            && life[r].is_some_and(|(_, last)| last == i);
+        if !ok {
+            continue;
+        }
+        for v in root.iter_mut() {
+            if *v == o {
+                *v = r;
+            }
+        }
+        if let (Some((f, l)), Some((rf, rl))) = (life[o], life[r]) {
+            life[r] = Some((rf.min(f), rl.max(l)));
+        }
+    }
+}
+
 /// Plans the arena: greedy first fit, largest values first. A reshape's output shares its
-/// input's place ([`reshape_roots`]), which is kept from the first write to the last read
-/// of either.
+/// input's place ([`reshape_roots`]), and so does a binary node's output an input read
+/// last there ([`share_inplace`]), each kept from the first write to the last read of
+/// either.
 pub fn plan(g: &Graph) -> Result<MemoryPlan> {
     let mut life = lifetimes(g)?;
-    let root = reshape_roots(g)?;
+    let mut root = reshape_roots(g)?;
     for id in 0..g.values.len() {
         let r = root[id];
         if r != id
@@ -145,6 +265,9 @@ pub fn plan(g: &Graph) -> Result<MemoryPlan> {
         {
             life[r] = Some((rf.min(f), rl.max(l)));
         }
+    }
+    if std::env::var_os("ETCH_NO_INPLACE").is_none() {
+        share_inplace(g, &mut root, &mut life);
     }
     let mut storage = vec![Storage::Unused; g.values.len()];
     let mut internal = Vec::new();
@@ -445,6 +568,66 @@ mod tests {
         // v4 is written while v3 (v1's bytes) is read: another place.
         assert_ne!(p.storage[4], Storage::Arena(a));
         assert_eq!(p.arena_bytes, 2 * 128usize.next_multiple_of(HOST_ALIGNMENT));
+    }
+
+    /// A sum's output takes the bytes of an input it reads last (rows of a vector; the
+    /// vector as the first operand too); not those of an input read again later, nor of a
+    /// delegate argument, nor a SiLU's product (lowered with its sigmoid).
+    #[test]
+    fn binary_outputs_take_inputs_read_last() {
+        use super::super::graph::BinaryOp;
+        let bin = |op, a, b, out| Op::Binary { op, a, b, out };
+        let sigmoid = |input, output| Op::Unary {
+            op: UnaryOp::Sigmoid,
+            input,
+            output,
+        };
+        let g = Graph {
+            values: vec![
+                value(&[4, 8], Some(0)),
+                value(&[8], Some(1)),
+                value(&[4, 8], None),
+                value(&[4, 8], None),
+                value(&[4, 8], None),
+                value(&[4, 8], None),
+                value(&[4, 8], None),
+                value(&[4, 8], Some(2)),
+            ],
+            nodes: vec![
+                // v2 = in * vec: the input is an argument.
+                node(bin(BinaryOp::Mul, 0, 1, 2)),
+                // v3 = vec - v2: in v2's bytes (swapped).
+                node(bin(BinaryOp::Sub, 1, 2, 3)),
+                // v4 = v3 + v3: one value twice.
+                node(bin(BinaryOp::Add, 3, 3, 4)),
+                // v5 = sigmoid(v4), v6 = v4 * v5: a SiLU.
+                node(sigmoid(4, 5)),
+                node(bin(BinaryOp::Mul, 4, 5, 6)),
+                // out = v6 + v4: an argument.
+                node(bin(BinaryOp::Add, 6, 4, 7)),
+            ],
+            input_ids: vec![0, 1],
+            output_ids: vec![7],
+            constants: vec![],
+            num_externs: 3,
+        };
+        let cf = channels_first(&g);
+        assert_eq!(
+            inplace(&g, &cf, 0).map(|ip| (ip.x, ip.run, ip.swap)),
+            Some((0, 1, false))
+        );
+        assert_eq!(
+            inplace(&g, &cf, 1).map(|ip| (ip.x, ip.run, ip.swap)),
+            Some((2, 1, true))
+        );
+        assert_eq!(inplace(&g, &cf, 2), None);
+        assert_eq!(inplace(&g, &cf, 4), None);
+        let p = plan(&g).unwrap();
+        assert_eq!(p.storage[3], p.storage[2]);
+        assert_ne!(p.storage[4], p.storage[3]);
+        assert_ne!(p.storage[6], p.storage[4]);
+        assert_ne!(p.storage[6], p.storage[5]);
+        assert_eq!(p.storage[7], Storage::External(2));
     }
 
     /// in -> reshape v1 -> sigmoid v2 -> reshape out: v1 is a view of the input, and the

@@ -304,6 +304,15 @@ impl<'g> Builder<'g> {
         self.channels_first[id as usize]
     }
 
+    /// The current node's [`super::memory::InPlace`], where the memory plan gave its output
+    /// the bytes of that input.
+    pub fn inplace(&self) -> Option<super::memory::InPlace> {
+        let g = self.graph;
+        let ip = super::memory::inplace(g, &self.channels_first, self.node as usize)?;
+        let out = g.nodes[self.node as usize].op.outputs().first().copied()? as u32;
+        self.same_bytes(ip.x, out).then_some(ip)
+    }
+
     fn raw_view(&mut self, id: u32, sizes: &[usize], dim_order: Option<&[u8]>) -> Result<u32> {
         let v = self.value(id);
         let dtype = scalar_type(v, id)?;

@@ -6,8 +6,8 @@ use super::super::graph::{BinaryOp, Node, Op, UnaryOp};
 use super::super::plan::{Builder, bounded};
 use etch_core::{Error, KernelContext, KernelFn, Result, ScalarType};
 use etch_kernels::binary::{
-    Add, BinOp, Clamped, Div, Mul, PRelu, Sub, planes_by_vector_f32, rows_by_vector_f32,
-    tensor_tensor,
+    Add, BinOp, Clamped, Div, Mul, PRelu, Sub, inplace_f32, planes_by_vector_f32,
+    rows_by_vector_f32, tensor_tensor,
 };
 use etch_kernels::unary::{Hardswish, SigmoidMul, unary_float};
 
@@ -85,6 +85,17 @@ fn elementwise_views<const N: usize>(b: &mut Builder<'_>, ids: [u32; N]) -> Resu
 /// products and quotients: [`Clamped`]).
 pub fn binary(b: &mut Builder<'_>, node: &Node, op: BinaryOp, ids: [u32; 3]) -> Result<()> {
     check_broadcast(b, ids)?;
+    if let Some(ip) = b.inplace() {
+        // The output has the bytes of input `ip.x` (the memory plan's choice): in place.
+        let Some(f) = in_place(op) else {
+            return Err(Error::internal(format!("{op:?} planned in place")));
+        };
+        let (o, y) = (b.tensor(ids[2])?, b.tensor(ip.y)?);
+        let (run, swap) = (b.int(ip.run as i64), b.boolean(ip.swap));
+        let (lo, hi) = b.clamp_bounds(node.clamp);
+        b.kernel_fn(node.name, f, &[o, y, run, swap, lo, hi]);
+        return Ok(());
+    }
     let f32s = ids.iter().try_fold(true, |all, &id| {
         Ok::<_, Error>(all && b.dtype(id)? == ScalarType::Float)
     })?;
@@ -160,6 +171,46 @@ fn by_channel(b: &mut Builder<'_>, node: &Node, op: BinaryOp, [x, y, o]: [u32; 3
     let (lo, hi) = b.clamp_bounds(node.clamp);
     b.kernel_fn(node.name, f, &[full, vec, swap, lo, hi, o]);
     Ok(true)
+}
+
+/// The in-place kernels of a sum, difference, product or quotient ([`inplace`]).
+fn in_place(op: BinaryOp) -> Option<KernelFn> {
+    Some(match op {
+        BinaryOp::Add => add_inplace,
+        BinaryOp::Sub => sub_inplace,
+        BinaryOp::Mul => mul_inplace,
+        BinaryOp::Div => div_inplace,
+        _ => return None,
+    })
+}
+
+/// `[out, y, run, swap, lo, hi]`: `out = op(out, y)` (`op(y, out)` with `swap`) in place,
+/// `y`'s element `(i / run) % len` meeting element `i` (a scalar `y` meets every one),
+/// then clamped to `[lo, hi]` in the same pass.
+fn inplace<O: BinOp>(ctx: &mut KernelContext<'_>, op: O) -> Result<()> {
+    let (mut o, y) = (ctx.tensor(0)?, ctx.tensor(1)?);
+    let (run, swap) = (ctx.int(2)? as usize, ctx.bool(3)?);
+    let (lo, hi) = (ctx.double(4)? as f32, ctx.double(5)? as f32);
+    let (o, y) = (o.data_mut::<f32>()?, y.data::<f32>()?);
+    // (A scalar meets all the elements there are: the leading dims may be dynamic.)
+    let run = if y.len() == 1 { o.len() } else { run };
+    if lo == f32::NEG_INFINITY && hi == f32::INFINITY {
+        return inplace_f32(op, o, y, run, swap);
+    }
+    inplace_f32(Clamped { op, lo, hi }, o, y, run, swap)
+}
+
+fn add_inplace(ctx: &mut KernelContext<'_>) -> Result<()> {
+    inplace(ctx, Add)
+}
+fn sub_inplace(ctx: &mut KernelContext<'_>) -> Result<()> {
+    inplace(ctx, Sub)
+}
+fn mul_inplace(ctx: &mut KernelContext<'_>) -> Result<()> {
+    inplace(ctx, Mul)
+}
+fn div_inplace(ctx: &mut KernelContext<'_>) -> Result<()> {
+    inplace(ctx, Div)
 }
 
 /// The float32 one-pass kernels of a sum, difference, product or quotient: the node's
@@ -293,7 +344,10 @@ pub fn sigmoid_mul(b: &mut Builder<'_>, i: usize, node: &Node, x: u32, s: u32) -
         .iter()
         .all(|&id| b.dtype(id).is_ok_and(|t| t == etch_core::ScalarType::Float));
     let same = b.value(x).dims == b.value(s).dims && b.value(x).dims == b.value(out).dims;
-    if !(unclamped && pair && !read_elsewhere && float && same) {
+    // (The memory plan never gives the product's output an operand's bytes here:
+    // `memory::inplace` leaves a SiLU's product out.)
+    let aliased = b.same_bytes(x, out) || b.same_bytes(s, out);
+    if !(unclamped && pair && !read_elsewhere && float && same) || aliased {
         return Ok(false);
     }
     let [xv, o] = elementwise_views(b, [x, out])?;
