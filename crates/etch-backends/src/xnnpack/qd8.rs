@@ -207,6 +207,11 @@ pub enum Packing {
     /// Panels with 8 added to every (4-bit, `[-8, 7]`) weight, for the AVX2 kernel
     /// (`vpmaddubsw` takes them unsigned; the pair sums stay far from i16's bounds).
     Maddubs,
+    /// [`Packing::Vnni`]'s panels for 4-bit weights, two to a byte with 8 added: byte
+    /// `c * 4 + b` of 8-channel step `s` holds column `c`'s input channel `8 s + b` in its
+    /// low nibble and `8 s + 4 + b` in its high one. The AVX-512 VNNI kernel unpacks them
+    /// in registers (an and, a shift): half the bytes to bring through the caches.
+    Nibbles,
 }
 
 impl Packing {
@@ -215,7 +220,16 @@ impl Packing {
         match self {
             Packing::Rows => 0,
             Packing::Vnni => 128,
-            Packing::Maddubs => 8,
+            Packing::Maddubs | Packing::Nibbles => 8,
+        }
+    }
+
+    /// Bytes of the packed filters of `n` columns by `k` input channels.
+    fn bytes(self, n: usize, k: usize) -> usize {
+        match self {
+            Packing::Rows => n * k,
+            Packing::Nibbles => n.div_ceil(PANEL) * PANEL * k / 2,
+            Packing::Vnni | Packing::Maddubs => n.div_ceil(PANEL) * PANEL * k,
         }
     }
 }
@@ -226,10 +240,17 @@ pub(crate) const PANEL: usize = 16;
 const MAX_VNNI_BLOCKS: usize = 256;
 
 /// How the filters of a fully-connected layer with `k` input channels in blocks of `block`
-/// are laid out: [`Packing::Vnni`] where [`use_vnni`] says so, else [`Packing::Maddubs`] for
-/// 4-bit filters (`int4`) where [`use_maddubs`] says so, else [`Packing::Rows`].
+/// are laid out: [`Packing::Vnni`] where [`use_vnni`] says so ([`Packing::Nibbles`] for
+/// 4-bit filters in blocks of multiples of 8, unless `ETCH_QD8_NIBBLES` is `0`), else
+/// [`Packing::Maddubs`] for 4-bit filters (`int4`) where [`use_maddubs`] says so, else
+/// [`Packing::Rows`].
 pub fn packing_for(k: usize, block: usize, int4: bool) -> Packing {
-    if use_vnni(k, block) {
+    let nibbles = int4
+        && block.is_multiple_of(8)
+        && std::env::var("ETCH_QD8_NIBBLES").map_or(true, |v| v != "0");
+    if use_vnni(k, block) && nibbles {
+        Packing::Nibbles
+    } else if use_vnni(k, block) {
         Packing::Vnni
     } else if int4 && use_maddubs(k, block) {
         Packing::Maddubs
@@ -295,7 +316,20 @@ fn vnni_detected() -> bool {
 /// `packing`'s offset added to every weight (the kernels take them unsigned).
 pub fn pack_panels(w: &[i8], n: usize, k: usize, packing: Packing) -> Vec<u8> {
     let offset = packing.offset();
-    let mut out = vec![offset as u8; n.div_ceil(PANEL) * PANEL * k];
+    if packing == Packing::Nibbles {
+        // Padding columns: zero weights (8) in both nibbles.
+        let mut out = vec![0x88u8; packing.bytes(n, k)];
+        for (col, row) in w.chunks(k).take(n).enumerate() {
+            let panel = &mut out[col / PANEL * PANEL * k / 2..][..PANEL * k / 2];
+            for (i, &x) in row.iter().enumerate() {
+                let (at, shift) = nibble_at(col, i);
+                let v = ((x as i32 + offset) as u8 & 0xf) << shift;
+                panel[at] = panel[at] & !(0xf << shift) | v;
+            }
+        }
+        return out;
+    }
+    let mut out = vec![offset as u8; packing.bytes(n, k)];
     for (col, row) in w.chunks(k).take(n).enumerate() {
         let panel = &mut out[col / PANEL * PANEL * k..][..PANEL * k];
         for (i, &x) in row.iter().enumerate() {
@@ -303,6 +337,16 @@ pub fn pack_panels(w: &[i8], n: usize, k: usize, packing: Packing) -> Vec<u8> {
         }
     }
     out
+}
+
+/// Where [`Packing::Nibbles`] puts input channel `i` of column `col` in its panel: the byte
+/// and the nibble's shift.
+#[inline]
+fn nibble_at(col: usize, i: usize) -> (usize, u32) {
+    (
+        i / 8 * PANEL * 4 + col % PANEL * 4 + i % 4,
+        if i % 8 >= 4 { 4 } else { 0 },
+    )
 }
 
 /// Scales `s` (`[n, blocks]`) laid out as the VNNI kernel reads them: per panel of
@@ -343,6 +387,18 @@ impl Fc<'_> {
             return dot(a, &self.w[col * k..(col + 1) * k][range]);
         }
         let offset = self.packing.offset();
+        if self.packing == Packing::Nibbles {
+            let panel = &self.w[col / PANEL * PANEL * k / 2..][..PANEL * k / 2];
+            return a
+                .iter()
+                .zip(range)
+                .map(|(&x, i)| {
+                    let (at, shift) = nibble_at(col, i);
+                    let w = (panel[at] as u8 >> shift & 0xf) as i32 - offset;
+                    x as i32 * w
+                })
+                .sum();
+        }
         let panel = &self.w[col / PANEL * PANEL * k..][..PANEL * k];
         a.iter()
             .zip(range)
@@ -384,6 +440,12 @@ pub fn fully_connected(ctx: &mut KernelContext<'_>) -> Result<()> {
     fully_connected_with(ctx, Packing::Vnni)
 }
 
+/// [`fully_connected`] whose 3-d filters are [`Packing::Nibbles`] panels (`[panels, k / 8,
+/// 4 * PANEL]`).
+pub fn fully_connected_nibbles(ctx: &mut KernelContext<'_>) -> Result<()> {
+    fully_connected_with(ctx, Packing::Nibbles)
+}
+
 /// [`fully_connected`] whose 3-d filters are [`Packing::Maddubs`] panels.
 pub fn fully_connected_maddubs(ctx: &mut KernelContext<'_>) -> Result<()> {
     fully_connected_with(ctx, Packing::Maddubs)
@@ -404,10 +466,10 @@ fn fully_connected_with(ctx: &mut KernelContext<'_>, panels: Packing) -> Result<
     let packing = if w.dim() == 3 { panels } else { Packing::Rows };
     let packed = packing != Packing::Rows;
     let (m, n) = (params.sizes()[0], out.sizes()[1]);
-    let k = if packed {
-        w.sizes()[1] * 4
-    } else {
-        w.sizes()[1]
+    let k = match packing {
+        Packing::Rows => w.sizes()[1],
+        Packing::Nibbles => w.sizes()[1] * 8,
+        Packing::Vnni | Packing::Maddubs => w.sizes()[1] * 4,
     };
     let blockwise = sums.dtype() == ScalarType::Float;
     let fc = Fc {
@@ -424,12 +486,13 @@ fn fully_connected_with(ctx: &mut KernelContext<'_>, panels: Packing) -> Result<
     };
     let o = out.data_mut::<f32>()?;
     let sizes_ok = fc.q.len() == m * fc.k
-        && fc.w.len() == if packed { n.div_ceil(PANEL) * PANEL } else { n } * fc.k
+        && fc.w.len() == packing.bytes(n, fc.k)
         && (!packed || w.sizes()[0] == n.div_ceil(PANEL))
         // The panel kernels' bounds (`use_vnni`, `use_maddubs`, which chose the packing at
-        // load).
+        // load; nibbles in steps of 8 input channels).
         && (!packed
             || (fc.blocks <= MAX_VNNI_BLOCKS && (fc.k / fc.blocks.max(1)).is_multiple_of(4)))
+        && (packing != Packing::Nibbles || (fc.k / fc.blocks.max(1)).is_multiple_of(8))
         && fc.scales.len() == if packed { n.div_ceil(PANEL) * PANEL } else { n } * fc.blocks
         && fc.blocks > 0
         && fc.k.is_multiple_of(fc.blocks)
@@ -448,7 +511,7 @@ impl Fc<'_> {
     fn run(&self, m: usize, n: usize, out: &mut [f32]) {
         let o = SharedMut::new(out);
         #[cfg(target_arch = "x86_64")]
-        if self.packing == Packing::Vnni && vnni_detected()
+        if matches!(self.packing, Packing::Vnni | Packing::Nibbles) && vnni_detected()
             || self.packing == Packing::Maddubs && avx2_detected()
         {
             let tasks = tasks_for(m * n * self.k, MIN_TASK_WORK);
@@ -826,6 +889,7 @@ mod tests {
     fn panels_match_scalar() {
         for (packing, ok) in [
             (Packing::Vnni, super::vnni_detected()),
+            (Packing::Nibbles, super::vnni_detected()),
             (Packing::Maddubs, super::avx2_detected()),
         ] {
             if !ok {
@@ -840,7 +904,10 @@ mod tests {
                 (6, 16, 1536, 1, 8),
                 (5, 20, 4, 1, 8),
             ] {
-                if packing == Packing::Maddubs && range > 8 {
+                let int4 = matches!(packing, Packing::Maddubs | Packing::Nibbles);
+                if int4 && range > 8
+                    || packing == Packing::Nibbles && !(k / blocks as usize).is_multiple_of(8)
+                {
                     continue;
                 }
                 panel_case(packing, (m, n, k, blocks), range);

@@ -240,9 +240,15 @@ pub fn fully_connected(
     let packing = qd8::packing_for(k, k / blocks, b.value(filter).dtype.is_int4());
     let packed = packing != qd8::Packing::Rows;
     let wt = if packed {
+        // Panels of 4 input channels a 64-byte step, 8 with nibbles.
+        let step = if packing == qd8::Packing::Nibbles {
+            8
+        } else {
+            4
+        };
         b.owned(
             ScalarType::Char,
-            &[n.div_ceil(16), k / 4, 64],
+            &[n.div_ceil(16), k / step, 64],
             &qd8::pack_panels(&w, n, k, packing),
         )?
     } else {
@@ -270,6 +276,10 @@ pub fn fully_connected(
         qd8::Packing::Maddubs => (
             "xnnpack::qd8_fully_connected_maddubs",
             qd8::fully_connected_maddubs,
+        ),
+        qd8::Packing::Nibbles => (
+            "xnnpack::qd8_fully_connected_nibbles",
+            qd8::fully_connected_nibbles,
         ),
         _ => ("xnnpack::qd8_fully_connected", qd8::fully_connected),
     };

@@ -69,7 +69,7 @@ impl Fc<'_> {
         panels: std::ops::Range<usize>,
         o: &SharedMut<f32>,
     ) {
-        let vnni = self.packing == Packing::Vnni;
+        let vnni = matches!(self.packing, Packing::Vnni | Packing::Nibbles);
         let (rows, group) = if vnni {
             (super::vnni::ROWS, super::vnni::PANELS)
         } else {

@@ -137,10 +137,11 @@ impl Fc<'_> {
     ) {
         // SAFETY: as the caller's.
         unsafe {
-            if np == PANELS {
-                self.tile_rows::<PANELS>(r, row, p, n, o, sums)
-            } else {
-                self.tile_rows::<1>(r, row, p, n, o, sums)
+            match (np == PANELS, self.packing == super::Packing::Nibbles) {
+                (true, false) => self.tile_rows::<PANELS, false>(r, row, p, n, o, sums),
+                (false, false) => self.tile_rows::<1, false>(r, row, p, n, o, sums),
+                (true, true) => self.tile_rows::<PANELS, true>(r, row, p, n, o, sums),
+                (false, true) => self.tile_rows::<1, true>(r, row, p, n, o, sums),
             }
         }
     }
@@ -150,7 +151,7 @@ impl Fc<'_> {
     /// # Safety
     /// As [`Fc::tile_vnni`].
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn tile_rows<const P: usize>(
+    unsafe fn tile_rows<const P: usize, const NIB: bool>(
         &self,
         r: usize,
         row: usize,
@@ -162,14 +163,14 @@ impl Fc<'_> {
         // SAFETY: as the caller's.
         unsafe {
             match r {
-                1 => self.tile_vnni::<1, P>(row, p, n, o, sums),
-                2 => self.tile_vnni::<2, P>(row, p, n, o, sums),
-                3 => self.tile_vnni::<3, P>(row, p, n, o, sums),
-                4 => self.tile_vnni::<4, P>(row, p, n, o, sums),
-                5 => self.tile_vnni::<5, P>(row, p, n, o, sums),
-                6 => self.tile_vnni::<6, P>(row, p, n, o, sums),
-                7 => self.tile_vnni::<7, P>(row, p, n, o, sums),
-                _ => self.tile_vnni::<ROWS, P>(row, p, n, o, sums),
+                1 => self.tile_vnni::<1, P, NIB>(row, p, n, o, sums),
+                2 => self.tile_vnni::<2, P, NIB>(row, p, n, o, sums),
+                3 => self.tile_vnni::<3, P, NIB>(row, p, n, o, sums),
+                4 => self.tile_vnni::<4, P, NIB>(row, p, n, o, sums),
+                5 => self.tile_vnni::<5, P, NIB>(row, p, n, o, sums),
+                6 => self.tile_vnni::<6, P, NIB>(row, p, n, o, sums),
+                7 => self.tile_vnni::<7, P, NIB>(row, p, n, o, sums),
+                _ => self.tile_vnni::<ROWS, P, NIB>(row, p, n, o, sums),
             }
         }
     }
@@ -185,7 +186,7 @@ impl Fc<'_> {
     /// # Safety
     /// As [`Fc::panels`]; `row + R <= m`, `p + P` panels at most.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn tile_vnni<const R: usize, const P: usize>(
+    unsafe fn tile_vnni<const R: usize, const P: usize, const NIB: bool>(
         &self,
         row: usize,
         p: usize,
@@ -198,7 +199,9 @@ impl Fc<'_> {
         let col0 = p * PANEL;
         let mask: [__mmask16; P] = std::array::from_fn(|j| lanes(n - col0 - PANEL * j));
         let a: [&[i8]; R] = std::array::from_fn(|r| &self.q[(row + r) * k..(row + r + 1) * k]);
-        let w: [&[i8]; P] = std::array::from_fn(|j| &self.w[(p + j) * PANEL * k..][..PANEL * k]);
+        // A panel's bytes: `PANEL · k`, half that in nibbles.
+        let pk = if NIB { PANEL * k / 2 } else { PANEL * k };
+        let w: [&[i8]; P] = std::array::from_fn(|j| &self.w[(p + j) * pk..][..pk]);
         let zp: [f32; R] = std::array::from_fn(|r| self.params[2 * (row + r)]);
         let inv: [f32; R] = std::array::from_fn(|r| self.params[2 * (row + r) + 1]);
         // SAFETY (masked loads below): lanes of columns at and past `n` are masked off.
@@ -231,17 +234,46 @@ impl Fc<'_> {
             // the offset gives the same bits as subtracting it after.
             let mut acc: [[__m512i; P]; R] =
                 std::array::from_fn(|r| [_mm512_set1_epi32(sums[r * blocks + b]); P]);
-            for q in b * bl / 4..(b + 1) * bl / 4 {
-                // SAFETY: `q * 64 + 64 <= PANEL * k`, the length of each `w[j]`.
-                let wv: [__m512i; P] = std::array::from_fn(|j| unsafe {
-                    _mm512_loadu_si512(w[j].as_ptr().add(q * 64).cast())
-                });
-                for r in 0..R {
-                    // SAFETY: `4 * q + 4 <= k`, the length of `a[r]`.
-                    let av = unsafe { (a[r].as_ptr().add(4 * q) as *const i32).read_unaligned() };
-                    let av = _mm512_set1_epi32(av);
-                    for j in 0..P {
-                        acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], wv[j], av);
+            if NIB {
+                // Two steps of 4 input channels a load: the low nibbles, then the high.
+                let low = _mm512_set1_epi8(0x0f);
+                for s in b * bl / 8..(b + 1) * bl / 8 {
+                    // SAFETY: `s * 64 + 64 <= PANEL * k / 2`, the length of each `w[j]`.
+                    let packed: [__m512i; P] = std::array::from_fn(|j| unsafe {
+                        _mm512_loadu_si512(w[j].as_ptr().add(s * 64).cast())
+                    });
+                    let halves = [
+                        packed.map(|v| _mm512_and_si512(v, low)),
+                        packed.map(|v| _mm512_and_si512(_mm512_srli_epi16::<4>(v), low)),
+                    ];
+                    for (h, wv) in halves.iter().enumerate() {
+                        let q = 2 * s + h;
+                        for r in 0..R {
+                            // SAFETY: `4 * q + 4 <= k`, the length of `a[r]`.
+                            let av = unsafe {
+                                (a[r].as_ptr().add(4 * q) as *const i32).read_unaligned()
+                            };
+                            let av = _mm512_set1_epi32(av);
+                            for j in 0..P {
+                                acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], wv[j], av);
+                            }
+                        }
+                    }
+                }
+            } else {
+                for q in b * bl / 4..(b + 1) * bl / 4 {
+                    // SAFETY: `q * 64 + 64 <= PANEL * k`, the length of each `w[j]`.
+                    let wv: [__m512i; P] = std::array::from_fn(|j| unsafe {
+                        _mm512_loadu_si512(w[j].as_ptr().add(q * 64).cast())
+                    });
+                    for r in 0..R {
+                        // SAFETY: `4 * q + 4 <= k`, the length of `a[r]`.
+                        let av =
+                            unsafe { (a[r].as_ptr().add(4 * q) as *const i32).read_unaligned() };
+                        let av = _mm512_set1_epi32(av);
+                        for j in 0..P {
+                            acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], wv[j], av);
+                        }
                     }
                 }
             }
