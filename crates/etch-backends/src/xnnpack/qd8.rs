@@ -905,9 +905,8 @@ mod tests {
                 (5, 20, 4, 1, 8),
             ] {
                 let int4 = matches!(packing, Packing::Maddubs | Packing::Nibbles);
-                if int4 && range > 8
-                    || packing == Packing::Nibbles && !(k / blocks as usize).is_multiple_of(8)
-                {
+                let block: usize = k / blocks;
+                if int4 && range > 8 || packing == Packing::Nibbles && !block.is_multiple_of(8) {
                     continue;
                 }
                 panel_case(packing, (m, n, k, blocks), range);
