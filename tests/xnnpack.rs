@@ -33,6 +33,8 @@ fn every_xnnpack_fixture_is_tested() {
         "hf_qwen3_8da4w",
         "static_qs8_cnn",
         "mobilenet_v2_025_qs8",
+        "static_qs8_conv_transpose",
+        "static_qs8_per_tensor",
     ];
     for n in &names {
         assert!(tested.contains(&n.as_str()), "fixture {n} has no test");
@@ -131,21 +133,17 @@ fn mobilenet_v2_025_qs8() {
     run_fixture("mobilenet_v2_025_qs8");
 }
 
-/// A statically quantized node etch does not run yet (a transposed convolution) fails when
-/// the delegate is initialized, with an error naming the node.
+/// Statically quantized transposed convolutions (strided with an output padding, dilated):
+/// exact sums and the convolutions' requantization, ExecuTorch's bits.
 #[test]
-fn static_qs8_conv_transpose_is_not_supported() {
-    let pte = fixtures_dir().join("xnnpack/unsupported/static_qs8_conv_transpose.pte");
-    let x = etch::Tensor::zeros(etch::ScalarType::Float, &[1, 4, 8, 8]).unwrap();
-    let e = Module::from_file(&pte)
-        .and_then(|mut m| m.execute("forward", &[etch::Value::Tensor(x)]))
-        .unwrap_err();
-    assert!(matches!(e.code(), ErrorCode::NotSupported), "{e}");
-    let msg = e.to_string();
-    assert!(
-        msg.contains("XNNConvTranspose2d") && msg.contains("qint8"),
-        "{msg}"
-    );
+fn static_qs8_conv_transpose() {
+    run_fixture("static_qs8_conv_transpose");
+}
+
+/// The qs8 CNN quantized with one weight scale a tensor (qint8 filters, qint32 biases).
+#[test]
+fn static_qs8_per_tensor() {
+    run_fixture("static_qs8_per_tensor");
 }
 
 /// Mutates the XNNPACK payload inside a program (header, graph flatbuffer) thousands of
@@ -172,6 +170,7 @@ fn mutated_payloads_never_panic() {
         "linear_8da4w",
         "linear_8da8w",
         "static_qs8_cnn",
+        "static_qs8_conv_transpose",
     ] {
         let pte = fixtures_dir().join(format!("xnnpack/{name}/model.pte"));
         let original = std::fs::read(&pte).unwrap();

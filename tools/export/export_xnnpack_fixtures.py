@@ -12,8 +12,6 @@ them against PyTorch eager (loosely) so that a broken reference is noticed.
 Writes, relative to the repository root:
   tests/fixtures/xnnpack/<name>/model.pte, forward_0_in<k>.npy, forward_0_out<k>.npy
   tests/fixtures/xnnpack/manifest.json   (the format of tests/fixtures/manifest.json)
-  tests/fixtures/xnnpack/unsupported/static_qs8_conv_transpose.pte   (a graph etch must reject
-      at init: a statically quantized transposed convolution)
 
 Usage:
   /work/venv/bin/python tools/export/export_xnnpack_fixtures.py [--only NAME,...]
@@ -298,27 +296,37 @@ class StaticQuantCNN(nn.Module):
 
 
 class StaticQuantConvTranspose(nn.Module):
-    """A statically quantized transposed convolution: etch does not run it yet, and must
-    say so at init."""
+    """Statically quantized transposed convolutions (XNNPACK's deconvolution): strided,
+    padded with an output padding, and dilated. (XNNPACKQuantizer leaves grouped ones in
+    fp32, where a last-ulp difference can flip the next quantization.)"""
 
     def __init__(self):
         super().__init__()
-        self.c = nn.ConvTranspose2d(4, 4, 2, stride=2)
+        self.c = nn.Conv2d(4, 8, 3, padding=1)
+        self.t1 = nn.ConvTranspose2d(8, 6, 2, stride=2)
+        self.t2 = nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1, output_padding=1)
+        self.t3 = nn.ConvTranspose2d(4, 6, 3, padding=1)
+        self.t4 = nn.ConvTranspose2d(6, 3, 3, stride=2, padding=2, dilation=2, output_padding=1)
 
     def forward(self, x):
-        return self.c(x)
+        y = F.relu(self.c(x))
+        y = F.relu(self.t1(y))
+        y = self.t2(y)
+        y = F.relu(self.t3(y))
+        return self.t4(y)
 
 
-def quantize_static(model: nn.Module, inputs) -> nn.Module:
-    """XNNPACKQuantizer's PT2E flow (symmetric per-channel int8 weights, int8 activations),
-    calibrated on the inputs and two perturbed copies."""
+def quantize_static(model: nn.Module, inputs, per_channel: bool = True) -> nn.Module:
+    """XNNPACKQuantizer's PT2E flow (symmetric per-channel int8 weights, or one scale a
+    tensor; int8 activations), calibrated on the inputs and two perturbed copies."""
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
         get_symmetric_quantization_config,
     )
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+    config = get_symmetric_quantization_config(is_per_channel=per_channel)
+    quantizer = XNNPACKQuantizer().set_global(config)
     prepared = prepare_pt2e(torch.export.export(model, inputs).module(), quantizer)
     g = torch.Generator().manual_seed(1)
     for k in range(3):
@@ -326,22 +334,14 @@ def quantize_static(model: nn.Module, inputs) -> nn.Module:
     return convert_pt2e(prepared)
 
 
-def export_static_qs8_unsupported() -> None:
-    """tests/fixtures/xnnpack/unsupported/static_qs8_conv_transpose.pte (a program only)."""
-    torch.manual_seed(0)
-    x = torch.randn(1, 4, 8, 8)
-    prog = export_xnnpack(quantize_static(StaticQuantConvTranspose().eval(), (x,)), (x,))
-    d = os.path.join(OUT, "unsupported")
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "static_qs8_conv_transpose.pte"), "wb") as f:
-        f.write(prog.buffer)
-    print(f"unsupported/static_qs8_conv_transpose.pte: {len(prog.buffer)} bytes")
-
-
 # Statically quantized fixtures (quantize_static after the batch norm statistics are set).
 MODELS["static_qs8_cnn"] = (StaticQuantCNN, lambda: (torch.randn(1, 3, 16, 16),))
 MODELS["mobilenet_v2_025_qs8"] = (mobilenet_v2_small, lambda: (torch.randn(1, 3, 64, 64),))
-STATIC_QS8 = {"static_qs8_cnn", "mobilenet_v2_025_qs8"}
+MODELS["static_qs8_conv_transpose"] = (StaticQuantConvTranspose, lambda: (torch.randn(1, 4, 8, 8),))
+# The qs8 nodes with one weight scale a tensor (qint8 filters, qint32 biases).
+MODELS["static_qs8_per_tensor"] = (StaticQuantCNN, lambda: (torch.randn(1, 3, 16, 16),))
+PER_TENSOR = {"static_qs8_per_tensor"}
+STATIC_QS8 = {"static_qs8_cnn", "mobilenet_v2_025_qs8", "static_qs8_conv_transpose"} | PER_TENSOR
 QUANTIZED |= STATIC_QS8
 
 
@@ -375,7 +375,7 @@ def export_fixture(name: str) -> dict:
     perturb_batch_norm(model)
     inputs = make_inputs()
     if name in STATIC_QS8:
-        model = quantize_static(model, inputs)
+        model = quantize_static(model, inputs, per_channel=name not in PER_TENSOR)
     if half:
         model = model.half()
         inputs = tuple(x.half() for x in inputs)
@@ -533,8 +533,6 @@ def main() -> int:
             manifest = [e for e in json.load(f) if e["name"] not in names]
     for n in names:
         manifest.append(export_fixture(n))
-    if not args.only:
-        export_static_qs8_unsupported()
     manifest.sort(key=lambda e: (list(MODELS) + FP16).index(e["name"]))
     os.makedirs(OUT, exist_ok=True)
     with open(path, "w") as f:

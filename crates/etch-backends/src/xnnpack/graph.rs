@@ -42,6 +42,8 @@ pub enum Datatype {
     Qint8,
     /// Int32 with per-channel scales (a statically quantized node's bias, zero point 0).
     Qcint32,
+    /// Int32 with one scale (the bias of a node whose filter has one scale, zero point 0).
+    Qint32,
     /// Dynamically quantized int8 (per-row parameters computed at run time).
     Qdint8,
     /// Int8 with per-channel scales (zero point 0).
@@ -65,7 +67,7 @@ impl Datatype {
             D::XnnDatatypeInvalid => Datatype::Other("xnn_datatype_invalid"),
             D::XnnDatatypeQint8 => Datatype::Qint8,
             D::XnnDatatypeQuint8 => Datatype::Other("xnn_datatype_quint8"),
-            D::XnnDatatypeQint32 => Datatype::Other("xnn_datatype_qint32"),
+            D::XnnDatatypeQint32 => Datatype::Qint32,
             D::XnnDatatypeQcint8 => Datatype::Qcint8,
             D::XnnDatatypeQcint32 => Datatype::Qcint32,
             D::XnnDatatypeQcint4 => Datatype::Qcint4,
@@ -85,6 +87,7 @@ impl Datatype {
             Datatype::Int32 => "xnn_datatype_int32",
             Datatype::Qint8 => "xnn_datatype_qint8",
             Datatype::Qcint32 => "xnn_datatype_qcint32",
+            Datatype::Qint32 => "xnn_datatype_qint32",
             Datatype::Qdint8 => "xnn_datatype_qdint8",
             Datatype::Qcint8 => "xnn_datatype_qcint8",
             Datatype::Qcint4 => "xnn_datatype_qcint4",
@@ -100,6 +103,7 @@ impl Datatype {
             self,
             Datatype::Qint8
                 | Datatype::Qcint32
+                | Datatype::Qint32
                 | Datatype::Qdint8
                 | Datatype::Qcint8
                 | Datatype::Qcint4

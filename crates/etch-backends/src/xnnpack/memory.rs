@@ -36,7 +36,7 @@ pub fn value_bytes(g: &Graph, id: usize) -> Result<usize> {
     let v = &g.values[id];
     let numel = etch_core::checked_numel(&v.dims);
     let bytes = match v.dtype {
-        D::Fp32 | D::Int32 | D::Qcint32 => numel.and_then(|n| n.checked_mul(4)),
+        D::Fp32 | D::Int32 | D::Qcint32 | D::Qint32 => numel.and_then(|n| n.checked_mul(4)),
         D::Fp16 | D::Bf16 => numel.and_then(|n| n.checked_mul(2)),
         D::Qcint4 | D::Qbint4 => match v.dims.last() {
             Some(&last) if last > 0 => numel.map(|n| n / last * last.div_ceil(2)),

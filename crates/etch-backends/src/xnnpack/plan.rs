@@ -75,7 +75,7 @@ pub fn scalar_type(v: &XValue, id: u32) -> Result<ScalarType> {
         Datatype::Fp32 => ScalarType::Float,
         Datatype::Fp16 => ScalarType::Half,
         Datatype::Bf16 => ScalarType::BFloat16,
-        Datatype::Int32 | Datatype::Qcint32 => ScalarType::Int,
+        Datatype::Int32 | Datatype::Qcint32 | Datatype::Qint32 => ScalarType::Int,
         // The int8 elements; the quantization parameters are kept beside them.
         Datatype::Qint8 | Datatype::Qdint8 | Datatype::Qcint8 => ScalarType::Char,
         d @ (Datatype::Qcint4 | Datatype::Qbint4 | Datatype::Other(_)) => {

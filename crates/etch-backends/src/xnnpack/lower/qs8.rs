@@ -233,3 +233,56 @@ fn global_avg_pool(b: &mut Builder<'_>, node: &Node, input: u32, output: u32) ->
     b.kernel_fn("xnnpack::qs8_mean", pool::mean, &[x, scale, zp, range, o]);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::graph::{
+        Datatype, FLAG_EXTERNAL_INPUT, FLAG_EXTERNAL_OUTPUT, Graph, Node, Op, Quant, UnaryOp,
+        XValue,
+    };
+    use etch_core::ErrorCode;
+    use etch_kernels::util::Shape;
+
+    /// A qint8 node kind etch does not run (a softmax of int8 values) fails the delegate's
+    /// init with `NotSupported`, naming the node and its qint8 operands.
+    #[test]
+    fn an_unknown_qs8_node_fails_init_naming_it() {
+        let value = |external_id: u32, flags: u32| XValue {
+            dtype: Datatype::Qint8,
+            dims: Shape::from_slice(&[1, 8]).unwrap(),
+            constant: 0,
+            external_id: Some(external_id),
+            flags,
+            quant: Some(Quant::PerTensor {
+                scale: 0.5,
+                zero_point: -3,
+            }),
+        };
+        let g = Graph {
+            values: vec![
+                value(0, FLAG_EXTERNAL_INPUT),
+                value(1, FLAG_EXTERNAL_OUTPUT),
+            ],
+            nodes: vec![Node {
+                name: "XNNSoftmax",
+                op: Op::Unary {
+                    op: UnaryOp::Softmax,
+                    input: 0,
+                    output: 1,
+                },
+                clamp: None,
+                debug_handle: 0,
+            }],
+            input_ids: vec![0],
+            output_ids: vec![1],
+            constants: vec![],
+            num_externs: 2,
+        };
+        let Err(e) = super::super::super::plan_graph(&g, &[], None, None) else {
+            panic!("a qint8 softmax was planned");
+        };
+        assert_eq!(e.code(), ErrorCode::NotSupported, "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains("XNNSoftmax") && msg.contains("qint8"), "{msg}");
+    }
+}

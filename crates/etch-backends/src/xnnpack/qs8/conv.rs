@@ -123,6 +123,34 @@ pub fn depthwise(ctx: &mut KernelContext<'_>) -> Result<()> {
     run(ctx, true)
 }
 
+/// `transposed(x, w, bias, scales, geometry, [zp, lo, hi], out)`: a transposed (grouped)
+/// convolution, XNNPACK's deconvolution: filters `[oc, kh, kw, gic]`, and input pixel
+/// `(iy, ix)` reaches output pixel `(iy · sy + ky · dy - pad_top, ix · sx + kx · dx -
+/// pad_left)` through tap `(ky, kx)`. The sums are exact, so their order does not matter,
+/// and the requantization is the convolutions'.
+pub fn transposed(ctx: &mut KernelContext<'_>) -> Result<()> {
+    let (x, w, bias, scales) = (
+        ctx.tensor(0)?,
+        ctx.tensor(1)?,
+        ctx.tensor(2)?,
+        ctx.tensor(3)?,
+    );
+    let g = Geometry::from_ints(ctx.int_list(4)?)?;
+    let out = Requant::from_ints(ctx.int_list(5)?)?;
+    let mut o = ctx.tensor(6)?;
+    let c = Conv {
+        g,
+        x: x.data::<i8>()?,
+        w: w.data::<i8>()?,
+        bias: bias.data::<i32>()?,
+        scales: scales.data::<f32>()?,
+        out,
+        folded: &[],
+        zps: &[],
+    };
+    c.run_transposed(o.data_mut::<i8>()?)
+}
+
 fn run(ctx: &mut KernelContext<'_>, depthwise: bool) -> Result<()> {
     let (x, w, bias, scales) = (
         ctx.tensor(0)?,
@@ -196,7 +224,7 @@ impl Conv<'_> {
                 if depthwise {
                     self.depthwise_pixel(p, o);
                 } else {
-                    self.dense_pixel(p, o);
+                    self.dense_pixel(p, o, false);
                 }
             }
         });
@@ -314,6 +342,57 @@ fn dot(x: &[i8], w: &[i8], zp: i32) -> i32 {
 }
 
 impl Conv<'_> {
+    /// All outputs of a transposed convolution ([`transposed`]), split over threads by
+    /// pixels.
+    fn run_transposed(&self, o: &mut [i8]) -> Result<()> {
+        let g = &self.g;
+        g.check(
+            self.x.len(),
+            self.w.len(),
+            self.bias.len(),
+            self.scales.len(),
+            o.len(),
+        )?;
+        if o.is_empty() {
+            return Ok(());
+        }
+        let s = &g.shape;
+        let oc = s.co;
+        let work = o.len() * s.kernel[0] * s.kernel[1] * g.gic;
+        let shared = SharedMut::new(o);
+        run_parts(s.n * s.oh * s.ow, tasks_for(work, MIN_TASK_WORK), &|r| {
+            for p in r {
+                // SAFETY: each pixel's outputs are written by the one task whose range has it.
+                let o = unsafe { shared.slice(p * oc, oc) };
+                self.dense_pixel(p, o, true);
+            }
+        });
+        Ok(())
+    }
+
+    /// Calls `f(offset, tap)` for the input pixels that output pixel `p` of a transposed
+    /// convolution takes: the input offset of the pixel and the tap's index in the kernel.
+    fn transposed_taps(&self, p: usize, mut f: impl FnMut(usize, usize)) {
+        let s = &self.g.shape;
+        let (b, rest) = (p / (s.oh * s.ow), p % (s.oh * s.ow));
+        // The input index along an axis of output index `o` through tap `k`, if any.
+        let input = |o: usize, k: usize, axis: usize, len: usize| {
+            let t = (o + s.pad[axis]).checked_sub(k * s.dil[axis])?;
+            let i = t / s.stride[axis];
+            (t % s.stride[axis] == 0 && i < len).then_some(i)
+        };
+        for ky in 0..s.kernel[0] {
+            let Some(iy) = input(rest / s.ow, ky, 0, s.h) else {
+                continue;
+            };
+            for kx in 0..s.kernel[1] {
+                if let Some(ix) = input(rest % s.ow, kx, 1, s.w) {
+                    f(((b * s.h + iy) * s.w + ix) * s.c, ky * s.kernel[1] + kx);
+                }
+            }
+        }
+    }
+
     /// Calls `f(offset, tap)` for output pixel `p`'s taps inside the input: the input
     /// offset of the tap's pixel and its index in the kernel (row-major).
     fn taps(&self, p: usize, mut f: impl FnMut(usize, usize)) {
@@ -327,7 +406,9 @@ impl Conv<'_> {
         }
     }
 
-    fn dense_pixel(&self, p: usize, o: &mut [i8]) {
+    /// Output pixel `p` of a dense or grouped convolution (`transposed`: of a transposed
+    /// one).
+    fn dense_pixel(&self, p: usize, o: &mut [i8], transposed: bool) {
         let g = &self.g;
         let (goc, gic) = (g.goc(), g.gic);
         let k = g.shape.kernel[0] * g.shape.kernel[1] * gic;
@@ -335,10 +416,15 @@ impl Conv<'_> {
             let grp = n / goc;
             let w = &self.w[n * k..(n + 1) * k];
             let mut acc = self.bias[n];
-            self.taps(p, |at, t| {
+            let tap = |at: usize, t: usize| {
                 let x = &self.x[at + grp * gic..at + grp * gic + gic];
                 acc = acc.wrapping_add(dot(x, &w[t * gic..t * gic + gic], g.x_zp));
-            });
+            };
+            if transposed {
+                self.transposed_taps(p, tap);
+            } else {
+                self.taps(p, tap);
+            }
             *o = self.out.apply(acc as f32 * self.scales[n]);
         }
     }

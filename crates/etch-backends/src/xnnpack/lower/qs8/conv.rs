@@ -8,14 +8,23 @@ use super::super::super::graph::{
 use super::super::super::plan::Builder;
 use super::super::super::qs8::{self, conv::Geometry, pool};
 use super::super::quant;
-use super::{per_tensor, same_quant, unsupported};
+use super::{per_tensor, same_quant};
 use etch_core::{Error, Result, ScalarType};
 use etch_kernels::conv::nhwc::NhwcShape;
 
-/// The per-channel scales of constant qcint8 filter `id` along `channel_dim`, `count`.
+/// The per-channel scales of constant qcint8 filter `id` along `channel_dim`, `count`; or
+/// a per-tensor qint8 filter's scale (zero point 0) for every channel, as XNNPACK's qs8
+/// operators replicate it (`init_requantization_scale_qs8`).
 fn filter_scales(b: &Builder<'_>, id: u32, channel_dim: i32, count: usize) -> Result<Vec<f32>> {
     let v = b.value(id);
     match (&v.quant, v.dtype) {
+        (
+            Some(Quant::PerTensor {
+                scale,
+                zero_point: 0,
+            }),
+            Datatype::Qint8,
+        ) if b.is_constant(id) => Ok(vec![*scale; count]),
         (
             Some(Quant::PerChannel {
                 channel_dim: d,
@@ -25,7 +34,8 @@ fn filter_scales(b: &Builder<'_>, id: u32, channel_dim: i32, count: usize) -> Re
         ) if *d == channel_dim && b.is_constant(id) => quant::scales(b, id, scales, count, false),
         (q, d) => Err(Error::not_supported(format!(
             "filter {id} of {} with {} along dim {:?}: etch runs constant qcint8 filters with \
-             per-channel scales along dim {channel_dim}",
+             per-channel scales along dim {channel_dim}, and qint8 ones with one scale and a \
+             zero point of 0",
             d.name(),
             q.as_ref().map_or("no quantization parameters", Quant::name),
             q.as_ref().and_then(|q| match q {
@@ -42,9 +52,14 @@ fn bias_values(b: &Builder<'_>, bias: Option<u32>, count: usize) -> Result<Vec<i
         return Ok(vec![0; count]);
     };
     let v = b.value(id);
-    if !matches!(v.dtype, Datatype::Qcint32 | Datatype::Int32) || !b.is_constant(id) {
+    if !matches!(
+        v.dtype,
+        Datatype::Qcint32 | Datatype::Qint32 | Datatype::Int32
+    ) || !b.is_constant(id)
+    {
         return Err(Error::not_supported(format!(
-            "bias {id} of {}: etch runs constant qcint32 biases of statically quantized nodes",
+            "bias {id} of {}: etch runs constant qcint32 and qint32 biases of statically \
+             quantized nodes",
             v.dtype.name()
         )));
     }
@@ -230,11 +245,12 @@ fn fits(shape: &NhwcShape, pad: [usize; 2]) -> bool {
 }
 
 pub(super) fn convolution(b: &mut Builder<'_>, node: &Node, c: &ConvParams) -> Result<()> {
-    if c.kind == ConvKind::Transpose {
-        return Err(unsupported(node, "a transposed convolution"));
-    }
     let win = [c.kernel, c.stride, c.dilation];
-    let shape = window(b, node, [c.input, c.output], win, c.padding)?;
+    let shape = if c.kind == ConvKind::Transpose {
+        deconvolution_window(b, node, c)?
+    } else {
+        window(b, node, [c.input, c.output], win, c.padding)?
+    };
     let (ci, oc, [kh, kw]) = (shape.c, shape.co, shape.kernel);
     let g = Geometry {
         shape,
@@ -266,6 +282,9 @@ pub(super) fn convolution(b: &mut Builder<'_>, node: &Node, c: &ConvParams) -> R
     let scales = filter_scales(b, c.filter, if depthwise { 3 } else { 0 }, oc)?;
     let bias = bias_values(b, c.bias, oc)?;
     let w = b.constant_bytes(c.filter)?.to_vec();
+    if c.kind == ConvKind::Transpose {
+        return deconvolution_step(b, node, &g, [c.input, c.output], w, &bias, &scales);
+    }
     conv_step(
         b,
         node,
@@ -276,6 +295,85 @@ pub(super) fn convolution(b: &mut Builder<'_>, node: &Node, c: &ConvParams) -> R
         &scales,
         depthwise,
     )
+}
+
+/// The NHWC shape of a transposed convolution, checked as [`window`] does, against
+/// XNNPACK's output size: `stride · (size - 1) + adjustment + dilation · (kernel - 1) + 1 -
+/// padding`. (The shape's padding is the top and left padding, as for a convolution.)
+fn deconvolution_window(b: &Builder<'_>, node: &Node, c: &ConvParams) -> Result<NhwcShape> {
+    let [n, h, w, ci] = nhwc(b, c.input, "input")?;
+    let [on, oh, ow, co] = nhwc(b, c.output, "output")?;
+    let [top, right, bottom, left] = c.padding.map(|v| v as usize);
+    let shape = NhwcShape {
+        n,
+        h,
+        w,
+        c: ci,
+        oh,
+        ow,
+        co,
+        kernel: c.kernel.map(|v| v as usize),
+        stride: c.stride.map(|v| v.max(1) as usize),
+        pad: [top, left],
+        dil: c.dilation.map(|v| v.max(1) as usize),
+    };
+    let out = |axis: usize, size: usize, pad: usize| {
+        let (s, d, k) = (shape.stride[axis], shape.dil[axis], shape.kernel[axis]);
+        let span = d.checked_mul(k.checked_sub(1)?)?.checked_add(1)?;
+        s.checked_mul(size.checked_sub(1)?)?
+            .checked_add(c.adjustment[axis] as usize)?
+            .checked_add(span)?
+            .checked_sub(pad)
+    };
+    let fits = shape.valid()
+        && on == n
+        && out(0, h, top + bottom) == Some(oh)
+        && out(1, w, left + right) == Some(ow);
+    if !fits {
+        return Err(Error::invalid_program(format!(
+            "{}: input {:?} and output {:?} do not fit a transposed window of {:?}, stride \
+             {:?}, dilation {:?}, padding {:?} and adjustment {:?}",
+            node.name,
+            [n, h, w, ci],
+            [on, oh, ow, co],
+            c.kernel,
+            c.stride,
+            c.dilation,
+            c.padding,
+            c.adjustment
+        )));
+    }
+    Ok(shape)
+}
+
+/// Pushes a transposed convolution step ([`qs8::conv::transposed`]): filters `w` (`[oc,
+/// kh, kw, gic]` int8 bytes), biases, filter scales and the geometry.
+fn deconvolution_step(
+    b: &mut Builder<'_>,
+    node: &Node,
+    g: &Geometry,
+    [x, out]: [u32; 2],
+    w: Vec<u8>,
+    bias: &[i32],
+    w_scales: &[f32],
+) -> Result<()> {
+    let (qx, qo) = (per_tensor(b, x)?, per_tensor(b, out)?);
+    let scales = requant_scales(qx.0, w_scales, qo.0)?;
+    let r = qs8::output_range(qo.0, qo.1, node.clamp)?;
+    let n = g.shape.co;
+    let wt = b.owned(ScalarType::Char, &[w.len()], &w)?;
+    let bt = b.owned(ScalarType::Int, &[n], &i32_bytes(bias))?;
+    let st = b.owned(ScalarType::Float, &[n], &quant::le_bytes(&scales))?;
+    let s = &g.shape;
+    let tx = b.view(x, &[s.n * s.h * s.w * s.c], None)?;
+    let to = b.view(out, &[s.n * s.oh * s.ow * s.co], None)?;
+    let (geo, range) = (b.ints(&g.ints()), b.ints(&r.ints()));
+    b.kernel_fn(
+        "xnnpack::qs8_conv_transpose",
+        qs8::conv::transposed,
+        &[tx, wt, bt, st, geo, range, to],
+    );
+    Ok(())
 }
 
 pub(super) fn fully_connected(
