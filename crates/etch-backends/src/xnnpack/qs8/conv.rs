@@ -114,13 +114,13 @@ struct Conv<'a> {
 /// `conv(x, w, bias, scales, geometry, [zp, lo, hi], out)`: a dense or grouped
 /// convolution, filters `[oc, kh, kw, gic]`.
 pub fn conv(ctx: &mut KernelContext<'_>) -> Result<()> {
-    run(ctx, false)
+    run(ctx, Kind::Dense)
 }
 
 /// `depthwise(x, w, bias, scales, geometry, [zp, lo, hi], out)`: a depthwise convolution
 /// (`groups == c`, `gic == 1`, `oc` a multiple of `c`), filters `[kh, kw, oc]`.
 pub fn depthwise(ctx: &mut KernelContext<'_>) -> Result<()> {
-    run(ctx, true)
+    run(ctx, Kind::Depthwise)
 }
 
 /// `transposed(x, w, bias, scales, geometry, [zp, lo, hi], out)`: a transposed (grouped)
@@ -129,29 +129,18 @@ pub fn depthwise(ctx: &mut KernelContext<'_>) -> Result<()> {
 /// pad_left)` through tap `(ky, kx)`. The sums are exact, so their order does not matter,
 /// and the requantization is the convolutions'.
 pub fn transposed(ctx: &mut KernelContext<'_>) -> Result<()> {
-    let (x, w, bias, scales) = (
-        ctx.tensor(0)?,
-        ctx.tensor(1)?,
-        ctx.tensor(2)?,
-        ctx.tensor(3)?,
-    );
-    let g = Geometry::from_ints(ctx.int_list(4)?)?;
-    let out = Requant::from_ints(ctx.int_list(5)?)?;
-    let mut o = ctx.tensor(6)?;
-    let c = Conv {
-        g,
-        x: x.data::<i8>()?,
-        w: w.data::<i8>()?,
-        bias: bias.data::<i32>()?,
-        scales: scales.data::<f32>()?,
-        out,
-        folded: &[],
-        zps: &[],
-    };
-    c.run_transposed(o.data_mut::<i8>()?)
+    run(ctx, Kind::Transposed)
 }
 
-fn run(ctx: &mut KernelContext<'_>, depthwise: bool) -> Result<()> {
+/// Which convolution a kernel call runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dense,
+    Depthwise,
+    Transposed,
+}
+
+fn run(ctx: &mut KernelContext<'_>, kind: Kind) -> Result<()> {
     let (x, w, bias, scales) = (
         ctx.tensor(0)?,
         ctx.tensor(1)?,
@@ -182,7 +171,10 @@ fn run(ctx: &mut KernelContext<'_>, depthwise: bool) -> Result<()> {
             None => &[],
         },
     };
-    c.run(o.data_mut::<i8>()?, depthwise, true)
+    match kind {
+        Kind::Transposed => c.run_transposed(o.data_mut::<i8>()?),
+        _ => c.run(o.data_mut::<i8>()?, kind == Kind::Depthwise, true),
+    }
 }
 
 impl Conv<'_> {

@@ -87,7 +87,8 @@ fn requant_scales(x: f32, w: &[f32], out: f32) -> Result<Vec<f32>> {
     Ok(s)
 }
 
-/// Pushes a convolution step: filters `w` (i8 bytes in the kernel's layout), biases,
+/// Pushes a convolution step of `kind` (dense, depthwise or transposed: with
+/// [`qs8::conv::transposed`]): filters `w` (i8 bytes in the kernel's layout), biases,
 /// filter scales and the geometry.
 #[allow(clippy::too_many_arguments)]
 fn conv_step(
@@ -98,14 +99,14 @@ fn conv_step(
     w: Vec<u8>,
     bias: &[i32],
     w_scales: &[f32],
-    depthwise: bool,
+    kind: ConvKind,
 ) -> Result<()> {
     let (qx, qo) = (per_tensor(b, x)?, per_tensor(b, out)?);
     let scales = requant_scales(qx.0, w_scales, qo.0)?;
     let r = qs8::output_range(qo.0, qo.1, node.clamp)?;
     let n = g.shape.co;
     #[cfg(target_arch = "x86_64")]
-    if !depthwise && g.groups == 1 && g.gic > 0 && qs8::vnni::available() {
+    if kind == ConvKind::Conv && g.groups == 1 && g.gic > 0 && qs8::vnni::available() {
         return conv_vnni(b, g, [x, out], &w, bias, &scales, &r);
     }
     let wt = b.owned(ScalarType::Char, &[w.len()], &w)?;
@@ -115,7 +116,7 @@ fn conv_step(
     let tx = b.view(x, &[s.n * s.h * s.w * s.c], None)?;
     let to = b.view(out, &[s.n * s.oh * s.ow * s.co], None)?;
     let (geo, range) = (b.ints(&g.ints()), b.ints(&r.ints()));
-    if depthwise {
+    if kind == ConvKind::Depthwise {
         // The AVX-512 pixel's operands: biases with the input zero point folded in, and
         // the zero points its taps in the padding read.
         let taps = s.kernel[0] * s.kernel[1];
@@ -127,11 +128,11 @@ fn conv_step(
         b.kernel_fn("xnnpack::qs8_depthwise", qs8::conv::depthwise, &args);
         return Ok(());
     }
-    b.kernel_fn(
-        "xnnpack::qs8_conv",
-        qs8::conv::conv,
-        &[tx, wt, bt, st, geo, range, to],
-    );
+    let (name, f): (_, etch_core::KernelFn) = match kind {
+        ConvKind::Transpose => ("xnnpack::qs8_conv_transpose", qs8::conv::transposed),
+        _ => ("xnnpack::qs8_conv", qs8::conv::conv),
+    };
+    b.kernel_fn(name, f, &[tx, wt, bt, st, geo, range, to]);
     Ok(())
 }
 
@@ -282,19 +283,7 @@ pub(super) fn convolution(b: &mut Builder<'_>, node: &Node, c: &ConvParams) -> R
     let scales = filter_scales(b, c.filter, if depthwise { 3 } else { 0 }, oc)?;
     let bias = bias_values(b, c.bias, oc)?;
     let w = b.constant_bytes(c.filter)?.to_vec();
-    if c.kind == ConvKind::Transpose {
-        return deconvolution_step(b, node, &g, [c.input, c.output], w, &bias, &scales);
-    }
-    conv_step(
-        b,
-        node,
-        &g,
-        [c.input, c.output],
-        w,
-        &bias,
-        &scales,
-        depthwise,
-    )
+    conv_step(b, node, &g, [c.input, c.output], w, &bias, &scales, c.kind)
 }
 
 /// The NHWC shape of a transposed convolution, checked as [`window`] does, against
@@ -346,36 +335,6 @@ fn deconvolution_window(b: &Builder<'_>, node: &Node, c: &ConvParams) -> Result<
     Ok(shape)
 }
 
-/// Pushes a transposed convolution step ([`qs8::conv::transposed`]): filters `w` (`[oc,
-/// kh, kw, gic]` int8 bytes), biases, filter scales and the geometry.
-fn deconvolution_step(
-    b: &mut Builder<'_>,
-    node: &Node,
-    g: &Geometry,
-    [x, out]: [u32; 2],
-    w: Vec<u8>,
-    bias: &[i32],
-    w_scales: &[f32],
-) -> Result<()> {
-    let (qx, qo) = (per_tensor(b, x)?, per_tensor(b, out)?);
-    let scales = requant_scales(qx.0, w_scales, qo.0)?;
-    let r = qs8::output_range(qo.0, qo.1, node.clamp)?;
-    let n = g.shape.co;
-    let wt = b.owned(ScalarType::Char, &[w.len()], &w)?;
-    let bt = b.owned(ScalarType::Int, &[n], &i32_bytes(bias))?;
-    let st = b.owned(ScalarType::Float, &[n], &quant::le_bytes(&scales))?;
-    let s = &g.shape;
-    let tx = b.view(x, &[s.n * s.h * s.w * s.c], None)?;
-    let to = b.view(out, &[s.n * s.oh * s.ow * s.co], None)?;
-    let (geo, range) = (b.ints(&g.ints()), b.ints(&r.ints()));
-    b.kernel_fn(
-        "xnnpack::qs8_conv_transpose",
-        qs8::conv::transposed,
-        &[tx, wt, bt, st, geo, range, to],
-    );
-    Ok(())
-}
-
 pub(super) fn fully_connected(
     b: &mut Builder<'_>,
     node: &Node,
@@ -411,7 +370,16 @@ pub(super) fn fully_connected(
         gic: k,
         x_zp: per_tensor(b, input)?.1,
     };
-    conv_step(b, node, &g, [input, output], w, &bias, &scales, false)
+    conv_step(
+        b,
+        node,
+        &g,
+        [input, output],
+        w,
+        &bias,
+        &scales,
+        ConvKind::Conv,
+    )
 }
 
 pub(super) fn max_pool(b: &mut Builder<'_>, node: &Node, p: &PoolParams) -> Result<()> {
