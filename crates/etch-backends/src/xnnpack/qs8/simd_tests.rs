@@ -130,8 +130,11 @@ fn depthwise_vectors_give_the_scalar_bits() {
     if !super::dw512::available() {
         return;
     }
+    // (Up to 32 channels: four pixels a pass, the row's last ones one by one.)
     for (c, k, s, p, d) in [
         (8, 3, 1, 1, 1),
+        (32, 3, 1, 1, 1),
+        (20, 3, 2, 1, 2),
         (37, 3, 2, 1, 1),
         (80, 5, 1, 2, 1),
         (64, 3, 1, 2, 2),
