@@ -412,6 +412,9 @@ pub fn inplace_f32<O: BinOp>(
     swap: bool,
 ) -> Result<()> {
     let (n, c) = (o.len(), y.len());
+    if n == 0 {
+        return Ok(());
+    }
     let period = run.checked_mul(c).filter(|&p| p > 0);
     if period.is_none_or(|p| !n.is_multiple_of(p)) {
         return Err(Error::invalid_argument(format!(
@@ -1291,6 +1294,7 @@ mod rows_tests {
         crate::threads::set_num_threads(0);
         assert!(inplace_f32(Mul, &mut [0f32; 10], &[1.0; 3], 1, false).is_err());
         assert!(inplace_f32(Mul, &mut [0f32; 10], &[1.0; 2], 0, false).is_err());
+        assert!(inplace_f32(Mul, &mut [0f32; 0], &[1.0; 1], 0, false).is_ok());
     }
 
     /// Timing of the per-channel products of NCHW planes and of a dense sum (not a test: `cargo test
