@@ -310,3 +310,95 @@ fn block_sums(w: &[i8], scales: &[f32], k: usize, group: usize) -> Vec<f32> {
 pub(super) fn le_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::graph::{Datatype, Graph, Node, Op, Quant, UnaryOp, XValue};
+    use etch_kernels::util::Shape;
+
+    fn value(dtype: Datatype, dims: &[usize], quant: Option<Quant>) -> XValue {
+        XValue {
+            dtype,
+            dims: Shape::from_slice(dims).unwrap(),
+            constant: 0,
+            external_id: None,
+            flags: 0,
+            quant,
+        }
+    }
+
+    fn node(op: Op) -> Node {
+        Node {
+            name: "n",
+            op,
+            clamp: None,
+            debug_handle: 0,
+        }
+    }
+
+    /// Two converts of one value (as an attention's q and k projections have) become one,
+    /// and both fully-connected nodes read its output; a convert of another value, or with
+    /// other parameters, stays.
+    #[test]
+    fn converts_of_one_value_are_merged() {
+        let dynamic = |n| {
+            Some(Quant::PerTokenDynamic {
+                num_nonbatch_dims: n,
+            })
+        };
+        let convert = |input, output| Op::Unary {
+            op: UnaryOp::Convert,
+            input,
+            output,
+        };
+        let fc = |input, output| Op::FullyConnected {
+            input,
+            filter: 9,
+            bias: None,
+            output,
+            flags: 0,
+        };
+        let mut g = Graph {
+            values: vec![
+                value(Datatype::Fp32, &[4, 8], None),
+                value(Datatype::Qdint8, &[4, 8], dynamic(1)),
+                value(Datatype::Qdint8, &[4, 8], dynamic(1)),
+                value(Datatype::Qdint8, &[4, 8], dynamic(2)),
+                value(Datatype::Fp32, &[4, 8], None),
+                value(Datatype::Fp32, &[4, 8], None),
+                value(Datatype::Fp32, &[4, 8], None),
+                value(Datatype::Fp32, &[4, 8], None),
+                value(Datatype::Fp32, &[4, 8], None),
+                value(Datatype::Qcint8, &[8, 8], None),
+            ],
+            nodes: vec![
+                node(convert(0, 1)),
+                node(fc(1, 4)),
+                node(convert(0, 2)),
+                node(fc(2, 5)),
+                node(convert(0, 3)),
+                node(fc(3, 6)),
+            ],
+            input_ids: vec![],
+            output_ids: vec![],
+            constants: vec![],
+            num_externs: 0,
+        };
+        super::dedupe_converts(&mut g);
+        let ops: Vec<(Vec<usize>, Vec<usize>)> = g
+            .nodes
+            .iter()
+            .map(|n| (n.op.inputs().to_vec(), n.op.outputs().to_vec()))
+            .collect();
+        assert_eq!(
+            ops,
+            vec![
+                (vec![0], vec![1]),
+                (vec![1, 9], vec![4]),
+                (vec![1, 9], vec![5]),
+                (vec![0], vec![3]),
+                (vec![3, 9], vec![6]),
+            ]
+        );
+    }
+}
