@@ -234,31 +234,30 @@ impl Fc<'_> {
             // the offset gives the same bits as subtracting it after.
             let mut acc: [[__m512i; P]; R] =
                 std::array::from_fn(|r| [_mm512_set1_epi32(sums[r * blocks + b]); P]);
+            // One step of 4 input channels `q` of every row, times the panels' weights `wv`.
+            let mut step = |q: usize, wv: &[__m512i; P]| {
+                for (acc, a) in acc.iter_mut().zip(&a) {
+                    // SAFETY: `4 * q + 4 <= k`, the length of each row of `a`.
+                    let av = unsafe { (a.as_ptr().add(4 * q) as *const i32).read_unaligned() };
+                    let av = _mm512_set1_epi32(av);
+                    for j in 0..P {
+                        acc[j] = _mm512_dpbusd_epi32(acc[j], wv[j], av);
+                    }
+                }
+            };
             if NIB {
-                // Two steps of 4 input channels a load: the low nibbles, then the high.
+                // Two steps a load: the low nibbles, then the high.
                 let low = _mm512_set1_epi8(0x0f);
                 for s in b * bl / 8..(b + 1) * bl / 8 {
                     // SAFETY: `s * 64 + 64 <= PANEL * k / 2`, the length of each `w[j]`.
                     let packed: [__m512i; P] = std::array::from_fn(|j| unsafe {
                         _mm512_loadu_si512(w[j].as_ptr().add(s * 64).cast())
                     });
-                    let halves = [
-                        packed.map(|v| _mm512_and_si512(v, low)),
-                        packed.map(|v| _mm512_and_si512(_mm512_srli_epi16::<4>(v), low)),
-                    ];
-                    for (h, wv) in halves.iter().enumerate() {
-                        let q = 2 * s + h;
-                        for r in 0..R {
-                            // SAFETY: `4 * q + 4 <= k`, the length of `a[r]`.
-                            let av = unsafe {
-                                (a[r].as_ptr().add(4 * q) as *const i32).read_unaligned()
-                            };
-                            let av = _mm512_set1_epi32(av);
-                            for j in 0..P {
-                                acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], wv[j], av);
-                            }
-                        }
-                    }
+                    step(2 * s, &packed.map(|v| _mm512_and_si512(v, low)));
+                    step(
+                        2 * s + 1,
+                        &packed.map(|v| _mm512_and_si512(_mm512_srli_epi16::<4>(v), low)),
+                    );
                 }
             } else {
                 for q in b * bl / 4..(b + 1) * bl / 4 {
@@ -266,15 +265,7 @@ impl Fc<'_> {
                     let wv: [__m512i; P] = std::array::from_fn(|j| unsafe {
                         _mm512_loadu_si512(w[j].as_ptr().add(q * 64).cast())
                     });
-                    for r in 0..R {
-                        // SAFETY: `4 * q + 4 <= k`, the length of `a[r]`.
-                        let av =
-                            unsafe { (a[r].as_ptr().add(4 * q) as *const i32).read_unaligned() };
-                        let av = _mm512_set1_epi32(av);
-                        for j in 0..P {
-                            acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], wv[j], av);
-                        }
-                    }
+                    step(q, &wv);
                 }
             }
             // The block's scales of this tile's columns (per channel: the only block).

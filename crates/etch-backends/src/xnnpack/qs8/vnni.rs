@@ -422,7 +422,9 @@ unsafe fn gather_rows(
                 if inside && s.dil[1] == 1 {
                     for i in 0..s.kernel[0] {
                         // SAFETY: the CPU has the features.
-                        unsafe { copy(&mut row[i * kw * c..], &x[start(i)..], kw * c) };
+                        unsafe {
+                            flip_copy(&mut row[i * kw * c..][..kw * c], &x[start(i)..][..kw * c])
+                        };
                     }
                 } else {
                     let taps = s.pixel_taps(b, oy, ox);
@@ -431,7 +433,7 @@ unsafe fn gather_rows(
                         for j in taps.rj.clone() {
                             let (at, to) = (taps.at(i, j), (i * kw + j) * c);
                             // SAFETY: as above.
-                            unsafe { copy(&mut row[to..], &x[at..], c) };
+                            unsafe { flip_copy(&mut row[to..to + c], &x[at..at + c]) };
                         }
                     }
                 }
@@ -447,19 +449,8 @@ unsafe fn gather_rows(
     }
 }
 
-/// Copies the first `n` bytes of `src` to `dst` with their sign bits flipped.
-///
-/// # Safety
-/// The CPU has AVX-512F and BW.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn copy(dst: &mut [i8], src: &[i8], n: usize) {
-    // SAFETY: the caller's.
-    unsafe { flip_copy(&mut dst[..n], &src[..n]) };
-}
-
-/// `dst = src ^ 0x80` byte by byte (`src` as unsigned bytes offset by 128): 64 bytes a
-/// step, the tail as one masked load and store.
+/// `dst = src ^ 0x80` byte by byte (`src` as unsigned bytes offset by 128; the shorter
+/// length of the two): 64 bytes a step, the tail as one masked load and store.
 ///
 /// # Safety
 /// The CPU has AVX-512F and BW.
