@@ -35,6 +35,8 @@ fn every_xnnpack_fixture_is_tested() {
         "mobilenet_v2_025_qs8",
         "static_qs8_conv_transpose",
         "static_qs8_per_tensor",
+        "resnet_block",
+        "resnet_block_portable",
     ];
     for n in &names {
         assert!(tested.contains(&n.as_str()), "fixture {n} has no test");
@@ -144,6 +146,21 @@ fn static_qs8_conv_transpose() {
 #[test]
 fn static_qs8_per_tensor() {
     run_fixture("static_qs8_per_tensor");
+}
+
+/// A resnet basic block and an unpadded 3×3 convolution on odd plane sizes: with AVX-512
+/// the 3×3 stride-1 convolutions run by Winograd's F(2×2, 3×3) (`conv::winograd`), whose
+/// sums round differently from XNNPACK's direct ones; the manifest's 1e-5 holds.
+#[test]
+fn resnet_block() {
+    run_fixture("resnet_block");
+}
+
+/// The block as a portable program (each channel's mean out): etch lays its feature maps
+/// out channels-last and runs the same Winograd convolutions, with batch norm folded in.
+#[test]
+fn resnet_block_portable() {
+    run_fixture("resnet_block_portable");
 }
 
 /// Mutates the XNNPACK payload inside a program (header, graph flatbuffer) thousands of

@@ -345,6 +345,43 @@ STATIC_QS8 = {"static_qs8_cnn", "mobilenet_v2_025_qs8", "static_qs8_conv_transpo
 QUANTIZED |= STATIC_QS8
 
 
+class ResNetBlock(nn.Module):
+    """A resnet basic block on odd plane sizes (partial 2x2 output tiles at the bottom and
+    right), then an unpadded 3x3 convolution: the 3x3 stride-1 convolutions etch runs by
+    Winograd's F(2x2, 3x3) with AVX-512 (channel counts multiples of 16), the direct
+    products elsewhere."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(32, 48, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(48)
+        self.c2 = nn.Conv2d(48, 48, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(48)
+        self.short = nn.Conv2d(32, 48, 1)
+        self.c3 = nn.Conv2d(48, 32, 3)
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.c1(x)))
+        y = F.relu(self.bn2(self.c2(y)) + self.short(x))
+        return F.relu(self.c3(y))
+
+
+class ResNetBlockPooled(ResNetBlock):
+    """ResNetBlock, then the mean of each channel: as a portable program its feature maps
+    are intermediates, which etch lays out channels-last (a method output pins its layout
+    channels-first, and a convolution ties its input's layout to its output's)."""
+
+    def forward(self, x):
+        return super().forward(x).mean((2, 3))
+
+
+MODELS["resnet_block"] = (ResNetBlock, lambda: (torch.randn(1, 32, 11, 13),))
+# As a portable program (`to_edge`, no partitioner; ExecuTorch's portable kernels give the
+# expected outputs), on etch's NHWC kernels.
+MODELS["resnet_block_portable"] = (ResNetBlockPooled, MODELS["resnet_block"][1])
+PORTABLE = {"resnet_block_portable"}
+
+
 # Also exported in half precision (model and inputs `.half()`), as `<name>_fp16`.
 FP16 = ["tiny_cnn_fp16", "tiny_transformer_fp16"]
 
@@ -352,12 +389,13 @@ FP16 = ["tiny_cnn_fp16", "tiny_transformer_fp16"]
 # --------------------------------------------------------------------------- export
 
 
-def export_xnnpack(model: nn.Module, inputs):
+def export_xnnpack(model: nn.Module, inputs, partition: bool = True):
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
     ep = torch.export.export(model, inputs)
-    return to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+    partitioner = [XnnpackPartitioner()] if partition else []
+    return to_edge_transform_and_lower(ep, partitioner=partitioner).to_executorch()
 
 
 def run_executorch(buffer: bytes, inputs):
@@ -379,7 +417,7 @@ def export_fixture(name: str) -> dict:
     if half:
         model = model.half()
         inputs = tuple(x.half() for x in inputs)
-    prog = export_xnnpack(model, inputs)
+    prog = export_xnnpack(model, inputs, partition=name not in PORTABLE)
     outs = run_executorch(prog.buffer, inputs)
     with torch.no_grad():
         eager = model(*inputs)

@@ -20,6 +20,8 @@ mod dw_small;
 mod fused;
 #[path = "conv/nhwc.rs"]
 pub mod nhwc;
+#[path = "conv/winograd.rs"]
+pub mod winograd;
 use crate::gemm::{Axis, Plan, Strides};
 use crate::gemm512;
 use crate::linalg::{GemmDims, MatRef, gemm_batched};

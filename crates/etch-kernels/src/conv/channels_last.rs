@@ -10,6 +10,7 @@
 
 use super::Conv;
 use super::nhwc::{self, NhwcShape};
+use super::winograd;
 use crate::gemm512;
 use etch_core::{Error, LayoutRule, Result, TensorRef};
 
@@ -20,6 +21,8 @@ pub(super) enum NhwcWeights {
     Dense(Vec<f32>),
     /// Depthwise: `[kh · kw, c]` and a bias.
     Depthwise { w: Vec<f32>, bias: Option<Vec<f32>> },
+    /// One group, 3×3 stride 1 ([`winograd::applies`]): packed by [`winograd::pack`].
+    Winograd(Vec<f32>),
 }
 
 impl NhwcWeights {
@@ -47,12 +50,13 @@ impl NhwcWeights {
             return Some(NhwcWeights::Depthwise { w, bias });
         }
         let cin = c.cin_g;
-        let packed = gemm512::pack_fc(
-            c.cout_g,
-            taps * cin,
-            |co, r| row(co, r % cin * taps + r / cin),
-            bias,
-        )?;
+        // Term `r` in XNNPACK's order `(i, j, ci)`.
+        let term = |co, r| row(co, r % cin * taps + r / cin);
+        if winograd::applies(&shape(c)) {
+            let packed = winograd::pack(c.cout_g, cin, term, bias)?;
+            return Some(NhwcWeights::Winograd(packed));
+        }
+        let packed = gemm512::pack_fc(c.cout_g, taps * cin, term, bias)?;
         Some(NhwcWeights::Dense(packed))
     }
 }
@@ -81,7 +85,7 @@ pub(super) fn rule(c: &Conv) -> Option<LayoutRule> {
     }
     let macs = (c.xv.n * c.g * c.cout_g * c.oh * c.ow * c.cin_g * c.kh * c.kw) as i64;
     let gains = if gemm512::avx512() {
-        match depthwise(c) || gemm512::amd_avx512() {
+        match depthwise(c) || gemm512::amd_avx512() || winograd::applies(&shape(c)) {
             true => macs,
             false => 0,
         }
@@ -151,6 +155,7 @@ pub(super) fn run(
     };
     let done = match w {
         NhwcWeights::Dense(packed) => nhwc::conv_f32(&s, xs, packed, out, lo, hi),
+        NhwcWeights::Winograd(packed) => winograd::conv_f32(&s, xs, packed, out, lo, hi),
         NhwcWeights::Depthwise { w, bias } => {
             nhwc::depthwise_f32(&s, xs, w, bias.as_deref(), out, lo, hi)
         }

@@ -1170,4 +1170,4 @@ mod x86_avx2;
 
 #[cfg(test)]
 #[path = "nhwc_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -7,7 +7,8 @@ pub(super) static SCALAR: AtomicBool = AtomicBool::new(false);
 /// Serialises the tests here (they set the thread count and `SCALAR`).
 static LOCK: Mutex<()> = Mutex::new(());
 
-struct Rng(u64);
+/// Uniform values in `[-1, 1)` (xorshift).
+pub(in crate::conv) struct Rng(pub(in crate::conv) u64);
 impl Rng {
     fn val(&mut self) -> f32 {
         self.0 ^= self.0 << 13;
@@ -15,7 +16,7 @@ impl Rng {
         self.0 ^= self.0 << 17;
         ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
     }
-    fn vec(&mut self, n: usize) -> Vec<f32> {
+    pub(in crate::conv) fn vec(&mut self, n: usize) -> Vec<f32> {
         (0..n).map(|_| self.val()).collect()
     }
 }

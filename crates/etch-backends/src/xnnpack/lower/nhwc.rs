@@ -7,8 +7,9 @@
 use super::super::graph::{ConvKind, ConvParams, Node, PoolParams};
 use super::super::plan::Builder;
 use super::{constant_as, constant_f32};
-use etch_core::{Error, KernelContext, Result, ScalarType};
+use etch_core::{Error, KernelContext, KernelFn, Result, ScalarType};
 use etch_kernels::conv::nhwc::{self, NhwcShape};
+use etch_kernels::conv::winograd;
 use etch_kernels::gemm512;
 
 /// Whether node operands `ids` are fp32 values in XNNPACK's NHWC layout (4-d, not laid out
@@ -85,17 +86,30 @@ pub fn convolution(
         let bias = c.bias.map(|id| constant_f32(b, id)).transpose()?;
         // XNNPACK's filter `[co, kh, kw, c]`: row `j` is output channel `j`'s terms in the
         // im2col order `(i, j, ci)`.
-        let packed =
-            gemm512::pack_fc(go, kk, |j, r| w[j * kk + r], bias.as_deref()).ok_or_else(|| {
-                Error::invalid_program(format!("{}: filter size overflows", node.name))
-            })?;
+        let row = |j: usize, r: usize| w[j * kk + r];
+        let geom = [c.kernel[0], c.kernel[1], c.stride[0], c.stride[1]].map(i64::from);
+        let q = [geom[0], geom[1], geom[2], geom[3], pad[0], pad[1]];
+        let q = [&q[..], &c.dilation.map(i64::from)[..]].concat();
+        let (xd, od) = (&b.value(c.input).dims, &b.value(c.output).dims);
+        let s = shape("xnnpack::f32_conv2d_nhwc", xd, od, &q)?;
+        let (name, run, packed): (_, KernelFn, _) = match winograd::applies(&s) {
+            true => (
+                "xnnpack::f32_conv2d_nhwc_winograd",
+                run_winograd,
+                winograd::pack(go, s.c, row, bias.as_deref()),
+            ),
+            false => (
+                "xnnpack::f32_conv2d_nhwc",
+                run_conv,
+                gemm512::pack_fc(go, kk, row, bias.as_deref()),
+            ),
+        };
+        let packed = packed.ok_or_else(|| {
+            Error::invalid_program(format!("{}: filter size overflows", node.name))
+        })?;
         let bytes: Vec<u8> = packed.iter().flat_map(|v| v.to_le_bytes()).collect();
         let p = b.owned(ScalarType::Float, &[packed.len()], &bytes)?;
-        b.kernel_fn(
-            "xnnpack::f32_conv2d_nhwc",
-            run_conv,
-            &[x, p, o, params, lo, hi],
-        );
+        b.kernel_fn(name, run, &[x, p, o, params, lo, hi]);
     }
     Ok(true)
 }
@@ -215,6 +229,16 @@ fn run_conv(ctx: &mut KernelContext<'_>) -> Result<()> {
     let s = shape(OP, x.sizes(), o.sizes(), ctx.int_list(3)?)?;
     let (lo, hi) = (ctx.double(4)? as f32, ctx.double(5)? as f32);
     nhwc::conv_f32(&s, x.data()?, p.data()?, o.data_mut()?, lo, hi)
+        .map_err(|e| Error::internal(format!("{OP}: {e}")))
+}
+
+/// Args `[x, filter packed by winograd::pack, out, params, lo, hi]`.
+fn run_winograd(ctx: &mut KernelContext<'_>) -> Result<()> {
+    const OP: &str = "xnnpack::f32_conv2d_nhwc_winograd";
+    let (x, p, mut o) = (ctx.tensor(0)?, ctx.tensor(1)?, ctx.tensor(2)?);
+    let s = shape(OP, x.sizes(), o.sizes(), ctx.int_list(3)?)?;
+    let (lo, hi) = (ctx.double(4)? as f32, ctx.double(5)? as f32);
+    winograd::conv_f32(&s, x.data()?, p.data()?, o.data_mut()?, lo, hi)
         .map_err(|e| Error::internal(format!("{OP}: {e}")))
 }
 
