@@ -80,19 +80,30 @@ pub fn pack(
         return None;
     }
     let mut u = vec![0f32; XI * co * c];
+    // Output channel `j`'s taps (9 rows of `c`), then `G g` (4 × 3 rows), in `f64`.
+    let (mut g, mut gg) = (vec![0f64; 9 * c], vec![0f64; 12 * c]);
     for j in 0..co {
-        for ci in 0..c {
-            let g = |i: usize, l: usize| w(j, (i * 3 + l) * c + ci) as f64;
-            for a in 0..4 {
-                for b in 0..4 {
-                    let mut acc = 0f64;
-                    for i in 0..3 {
-                        for l in 0..3 {
-                            acc += G[a][i] * g(i, l) * G[b][l];
-                        }
-                    }
-                    u[((a * 4 + b) * co + j) * c + ci] = acc as f32;
+        for (r, v) in g.iter_mut().enumerate() {
+            *v = w(j, r) as f64;
+        }
+        for (al, row) in gg.chunks_exact_mut(c).enumerate() {
+            let (a, l) = (al / 3, al % 3);
+            row.fill(0.0);
+            for i in 0..3 {
+                for (o, &x) in row.iter_mut().zip(&g[(i * 3 + l) * c..][..c]) {
+                    *o += G[a][i] * x;
                 }
+            }
+        }
+        // (G g) Gᵀ.
+        for xi in 0..XI {
+            let (a, b) = (xi / 4, xi % 4);
+            let dst = &mut u[(xi * co + j) * c..][..c];
+            let rows = &gg[a * 3 * c..][..3 * c];
+            let (r0, r12) = rows.split_at(c);
+            let (r1, r2) = r12.split_at(c);
+            for (((o, &x0), &x1), &x2) in dst.iter_mut().zip(r0).zip(r1).zip(r2) {
+                *o = (x0 * G[b][0] + x1 * G[b][1] + x2 * G[b][2]) as f32;
             }
         }
     }
