@@ -135,6 +135,62 @@ Hardswish, |x| {
 /// `1 / 6` rounded to `f32` (XNNPACK's `0x1.555556p-3`).
 pub const SIXTH: f32 = 1.0 / 6.0;
 
+/// The constants of XNNPACK's `f32` sine and cosine (`rational_5_4_div`): the argument
+/// reduced by multiples of 2π (in two parts) to `[-π, π]`, folded into `[-π/2, π/2]`, then
+/// `x · (1 + a3·x² + a5·x⁴) / (1 + b2·x² + b4·x⁴)`.
+pub mod xnn_trig {
+    /// 1 / (2π).
+    pub const INV_2PI: f32 = 0.159_154_94;
+    /// 2π's first 11 bits.
+    pub const TWO_PI_HI: f32 = 6.281_25;
+    /// The rest of 2π.
+    pub const TWO_PI_LO: f32 = 1.935_307_2e-3;
+    /// π.
+    pub const PI: f32 = std::f32::consts::PI;
+    /// π / 2.
+    pub const PI_HALF: f32 = std::f32::consts::FRAC_PI_2;
+    /// The numerator's coefficients.
+    pub const A3: f32 = -1.331_466_4e-1;
+    /// The numerator's coefficients.
+    pub const A5: f32 = 3.234_058_2e-3;
+    /// The denominator's coefficients.
+    pub const B2: f32 = 3.351_991_3e-2;
+    /// The denominator's coefficients.
+    pub const B4: f32 = 4.877_077_6e-4;
+}
+
+/// XNNPACK's sine (`cos = false`) or cosine of `x`, in `F`'s arithmetic: for `f32` the bits
+/// of its AVX-512F and FMA3 kernels (one rounding a fused multiply-add, correctly rounded
+/// division).
+#[inline(always)]
+fn xnn_trig<F: Float>(x: F, cos: bool) -> F {
+    use xnn_trig as c;
+    let f = |v: f32| k::<F>(v as f64);
+    // `minps` / `maxps`: the second operand unless the first is less (greater).
+    let min = |a: F, b: F| if a < b { a } else { b };
+    let max = |a: F, b: F| if a > b { a } else { b };
+    let q = (x * f(c::INV_2PI)).round_even();
+    let v = q.mul_add(f(-c::TWO_PI_HI), x);
+    let mut v = q.mul_add(f(-c::TWO_PI_LO), v);
+    if cos {
+        v = f(c::PI_HALF).sub(v);
+    }
+    let v = min(v, f(c::PI).sub(v));
+    let v = max(v, f(-c::PI).sub(v));
+    let v = min(v, f(c::PI).sub(v));
+    let v2 = v * v;
+    let p = v * v2.mul_add(v2.mul_add(f(c::A5), f(c::A3)), F::ONE);
+    let d = v2.mul_add(v2.mul_add(f(c::B4), f(c::B2)), F::ONE);
+    p.div(d)
+}
+
+float_op!(
+    /// XNNPACK's `XNNSin` (a rational approximation, within 4e-7 of `sin` on `[-100, 100]`).
+    XnnSin, |x| xnn_trig(x, false), f32_row = crate::vmath::xnn_sin);
+float_op!(
+    /// XNNPACK's `XNNCos`.
+    XnnCos, |x| xnn_trig(x, true), f32_row = crate::vmath::xnn_cos);
+
 float_op!(
     /// `tan`.
     Tan, |x| x.tan());

@@ -42,6 +42,18 @@ pub fn hardswish(x: &[f32], out: &mut [f32]) -> bool {
     map(x, out, Kind::Hardswish)
 }
 
+/// `out[i] = sin x[i]` as XNNPACK computes its `XNNSin` nodes (what `unary::XnnSin`
+/// computes, bit for bit); `false` if the CPU has no vector variant.
+pub fn xnn_sin(x: &[f32], out: &mut [f32]) -> bool {
+    map(x, out, Kind::Sin)
+}
+
+/// `out[i] = cos x[i]` as XNNPACK computes its `XNNCos` nodes (`unary::XnnCos`); `false`
+/// if the CPU has no vector variant.
+pub fn xnn_cos(x: &[f32], out: &mut [f32]) -> bool {
+    map(x, out, Kind::Cos)
+}
+
 /// Whether this CPU has a vector variant (AVX-512F, or AVX2 and FMA), i.e. whether the
 /// functions below do the work rather than return `false`.
 pub fn available() -> bool {
@@ -75,6 +87,8 @@ enum Kind {
     Silu,
     ExpNegAbs,
     Hardswish,
+    Sin,
+    Cos,
 }
 
 fn map(x: &[f32], out: &mut [f32], kind: Kind) -> bool {
@@ -169,6 +183,8 @@ mod x86 {
         unsafe fn if_gt(self, v: Self, a: Self, b: Self) -> Self;
         /// `a` where the sign bit of `self` is clear, `b` where it is set.
         unsafe fn if_sign_clear(self, a: Self, b: Self) -> Self;
+        /// Rounded to the nearest integer, ties to even.
+        unsafe fn round(self) -> Self;
     }
 
     /// Lane methods that are one intrinsic on `self` and the other operands.
@@ -246,6 +262,12 @@ mod x86 {
                 _mm512_mask_blend_ps(neg, a, b)
             }
         }
+        #[inline(always)]
+        unsafe fn round(self) -> Self {
+            unsafe {
+                _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self)
+            }
+        }
     }
 
     impl Lanes for __m256 {
@@ -309,6 +331,10 @@ mod x86 {
             // `blendvps` selects by the sign bit of its mask operand.
             unsafe { _mm256_blendv_ps(a, b, self) }
         }
+        #[inline(always)]
+        unsafe fn round(self) -> Self {
+            unsafe { _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self) }
+        }
     }
 
     /// Four vectors as one: every operation applied to each in turn, so that the four
@@ -363,7 +389,7 @@ mod x86 {
         }
         quad_ops! {
             add(b); sub(b); mul(b); div(b); fma(b, c); max(b); min(b); or(b); shl23();
-            if_gt(v, a, b); if_sign_clear(a, b);
+            if_gt(v, a, b); if_sign_clear(a, b); round();
         }
     }
 
@@ -468,6 +494,26 @@ mod x86 {
                     let sixth = V::splat(crate::unary::SIXTH);
                     let a = x.fma(sixth, V::splat(0.5)).max(zero).min(one);
                     a.mul(x)
+                }
+                Kind::Sin | Kind::Cos => {
+                    // XNNPACK's `rational_5_4_div` kernels, operation for operation (see
+                    // `crate::unary::XnnSin`).
+                    use crate::unary::xnn_trig as c;
+                    let q = x.mul(V::splat(c::INV_2PI)).round();
+                    let v = q.fma(V::splat(-c::TWO_PI_HI), x);
+                    let mut v = q.fma(V::splat(-c::TWO_PI_LO), v);
+                    if matches!(kind, Kind::Cos) {
+                        v = V::splat(c::PI_HALF).sub(v);
+                    }
+                    let pi = V::splat(c::PI);
+                    let v = v.min(pi.sub(v));
+                    let v = v.max(V::splat(-c::PI).sub(v));
+                    let v = v.min(pi.sub(v));
+                    let v2 = v.mul(v);
+                    let p = v2.fma(V::splat(c::A5), V::splat(c::A3));
+                    let p = v.mul(v2.fma(p, one));
+                    let q = v2.fma(V::splat(c::B4), V::splat(c::B2));
+                    p.div(v2.fma(q, one))
                 }
             }
         }
@@ -659,6 +705,8 @@ mod tests {
                     Kind::Silu => "silu",
                     Kind::ExpNegAbs => "exp(-|x|)",
                     Kind::Hardswish => "hardswish",
+                    Kind::Sin => "sin",
+                    Kind::Cos => "cos",
                 };
                 eprintln!("{name} {label}: max {e:.3} ulp at x = {x:e}");
                 assert!(e <= bound, "{name} {label}: {e} ulp at {x:e}");
@@ -716,6 +764,45 @@ mod tests {
                 for (&x, &y) in chunk.iter().zip(&y) {
                     let want = Hardswish.apply(x);
                     assert_eq!(want.to_bits(), y.to_bits(), "x = {x:e}: {y:e} vs {want:e}");
+                }
+            }
+        }
+    }
+
+    /// `xnn_sin` and `xnn_cos` equal the scalar formulas (`crate::unary::XnnSin`,
+    /// `XnnCos`, XNNPACK's operations in its order) bit for bit on every variant, over
+    /// every 97th f32 and the edges; and they are within 4e-7 of `sin` and `cos` over
+    /// `[-100, 100]` (RoPE's angles: positions times inverse frequencies).
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn xnn_sin_cos_are_the_formulas() {
+        use crate::unary::{FloatOp, XnnCos, XnnSin};
+        let pi = std::f32::consts::PI;
+        let mut x = every_97th(&[pi, -pi, pi / 2.0, -pi / 2.0, 2.0 * pi, 1e30, -1e-30]);
+        x.extend((-1_000_000..=1_000_000).map(|i| i as f32 * 1e-4));
+        for chunk in x.chunks(1 << 20) {
+            for (_, f) in variants() {
+                for (kind, op) in [(Kind::Sin, false), (Kind::Cos, true)] {
+                    let mut y = vec![0.0; chunk.len()];
+                    // SAFETY: `variants` lists only what this CPU has.
+                    unsafe { f(chunk, &mut y, kind) };
+                    let mut worst = 0f64;
+                    for (&x, &y) in chunk.iter().zip(&y) {
+                        let want = if op { XnnCos.apply(x) } else { XnnSin.apply(x) };
+                        assert!(
+                            want.to_bits() == y.to_bits() || want.is_nan() && y.is_nan(),
+                            "x = {x:e}: {y:e} vs {want:e}"
+                        );
+                        if x.abs() <= 100.0 {
+                            let exact = if op {
+                                (x as f64).cos()
+                            } else {
+                                (x as f64).sin()
+                            };
+                            worst = worst.max((y as f64 - exact).abs());
+                        }
+                    }
+                    assert!(worst <= 4e-7, "cos = {op}: error {worst:e}");
                 }
             }
         }
@@ -871,6 +958,8 @@ mod tests {
             ("silu", Kind::Silu),
             ("exp(-|x|)", Kind::ExpNegAbs),
             ("hardswish", Kind::Hardswish),
+            ("sin (libm)", Kind::Sin),
+            ("cos (libm)", Kind::Cos),
         ] {
             for n in [4096, 65536, 1 << 22] {
                 let scalar = rate(n, &|x, y| {
@@ -884,6 +973,8 @@ mod tests {
                                 use crate::unary::{FloatOp, Hardswish};
                                 Hardswish.apply(x)
                             }
+                            Kind::Sin => x.sin(),
+                            Kind::Cos => x.cos(),
                         };
                     }
                 });

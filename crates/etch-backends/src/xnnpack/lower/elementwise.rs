@@ -9,7 +9,7 @@ use etch_kernels::binary::{
     Add, BinOp, Clamped, Div, Mul, PRelu, Sub, inplace_f32, planes_by_vector_f32,
     rows_by_vector_f32, tensor_tensor,
 };
-use etch_kernels::unary::{Hardswish, SigmoidMul, unary_float};
+use etch_kernels::unary::{Hardswish, SigmoidMul, XnnCos, XnnSin, unary_float};
 
 /// Checks that `out`'s shape is the numpy broadcast of `x`'s and `y`'s.
 fn check_broadcast(b: &Builder<'_>, [x, y, out]: [u32; 3]) -> Result<()> {
@@ -360,6 +360,16 @@ fn hardswish_out(ctx: &mut KernelContext<'_>) -> Result<()> {
     unary_float(ctx, "XNNHardswish", Hardswish, 1)
 }
 
+/// XNNPACK's sine and cosine (a rational approximation after the argument's reduction),
+/// its bits.
+fn sin_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    unary_float(ctx, "XNNSin", XnnSin, 1)
+}
+
+fn cos_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    unary_float(ctx, "XNNCos", XnnCos, 1)
+}
+
 /// Kernels of the form `op(self, out)`.
 fn simple_unary(op: UnaryOp) -> Option<&'static str> {
     Some(match op {
@@ -373,8 +383,6 @@ fn simple_unary(op: UnaryOp) -> Option<&'static str> {
         UnaryOp::Log => "aten::log.out",
         UnaryOp::Tanh => "aten::tanh.out",
         UnaryOp::Exp => "aten::exp.out",
-        UnaryOp::Sin => "aten::sin.out",
-        UnaryOp::Cos => "aten::cos.out",
         _ => return None,
     })
 }
@@ -407,6 +415,8 @@ pub fn unary(b: &mut Builder<'_>, node: &Node, op: UnaryOp, input: u32, output: 
             return Ok(());
         }
         UnaryOp::Hardswish => b.kernel_fn("XNNHardswish", hardswish_out, &[x, o]),
+        UnaryOp::Sin => b.kernel_fn("XNNSin", sin_out, &[x, o]),
+        UnaryOp::Cos => b.kernel_fn("XNNCos", cos_out, &[x, o]),
         UnaryOp::Gelu => {
             let approx = b.string("none");
             b.kernel("aten::gelu.out", &[x, approx, o])?;
