@@ -99,19 +99,22 @@ enum Isa {
 fn isa() -> Isa {
     static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
     *ISA.get_or_init(|| {
-        let enabled = std::env::var("ETCH_F32_GEMM512").map_or(true, |v| v != "0");
+        let var = std::env::var("ETCH_F32_GEMM512");
+        let enabled = var.as_deref() != Ok("0");
+        // `ETCH_F32_GEMM512=avx2`: the AVX2 kernels on an AVX-512 CPU too (for tests).
+        let avx512_ok = var.as_deref() != Ok("avx2");
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected as has;
             match enabled {
-                true if has!("avx512f") => Isa::Avx512,
+                true if avx512_ok && has!("avx512f") => Isa::Avx512,
                 true if has!("avx2") && has!("fma") => Isa::Avx2,
                 _ => Isa::None,
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let _ = enabled;
+            let _ = (enabled, avx512_ok);
             Isa::None
         }
     })

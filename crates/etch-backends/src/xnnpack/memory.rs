@@ -416,10 +416,50 @@ fn nhwc_pays(g: &Graph) -> bool {
         }
     }
     // Graphs without depthwise convolutions (resnets) too on AMD's AVX-512 cores
-    // ([`etch_kernels::gemm512::amd_avx512`]).
-    (depthwise || etch_kernels::gemm512::amd_avx512())
+    // ([`etch_kernels::gemm512::amd_avx512`]), and wherever most of the multiply-adds are
+    // in Winograd convolutions ([`winograd_pays`]).
+    let isa_pays = (depthwise || etch_kernels::gemm512::amd_avx512())
         && (etch_kernels::gemm512::avx512()
-            || etch_kernels::conv::nhwc::available() && avx2_nhwc_pays(g))
+            || etch_kernels::conv::nhwc::available() && avx2_nhwc_pays(g));
+    isa_pays || etch_kernels::conv::nhwc::available() && winograd_pays(g)
+}
+
+/// Whether at least half of graph `g`'s convolution multiply-adds are in 3×3 stride-1
+/// convolutions that run by Winograd's F(2×2, 3×3) on NHWC values
+/// ([`etch_kernels::conv::winograd::applies`]): 1.7-2.1× the direct products, which is
+/// more than the other convolutions lose in NHWC on any CPU measured (resnets).
+fn winograd_pays(g: &Graph) -> bool {
+    use super::graph::ConvKind;
+    use etch_kernels::conv::{nhwc::NhwcShape, winograd};
+    let dims = |id: u32| g.values.get(id as usize).map(|v| &v.dims[..]);
+    let (mut wino, mut all) = (0u64, 0u64);
+    for n in &g.nodes {
+        let Op::Conv(c) = &n.op else { continue };
+        let (Some(&[bn, h, w, ci]), Some(&[_, oh, ow, co])) = (dims(c.input), dims(c.output))
+        else {
+            continue;
+        };
+        let taps = c.kernel[0] as u64 * c.kernel[1] as u64;
+        let macs = (bn * oh * ow * co) as u64 * c.group_input_channels as u64 * taps;
+        all += macs;
+        let s = NhwcShape {
+            n: bn,
+            h,
+            w,
+            c: ci,
+            oh,
+            ow,
+            co,
+            kernel: c.kernel.map(|v| v as usize),
+            stride: c.stride.map(|v| v as usize),
+            pad: [0, 0],
+            dil: c.dilation.map(|v| v as usize),
+        };
+        if c.kind == ConvKind::Conv && c.groups == 1 && winograd::applies(&s) {
+            wino += macs;
+        }
+    }
+    all > 0 && wino * 2 >= all
 }
 
 /// On AVX2 (Zen 1) the NHWC depthwise kernels beat the channel groups on large planes (no

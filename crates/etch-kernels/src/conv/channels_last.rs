@@ -84,8 +84,11 @@ pub(super) fn rule(c: &Conv) -> Option<LayoutRule> {
         return None;
     }
     let macs = (c.xv.n * c.g * c.cout_g * c.oh * c.ow * c.cin_g * c.kh * c.kw) as i64;
-    let gains = if gemm512::avx512() {
-        match depthwise(c) || gemm512::amd_avx512() || winograd::applies(&shape(c)) {
+    let gains = if winograd::applies(&shape(c)) {
+        // 1.7-2.1× the direct products, on any CPU with them.
+        macs
+    } else if gemm512::avx512() {
+        match depthwise(c) || gemm512::amd_avx512() {
             true => macs,
             false => 0,
         }

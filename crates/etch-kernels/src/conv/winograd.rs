@@ -15,7 +15,8 @@
 //! results differ from a direct convolution's by rounding alone: the terms are summed in
 //! another order. Each output element is computed by one task in one order, whatever the
 //! thread count or block size, so the results do not depend on the number of threads.
-//! AVX-512F, and channel counts that are multiples of 16; [`applies`] says when.
+//! AVX-512F or AVX2 with FMA, and channel counts that are multiples of 16; [`applies`]
+//! says when.
 
 use super::nhwc::NhwcShape;
 use crate::gemm512::{self, Refused};
@@ -35,11 +36,12 @@ const SKEW: usize = 16;
 const MR: usize = gemm512::MR;
 
 /// Whether [`conv_f32`] runs `s`: a 3×3, stride-1, undilated convolution (any padding),
-/// channel counts that are multiples of 16, AVX-512F (`ETCH_WINOGRAD=0` turns it off).
+/// channel counts that are multiples of 16, AVX-512F or AVX2 with FMA (the packed
+/// products: [`gemm512::available`]; `ETCH_WINOGRAD=0` turns it off).
 pub fn applies(s: &NhwcShape) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let on = *ON.get_or_init(|| std::env::var("ETCH_WINOGRAD").map_or(true, |v| v != "0"));
-    on && gemm512::avx512()
+    on && gemm512::available()
         && s.kernel == [3, 3]
         && s.stride == [1, 1]
         && s.dil == [1, 1]
@@ -237,8 +239,7 @@ impl Job<'_> {
         let (vs, ms) = (per * c + SKEW, per * n + SKEW);
         let (v, m) = buf.split_at_mut(XI * (per * c + SKEW));
         for (i, tile) in range.clone().enumerate() {
-            // SAFETY: `applies` checked AVX-512F; `v` holds `16 · vs` floats.
-            unsafe { input_tile(s, self.x, tile, v, i * c, vs) };
+            input_tile(s, self.x, tile, v, i * c, vs);
         }
         let fc = gemm512::fc_packed_len(s.co, c).unwrap_or(0);
         let panel = gemm512::NR * (c + 1);
@@ -260,24 +261,145 @@ impl Job<'_> {
         }
         let bias = &self.packed[XI * fc..];
         for (i, tile) in range.enumerate() {
-            // SAFETY: AVX-512F (`applies`); the tile's output pixels' channels `cols` are
-            // this unit's alone; `m` holds the unit's products.
+            // SAFETY: the tile's output pixels' channels `cols` are this unit's alone.
             unsafe { output_tile(self, tile, &m[i * n..], (ms, cols.clone()), bias) };
         }
     }
 }
 
+/// Sixteen lanes of channels: one AVX-512 vector, or two AVX2 ones. The transforms are
+/// written on this trait, inlined into each `#[target_feature]` wrapper below (its methods
+/// are thin `#[inline(always)]` wrappers of intrinsics, safe to call only there).
+trait Lanes: Copy {
+    fn zero() -> Self;
+    fn splat(v: f32) -> Self;
+    /// 16 channels from `p` (a bounds-checked slice of at least 16).
+    fn load(p: &[f32]) -> Self;
+    /// Stores the 16 lanes at `p`.
+    ///
+    /// # Safety
+    /// `p` writable for 16 floats.
+    unsafe fn store(self, p: *mut f32);
+    fn add(self, b: Self) -> Self;
+    fn sub(self, b: Self) -> Self;
+    /// `min(hi, max(lo, self))` as `maxps` then `minps` (NaN kept).
+    fn clamp(self, lo: Self, hi: Self) -> Self;
+}
+
 #[cfg(target_arch = "x86_64")]
-use std::arch::x86_64::*;
+mod lanes {
+    use super::{L, Lanes};
+    use std::arch::x86_64::*;
+
+    // SAFETY (every method below): called only from the `#[target_feature]` wrappers of
+    // the instruction set (`transforms!`), into which they are inlined; loads read a
+    // bounds-checked slice of at least 16 floats.
+    impl Lanes for __m512 {
+        #[inline(always)]
+        fn zero() -> Self {
+            unsafe { _mm512_setzero_ps() }
+        }
+        #[inline(always)]
+        fn splat(v: f32) -> Self {
+            unsafe { _mm512_set1_ps(v) }
+        }
+        #[inline(always)]
+        fn load(p: &[f32]) -> Self {
+            unsafe { _mm512_loadu_ps(p[..L].as_ptr()) }
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            unsafe { _mm512_storeu_ps(p, self) }
+        }
+        #[inline(always)]
+        fn add(self, b: Self) -> Self {
+            unsafe { _mm512_add_ps(self, b) }
+        }
+        #[inline(always)]
+        fn sub(self, b: Self) -> Self {
+            unsafe { _mm512_sub_ps(self, b) }
+        }
+        #[inline(always)]
+        fn clamp(self, lo: Self, hi: Self) -> Self {
+            unsafe { _mm512_min_ps(hi, _mm512_max_ps(lo, self)) }
+        }
+    }
+
+    /// Two AVX2 vectors.
+    #[derive(Clone, Copy)]
+    pub(super) struct Pair([__m256; 2]);
+
+    impl Lanes for Pair {
+        #[inline(always)]
+        fn zero() -> Self {
+            unsafe { Pair([_mm256_setzero_ps(); 2]) }
+        }
+        #[inline(always)]
+        fn splat(v: f32) -> Self {
+            unsafe { Pair([_mm256_set1_ps(v); 2]) }
+        }
+        #[inline(always)]
+        fn load(p: &[f32]) -> Self {
+            let p = p[..L].as_ptr();
+            unsafe { Pair([_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))]) }
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            unsafe {
+                _mm256_storeu_ps(p, self.0[0]);
+                _mm256_storeu_ps(p.add(8), self.0[1]);
+            }
+        }
+        #[inline(always)]
+        fn add(self, b: Self) -> Self {
+            unsafe { Pair([0, 1].map(|k| _mm256_add_ps(self.0[k], b.0[k]))) }
+        }
+        #[inline(always)]
+        fn sub(self, b: Self) -> Self {
+            unsafe { Pair([0, 1].map(|k| _mm256_sub_ps(self.0[k], b.0[k]))) }
+        }
+        #[inline(always)]
+        fn clamp(self, lo: Self, hi: Self) -> Self {
+            unsafe {
+                Pair([0, 1].map(|k| _mm256_min_ps(hi.0[k], _mm256_max_ps(lo.0[k], self.0[k]))))
+            }
+        }
+    }
+}
+
+/// Sixteen lanes in plain arrays (other targets).
+impl Lanes for [f32; L] {
+    fn zero() -> Self {
+        [0.0; L]
+    }
+    fn splat(v: f32) -> Self {
+        [v; L]
+    }
+    fn load(p: &[f32]) -> Self {
+        std::array::from_fn(|l| p[l])
+    }
+    unsafe fn store(self, p: *mut f32) {
+        // SAFETY: the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(self.as_ptr(), p, L) }
+    }
+    fn add(self, b: Self) -> Self {
+        std::array::from_fn(|l| self[l] + b[l])
+    }
+    fn sub(self, b: Self) -> Self {
+        std::array::from_fn(|l| self[l] - b[l])
+    }
+    fn clamp(self, lo: Self, hi: Self) -> Self {
+        std::array::from_fn(|l| {
+            let y = if lo[l] > self[l] { lo[l] } else { self[l] };
+            if hi[l] < y { hi[l] } else { y }
+        })
+    }
+}
 
 /// Writes tile `tile`'s transformed input `Bᵀ d B` to `v`: position `ξ`'s `c` channels
 /// at `v[ξ · stride + at..]`; input pixels outside the input are zeros.
-///
-/// # Safety
-/// AVX-512F; `v` holds `16 · stride` floats, `at + c <= stride`; `c` is a multiple of 16.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn input_tile(
+#[inline(always)]
+fn input_tile_body<V: Lanes>(
     s: &NhwcShape,
     x: &[f32],
     tile: usize,
@@ -297,51 +419,40 @@ unsafe fn input_tile(
             *e = Some(((b * s.h + y as usize) * s.w + xx as usize) * s.c);
         }
     }
-    assert!(v.len() >= XI * stride && at + s.c <= stride);
-    let vp = v.as_mut_ptr();
+    let v = &mut v[..XI * stride];
+    assert!(at + s.c <= stride);
     for ch in (0..s.c).step_by(L) {
-        let mut d = [_mm512_setzero_ps(); 16];
-        for (k, e) in at_px.iter().enumerate() {
-            if let Some(o) = e {
-                // SAFETY: 16 floats of `x` (a bounds-checked slice).
-                d[k] = unsafe { _mm512_loadu_ps(x[o + ch..][..L].as_ptr()) };
-            }
-        }
+        let d: [V; 16] = std::array::from_fn(|k| match at_px[k] {
+            Some(o) => V::load(&x[o + ch..]),
+            None => V::zero(),
+        });
         // Bᵀ d: rows.
-        let mut r = [_mm512_setzero_ps(); 16];
+        let mut r = [V::zero(); 16];
         for q in 0..4 {
             let (d0, d1, d2, d3) = (d[q], d[4 + q], d[8 + q], d[12 + q]);
-            r[q] = _mm512_sub_ps(d0, d2);
-            r[4 + q] = _mm512_add_ps(d1, d2);
-            r[8 + q] = _mm512_sub_ps(d2, d1);
-            r[12 + q] = _mm512_sub_ps(d1, d3);
+            r[q] = d0.sub(d2);
+            r[4 + q] = d1.add(d2);
+            r[8 + q] = d2.sub(d1);
+            r[12 + q] = d1.sub(d3);
         }
         // (Bᵀ d) B: columns.
         for a in 0..4 {
             let (t0, t1, t2, t3) = (r[4 * a], r[4 * a + 1], r[4 * a + 2], r[4 * a + 3]);
-            let row = [
-                _mm512_sub_ps(t0, t2),
-                _mm512_add_ps(t1, t2),
-                _mm512_sub_ps(t2, t1),
-                _mm512_sub_ps(t1, t3),
-            ];
+            let row = [t0.sub(t2), t1.add(t2), t2.sub(t1), t1.sub(t3)];
             for (bb, val) in row.into_iter().enumerate() {
-                // SAFETY: `(4a + bb) · stride + at + ch + 16 <= 16 · stride` (asserted).
-                unsafe { _mm512_storeu_ps(vp.add((4 * a + bb) * stride + at + ch), val) };
+                let dst = &mut v[(4 * a + bb) * stride + at + ch..][..L];
+                // SAFETY: 16 floats of `v` (a bounds-checked slice).
+                unsafe { val.store(dst.as_mut_ptr()) };
             }
         }
     }
 }
 
 /// Writes channels `cols` of tile `tile`'s output pixels: `Aᵀ M A` of the products `m`
-/// (position `ξ`'s channels at `m[ξ · stride..]`, from `cols.start`), the bias, the clamp.
-///
-/// # Safety
-/// AVX-512F; `m` holds `15 · stride + cols.len()` floats; no other task writes these
-/// channels of the tile's pixels; `cols` are multiples of 16.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn output_tile(
+/// (position `ξ`'s channels at `m[ξ · stride..]`, from `cols.start`), the bias, the clamp
+/// `min(hi, max(lo, y))` (NaN kept).
+#[inline(always)]
+fn output_tile_body<V: Lanes>(
     job: &Job<'_>,
     tile: usize,
     m: &[f32],
@@ -354,54 +465,116 @@ unsafe fn output_tile(
     let (oy, ox) = (2 * (t / tx), 2 * (t % tx));
     let rows = 2.min(s.oh - oy);
     let ncols = 2.min(s.ow - ox);
-    assert!(m.len() >= 15 * stride + cols.len() && bias.len() >= cols.end);
-    let (lo, hi) = (_mm512_set1_ps(job.lo), _mm512_set1_ps(job.hi));
-    let mp = m.as_ptr();
+    let (lo, hi) = (V::splat(job.lo), V::splat(job.hi));
     for ch in cols.clone().step_by(L) {
-        let mut e = [_mm512_setzero_ps(); 16];
-        for (k, v) in e.iter_mut().enumerate() {
-            // SAFETY: `k · stride + ch - cols.start + 16 <= 15 · stride + cols.len()`
-            // (asserted).
-            *v = unsafe { _mm512_loadu_ps(mp.add(k * stride + ch - cols.start)) };
-        }
+        let e: [V; 16] = std::array::from_fn(|k| V::load(&m[k * stride + ch - cols.start..]));
         // Aᵀ M: rows.
-        let mut r = [_mm512_setzero_ps(); 8];
+        let mut r = [V::zero(); 8];
         for q in 0..4 {
             let (m0, m1, m2, m3) = (e[q], e[4 + q], e[8 + q], e[12 + q]);
-            r[q] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
-            r[4 + q] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+            r[q] = m0.add(m1).add(m2);
+            r[4 + q] = m1.sub(m2).sub(m3);
         }
-        // SAFETY: 16 floats of `bias` (a bounds-checked slice).
-        let bv = unsafe { _mm512_loadu_ps(bias[ch..][..L].as_ptr()) };
+        let bv = V::load(&bias[ch..]);
         for i in 0..rows {
             let (t0, t1, t2, t3) = (r[4 * i], r[4 * i + 1], r[4 * i + 2], r[4 * i + 3]);
-            let ys = [
-                _mm512_add_ps(_mm512_add_ps(t0, t1), t2),
-                _mm512_sub_ps(_mm512_sub_ps(t1, t2), t3),
-            ];
+            let ys = [t0.add(t1).add(t2), t1.sub(t2).sub(t3)];
             for (j, y) in ys.into_iter().enumerate().take(ncols) {
-                let y = _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(y, bv)));
                 let at = ((b * s.oh + oy + i) * s.ow + ox + j) * s.co + ch;
                 assert!(at + L <= job.dst.len());
-                // SAFETY: in bounds (asserted); the pixel's channels are this unit's
-                // (caller's contract).
-                unsafe { _mm512_storeu_ps(job.dst.as_ptr().add(at), y) };
+                // SAFETY: in bounds (asserted); the pixel's channels are this unit's (the
+                // caller's contract), written by no other task.
+                unsafe { y.add(bv).clamp(lo, hi).store(job.dst.as_ptr().add(at)) };
             }
         }
     }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn input_tile(_: &NhwcShape, _: &[f32], _: usize, _: &mut [f32], _: usize, _: usize) {}
+/// The transforms compiled for one instruction set: `$feat` enabled in `$input` and
+/// `$output`, which inline the bodies above.
+macro_rules! transforms {
+    ($feat:literal, $v:ty, $input:ident, $output:ident) => {
+        /// [`input_tile_body`].
+        ///
+        /// # Safety
+        /// The CPU has the target features.
+        #[target_feature(enable = $feat)]
+        unsafe fn $input(
+            s: &NhwcShape,
+            x: &[f32],
+            tile: usize,
+            v: &mut [f32],
+            at: usize,
+            stride: usize,
+        ) {
+            input_tile_body::<$v>(s, x, tile, v, at, stride)
+        }
 
-#[cfg(not(target_arch = "x86_64"))]
+        /// [`output_tile_body`].
+        ///
+        /// # Safety
+        /// The CPU has the target features; no other task writes channels `cols` of the
+        /// tile's pixels.
+        #[target_feature(enable = $feat)]
+        unsafe fn $output(
+            job: &Job<'_>,
+            tile: usize,
+            m: &[f32],
+            at: (usize, std::ops::Range<usize>),
+            bias: &[f32],
+        ) {
+            output_tile_body::<$v>(job, tile, m, at, bias)
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+transforms!(
+    "avx512f",
+    std::arch::x86_64::__m512,
+    input_avx512,
+    output_avx512
+);
+#[cfg(target_arch = "x86_64")]
+transforms!("avx2,fma", lanes::Pair, input_avx2, output_avx2);
+
+/// [`input_tile_body`] with this CPU's vectors.
+fn input_tile(s: &NhwcShape, x: &[f32], tile: usize, v: &mut [f32], at: usize, stride: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if gemm512::avx512() {
+            // SAFETY: the CPU has AVX-512F.
+            return unsafe { input_avx512(s, x, tile, v, at, stride) };
+        }
+        // SAFETY: `applies` admits AVX-512F or AVX2 with FMA (`gemm512::available`).
+        unsafe { input_avx2(s, x, tile, v, at, stride) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    input_tile_body::<[f32; L]>(s, x, tile, v, at, stride)
+}
+
+/// [`output_tile_body`] with this CPU's vectors.
+///
+/// # Safety
+/// No other task writes channels `at.1` of the tile's pixels.
 unsafe fn output_tile(
-    _: &Job<'_>,
-    _: usize,
-    _: &[f32],
-    _: (usize, std::ops::Range<usize>),
-    _: &[f32],
+    job: &Job<'_>,
+    tile: usize,
+    m: &[f32],
+    at: (usize, std::ops::Range<usize>),
+    bias: &[f32],
 ) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if gemm512::avx512() {
+            // SAFETY: the CPU has AVX-512F; the pixels are the caller's.
+            return unsafe { output_avx512(job, tile, m, at, bias) };
+        }
+        // SAFETY: AVX2 with FMA (`applies`); the pixels are the caller's.
+        unsafe { output_avx2(job, tile, m, at, bias) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    output_tile_body::<[f32; L]>(job, tile, m, at, bias)
 }
 
 #[cfg(test)]
