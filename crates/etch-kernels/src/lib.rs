@@ -32,6 +32,7 @@ pub mod unary;
 pub mod upsample;
 pub mod util;
 pub mod vmath;
+pub mod xnn_sigmoid;
 
 use etch_core::{KernelRegistry, Result};
 

@@ -9,7 +9,7 @@ use etch_kernels::binary::{
     Add, BinOp, Clamped, Div, Mul, PRelu, Sub, inplace_f32, planes_by_vector_f32,
     rows_by_vector_f32, tensor_tensor,
 };
-use etch_kernels::unary::{Hardswish, SigmoidMul, XnnCos, XnnSin, unary_float};
+use etch_kernels::unary::{Hardswish, XnnCos, XnnSigmoid, XnnSigmoidMul, XnnSin, unary_float};
 
 /// Checks that `out`'s shape is the numpy broadcast of `x`'s and `y`'s.
 fn check_broadcast(b: &Builder<'_>, [x, y, out]: [u32; 3]) -> Result<()> {
@@ -309,7 +309,12 @@ fn prelu_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 }
 
 fn sigmoid_mul_out(ctx: &mut KernelContext<'_>) -> Result<()> {
-    unary_float(ctx, "XNNSigmoid*XNNMultiply", SigmoidMul, 1)
+    unary_float(ctx, "XNNSigmoid*XNNMultiply", XnnSigmoidMul, 1)
+}
+
+/// XNNPACK's sigmoid, its bits on CPUs with AVX-512F (`etch_kernels::xnn_sigmoid`).
+fn sigmoid_out(ctx: &mut KernelContext<'_>) -> Result<()> {
+    unary_float(ctx, "XNNSigmoid", XnnSigmoid, 1)
 }
 
 /// XNNPACK's SiLU, `s = XNNSigmoid(x)` (node `i`, no clamp) then `XNNMultiply(x, s)` (node
@@ -373,7 +378,6 @@ fn cos_out(ctx: &mut KernelContext<'_>) -> Result<()> {
 /// Kernels of the form `op(self, out)`.
 fn simple_unary(op: UnaryOp) -> Option<&'static str> {
     Some(match op {
-        UnaryOp::Sigmoid => "aten::sigmoid.out",
         UnaryOp::Floor => "aten::floor.out",
         UnaryOp::Ceiling => "aten::ceil.out",
         UnaryOp::SquareRoot => "aten::sqrt.out",
@@ -415,6 +419,7 @@ pub fn unary(b: &mut Builder<'_>, node: &Node, op: UnaryOp, input: u32, output: 
             return Ok(());
         }
         UnaryOp::Hardswish => b.kernel_fn("XNNHardswish", hardswish_out, &[x, o]),
+        UnaryOp::Sigmoid => b.kernel_fn("XNNSigmoid", sigmoid_out, &[x, o]),
         UnaryOp::Sin => b.kernel_fn("XNNSin", sin_out, &[x, o]),
         UnaryOp::Cos => b.kernel_fn("XNNCos", cos_out, &[x, o]),
         UnaryOp::Gelu => {
