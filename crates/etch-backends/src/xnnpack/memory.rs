@@ -426,7 +426,7 @@ fn nhwc_pays(g: &Graph) -> bool {
 
 /// Whether at least half of graph `g`'s convolution multiply-adds are in 3×3 stride-1
 /// convolutions that run by Winograd's F(2×2, 3×3) on NHWC values
-/// ([`etch_kernels::conv::winograd::applies`]): 1.7-2.1× the direct products, which is
+/// ([`etch_kernels::conv::winograd::applies`]): 1.6-2.1× the direct products, which is
 /// more than the other convolutions lose in NHWC on any CPU measured (resnets).
 fn winograd_pays(g: &Graph) -> bool {
     use super::graph::ConvKind;

@@ -85,7 +85,7 @@ pub(super) fn rule(c: &Conv) -> Option<LayoutRule> {
     }
     let macs = (c.xv.n * c.g * c.cout_g * c.oh * c.ow * c.cin_g * c.kh * c.kw) as i64;
     let gains = if winograd::applies(&shape(c)) {
-        // 1.7-2.1× the direct products, on any CPU with them.
+        // 1.6-2.1× the direct products, on any CPU with them.
         macs
     } else if gemm512::avx512() {
         match depthwise(c) || gemm512::amd_avx512() {
