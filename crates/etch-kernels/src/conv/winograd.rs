@@ -146,6 +146,9 @@ pub fn conv_f32(
     }
     let (ty, tx) = tiles(s);
     let count = s.n * ty * tx;
+    if count == 0 {
+        return Ok(());
+    }
     let split = Split::new(s, count);
     let scratch = XI * (split.per * (s.c + s.co) + 2 * SKEW);
     let tasks = split.tasks.min(split.units());

@@ -123,6 +123,10 @@ fn winograd_refuses_other_shapes_and_sizes() {
     strided.stride = [2, 2];
     assert!(!applies(&strided));
     assert!(conv_f32(&strided, &x, &packed, &mut out, 0.0, 1.0).is_err());
+    // An empty batch is nothing to do.
+    let mut empty = s;
+    empty.n = 0;
+    conv_f32(&empty, &[], &packed, &mut [], 0.0, 1.0).unwrap();
     let mut odd = s;
     odd.c = 24;
     assert!(!applies(&odd));
