@@ -187,10 +187,10 @@ fn xnn_trig<F: Float>(x: F, cos: bool) -> F {
 float_op!(
     /// XNNPACK's `XNNSigmoid`: its AVX-512F kernel's bits where the CPU has AVX-512F
     /// (`crate::xnn_sigmoid`), else [`Sigmoid`]'s.
-    XnnSigmoid, |x| F::ONE.div(F::ONE + x.neg().exp()), f32_row = crate::xnn_sigmoid::sigmoid_row);
+    XnnSigmoid, |x| Sigmoid.apply(x), f32_row = crate::xnn_sigmoid::sigmoid_row);
 float_op!(
     /// XNNPACK's `XNNSigmoid` then `XNNMultiply` by `x` (its SiLU), in one pass.
-    XnnSigmoidMul, |x| x * F::ONE.div(F::ONE + x.neg().exp()), f32_row = crate::xnn_sigmoid::sigmoid_mul_row);
+    XnnSigmoidMul, |x| SigmoidMul.apply(x), f32_row = crate::xnn_sigmoid::sigmoid_mul_row);
 float_op!(
     /// XNNPACK's `XNNSin` (a rational approximation, within 4e-7 of `sin` on `[-100, 100]`).
     XnnSin, |x| xnn_trig(x, false), f32_row = crate::vmath::xnn_sin);

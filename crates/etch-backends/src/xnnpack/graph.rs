@@ -7,6 +7,7 @@
 
 use super::fb;
 use etch_core::{Error, Result};
+use etch_kernels::conv::nhwc::NhwcShape;
 use etch_kernels::util::Shape;
 use planus::ReadAsRoot;
 
@@ -198,6 +199,21 @@ pub struct XValue {
     pub quant: Option<Quant>,
 }
 
+#[cfg(test)]
+impl XValue {
+    /// A value for unit tests: not a constant, not external, no flags, not quantized.
+    pub(crate) fn test(dtype: Datatype, dims: &[usize]) -> Self {
+        XValue {
+            dtype,
+            dims: Shape::from_slice(dims).expect("a test shape"),
+            constant: 0,
+            external_id: None,
+            flags: 0,
+            quant: None,
+        }
+    }
+}
+
 /// Where a constant's bytes live.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConstantSource {
@@ -291,6 +307,32 @@ pub struct ConvParams {
     pub bias: Option<u32>,
     pub output: u32,
     pub flags: u32,
+}
+
+impl ConvParams {
+    /// The geometry of this convolution on graph `g`'s values, which XNNPACK lays out NHWC
+    /// (padding: top and left); `None` unless the input and output are 4-d, of one batch.
+    pub fn nhwc_shape(&self, g: &Graph) -> Option<NhwcShape> {
+        let dims = |id: u32| g.values.get(id as usize).map(|v| &v.dims[..]);
+        let (Some(&[n, h, w, c]), Some(&[on, oh, ow, co])) = (dims(self.input), dims(self.output))
+        else {
+            return None;
+        };
+        let u = |v: [u32; 2]| v.map(|v| v as usize);
+        (on == n).then_some(NhwcShape {
+            n,
+            h,
+            w,
+            c,
+            oh,
+            ow,
+            co,
+            kernel: u(self.kernel),
+            stride: u(self.stride),
+            pad: u([self.padding[0], self.padding[3]]),
+            dil: u(self.dilation),
+        })
+    }
 }
 
 /// A 2-D pooling's parameters (NHWC input and output).
@@ -407,6 +449,19 @@ pub struct Node {
     pub clamp: Option<(f32, f32)>,
     /// Links the node back to the exported graph.
     pub debug_handle: u32,
+}
+
+#[cfg(test)]
+impl Node {
+    /// A node for unit tests, named `n`, without a clamp.
+    pub(crate) fn test(op: Op) -> Self {
+        Node {
+            name: "n",
+            op,
+            clamp: None,
+            debug_handle: 0,
+        }
+    }
 }
 
 /// A decoded XNNPACK graph.

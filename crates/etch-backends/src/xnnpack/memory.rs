@@ -430,32 +430,14 @@ fn nhwc_pays(g: &Graph) -> bool {
 /// more than the other convolutions lose in NHWC on any CPU measured (resnets).
 fn winograd_pays(g: &Graph) -> bool {
     use super::graph::ConvKind;
-    use etch_kernels::conv::{nhwc::NhwcShape, winograd};
-    let dims = |id: u32| g.values.get(id as usize).map(|v| &v.dims[..]);
     let (mut wino, mut all) = (0u64, 0u64);
     for n in &g.nodes {
         let Op::Conv(c) = &n.op else { continue };
-        let (Some(&[bn, h, w, ci]), Some(&[_, oh, ow, co])) = (dims(c.input), dims(c.output))
-        else {
-            continue;
-        };
-        let taps = c.kernel[0] as u64 * c.kernel[1] as u64;
-        let macs = (bn * oh * ow * co) as u64 * c.group_input_channels as u64 * taps;
+        let Some(s) = c.nhwc_shape(g) else { continue };
+        let taps = (s.kernel[0] * s.kernel[1]) as u64;
+        let macs = (s.n * s.oh * s.ow * s.co) as u64 * c.group_input_channels as u64 * taps;
         all += macs;
-        let s = NhwcShape {
-            n: bn,
-            h,
-            w,
-            c: ci,
-            oh,
-            ow,
-            co,
-            kernel: c.kernel.map(|v| v as usize),
-            stride: c.stride.map(|v| v as usize),
-            pad: [0, 0],
-            dil: c.dilation.map(|v| v as usize),
-        };
-        if c.kind == ConvKind::Conv && c.groups == 1 && winograd::applies(&s) {
+        if c.kind == ConvKind::Conv && c.groups == 1 && etch_kernels::conv::winograd::applies(&s) {
             wino += macs;
         }
     }
@@ -545,22 +527,13 @@ mod tests {
 
     fn value(dims: &[usize], external_id: Option<u32>) -> XValue {
         XValue {
-            dtype: Datatype::Fp32,
-            dims: Shape::from_slice(dims).unwrap(),
-            constant: 0,
             external_id,
-            flags: 0,
-            quant: None,
+            ..XValue::test(Datatype::Fp32, dims)
         }
     }
 
     fn node(op: Op) -> Node {
-        Node {
-            name: "n",
-            op,
-            clamp: None,
-            debug_handle: 0,
-        }
+        Node::test(op)
     }
 
     /// in -> sigmoid -> v1 -> reshape v2 -> reshape v3 -> sigmoid -> v4 -> sigmoid -> out:

@@ -423,7 +423,6 @@ fn input_tile_body<V: Lanes>(
         }
     }
     let v = &mut v[..XI * stride];
-    assert!(at + s.c <= stride);
     for ch in (0..s.c).step_by(L) {
         let d: [V; 16] = std::array::from_fn(|k| match at_px[k] {
             Some(o) => V::load(&x[o + ch..]),

@@ -87,18 +87,14 @@ pub fn convolution(
         // XNNPACK's filter `[co, kh, kw, c]`: row `j` is output channel `j`'s terms in the
         // im2col order `(i, j, ci)`.
         let row = |j: usize, r: usize| w[j * kk + r];
-        let geom = [c.kernel[0], c.kernel[1], c.stride[0], c.stride[1]].map(i64::from);
-        let q = [geom[0], geom[1], geom[2], geom[3], pad[0], pad[1]];
-        let q = [&q[..], &c.dilation.map(i64::from)[..]].concat();
-        let (xd, od) = (&b.value(c.input).dims, &b.value(c.output).dims);
-        let s = shape("xnnpack::f32_conv2d_nhwc", xd, od, &q)?;
-        let (name, run, packed): (_, KernelFn, _) = match winograd::applies(&s) {
-            true => (
+        let wino = c.nhwc_shape(b.graph).filter(winograd::applies);
+        let (name, run, packed): (_, KernelFn, _) = match wino {
+            Some(s) => (
                 "xnnpack::f32_conv2d_nhwc_winograd",
                 run_winograd,
                 winograd::pack(go, s.c, row, bias.as_deref()),
             ),
-            false => (
+            None => (
                 "xnnpack::f32_conv2d_nhwc",
                 run_conv,
                 gemm512::pack_fc(go, kk, row, bias.as_deref()),
@@ -107,7 +103,7 @@ pub fn convolution(
         let packed = packed.ok_or_else(|| {
             Error::invalid_program(format!("{}: filter size overflows", node.name))
         })?;
-        let bytes: Vec<u8> = packed.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let bytes = super::quant::le_bytes(&packed);
         let p = b.owned(ScalarType::Float, &[packed.len()], &bytes)?;
         b.kernel_fn(name, run, &[x, p, o, params, lo, hi]);
     }

@@ -241,22 +241,19 @@ mod tests {
         XValue,
     };
     use etch_core::ErrorCode;
-    use etch_kernels::util::Shape;
 
     /// A qint8 node kind etch does not run (a softmax of int8 values) fails the delegate's
     /// init with `NotSupported`, naming the node and its qint8 operands.
     #[test]
     fn an_unknown_qs8_node_fails_init_naming_it() {
         let value = |external_id: u32, flags: u32| XValue {
-            dtype: Datatype::Qint8,
-            dims: Shape::from_slice(&[1, 8]).unwrap(),
-            constant: 0,
             external_id: Some(external_id),
             flags,
             quant: Some(Quant::PerTensor {
                 scale: 0.5,
                 zero_point: -3,
             }),
+            ..XValue::test(Datatype::Qint8, &[1, 8])
         };
         let g = Graph {
             values: vec![
@@ -265,13 +262,11 @@ mod tests {
             ],
             nodes: vec![Node {
                 name: "XNNSoftmax",
-                op: Op::Unary {
+                ..Node::test(Op::Unary {
                     op: UnaryOp::Softmax,
                     input: 0,
                     output: 1,
-                },
-                clamp: None,
-                debug_handle: 0,
+                })
             }],
             input_ids: vec![0],
             output_ids: vec![1],

@@ -314,26 +314,16 @@ pub(super) fn le_bytes(v: &[f32]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::super::super::graph::{Datatype, Graph, Node, Op, Quant, UnaryOp, XValue};
-    use etch_kernels::util::Shape;
 
     fn value(dtype: Datatype, dims: &[usize], quant: Option<Quant>) -> XValue {
         XValue {
-            dtype,
-            dims: Shape::from_slice(dims).unwrap(),
-            constant: 0,
-            external_id: None,
-            flags: 0,
             quant,
+            ..XValue::test(dtype, dims)
         }
     }
 
     fn node(op: Op) -> Node {
-        Node {
-            name: "n",
-            op,
-            clamp: None,
-            debug_handle: 0,
-        }
+        Node::test(op)
     }
 
     /// Two converts of one value (as an attention's q and k projections have) become one,
