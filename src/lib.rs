@@ -52,6 +52,9 @@ pub use etch_runtime::{
 /// The XNNPACK delegate's payload and graph readers (`etch inspect` uses them).
 pub use etch_backends::xnnpack;
 pub use etch_backends::{ExecutorBackend, XnnpackBackend};
+/// How device delegates' calls ran (recorded as a CUDA graph, replayed, or op by op),
+/// counted over the process.
+pub use etch_backends::{GraphCounts, graph_counts};
 /// `etch lower`: partitioning, device propagation and memory planning on `.pte` files.
 pub use etch_compiler as compiler;
 

@@ -255,6 +255,9 @@ fn lowered_program_generates_the_same_ids_on_the_simulated_device() {
             assert_eq!(t["h2d_copies"].as_u64(), Some(3 * calls), "{j}");
             assert_eq!(t["d2h_bytes"].as_u64(), Some(8 * calls), "{j}");
             assert_eq!(t["d2h_copies"].as_u64(), Some(calls), "{j}");
+            // The simulated device records no graphs (it has no device hooks): nothing to
+            // report.
+            assert!(j["decode_graphs"].is_null(), "{j}");
             let peak = j["peak_device_bytes"].as_u64().unwrap();
             if extra.is_empty() {
                 assert!(
@@ -341,6 +344,27 @@ fn lowering_with_the_cuda_op_set_delegates_everything() {
     }
 }
 
+/// How `etch generate` says its decode steps ran on the GPU. The program is one CUDA
+/// delegate a method: with CUDA graphs, the first decode call runs op by op (nothing to
+/// compare with yet), the second repeats its inputs and is recorded, every later one
+/// replays the recording; without, every call runs op by op.
+fn assert_decode_graphs(j: &Json, on: bool) {
+    let calls = j["decode_calls"].as_u64().unwrap();
+    let g = &j["decode_graphs"];
+    if calls == 0 {
+        assert!(g.is_null(), "{j}");
+        return;
+    }
+    let (op_by_op, recorded, replayed) = match (on, calls) {
+        (false, _) => (calls, 0, 0),
+        (true, 0..=1) => (calls, 0, 0),
+        (true, _) => (1, 1, calls - 2),
+    };
+    assert_eq!(g["op_by_op"].as_u64(), Some(op_by_op), "{j}");
+    assert_eq!(g["recorded"].as_u64(), Some(recorded), "{j}");
+    assert_eq!(g["replayed"].as_u64(), Some(replayed), "{j}");
+}
+
 /// On a real GPU (the GPU suite sets ETCH_REQUIRE_CUDA=1), the lowered program generates
 /// transformers' ids with the CUDA kernels, with and without CUDA graphs.
 #[test]
@@ -363,6 +387,7 @@ fn lowered_program_generates_the_same_ids_on_a_real_gpu() {
         for (prompt, want) in cases() {
             let j = etch_generate(&model, &prompt, want.len(), graphs);
             assert_eq!(ids(&j), want, "{graphs:?} prompt {prompt:?}");
+            assert_decode_graphs(&j, graphs.is_empty());
             // As on the simulated device (the allocator counts every host <-> device copy):
             // the CUDA delegate's error word is host memory mapped into the device, which a
             // kernel writes only when it fails, so it adds nothing.
@@ -374,6 +399,7 @@ fn lowered_program_generates_the_same_ids_on_a_real_gpu() {
             // Inputs and outputs left on the device: nothing up, only the token id down.
             let j = etch_generate(&resident, &prompt, want.len(), graphs);
             assert_eq!(ids(&j), want, "device inputs {graphs:?} prompt {prompt:?}");
+            assert_decode_graphs(&j, graphs.is_empty());
             let calls = j["decode_calls"].as_u64().unwrap();
             let t = &j["decode_transfers"];
             assert_eq!(t["h2d_bytes"].as_u64(), Some(0), "{j}");

@@ -11,6 +11,7 @@ use etch_runtime::{
 };
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The backend id ExecuTorch's exporter writes.
 pub const EXECUTOR_BACKEND_ID: &str = "ExecutorBackend";
@@ -189,6 +190,48 @@ impl Backend for ExecutorBackend {
     }
 }
 
+/// How the calls of device delegates (those whose device has hooks: CUDA) ran, counted
+/// over the process: what `etch generate` reports for its decode steps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GraphCounts {
+    /// Calls recorded as a device graph (and replayed once to run them).
+    pub recorded: u64,
+    /// Calls that replayed a recorded graph.
+    pub replayed: u64,
+    /// Calls that ran op by op: graphs off, a call unlike the previous one (new addresses,
+    /// shapes or scalars), a failed capture, or the profiler on.
+    pub op_by_op: u64,
+}
+
+impl GraphCounts {
+    /// The calls counted since `earlier`.
+    pub fn since(self, earlier: GraphCounts) -> GraphCounts {
+        GraphCounts {
+            recorded: self.recorded.saturating_sub(earlier.recorded),
+            replayed: self.replayed.saturating_sub(earlier.replayed),
+            op_by_op: self.op_by_op.saturating_sub(earlier.op_by_op),
+        }
+    }
+
+    /// All the calls counted.
+    pub fn calls(&self) -> u64 {
+        self.recorded + self.replayed + self.op_by_op
+    }
+}
+
+/// [`GraphCounts`]' counters: recorded, replayed, op by op.
+static GRAPH_COUNTS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+
+/// The device-delegate calls of this process so far, by how they ran.
+pub fn graph_counts() -> GraphCounts {
+    let n = |i: usize| GRAPH_COUNTS[i].load(Ordering::Relaxed);
+    GraphCounts {
+        recorded: n(0),
+        replayed: n(1),
+        op_by_op: n(2),
+    }
+}
+
 /// Where a delegate stands with device graphs.
 enum GraphState {
     /// Never recorded (graphs off, or capture failed once).
@@ -320,6 +363,7 @@ impl ExecutorDelegate {
             (Ok(()), Ok(g)) => {
                 g.replay()?;
                 self.graph = GraphState::Recorded(g);
+                GRAPH_COUNTS[0].fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             (Err(e), _) => {
@@ -328,6 +372,7 @@ impl ExecutorDelegate {
             }
             (Ok(()), Err(_)) => {
                 self.graph = GraphState::Off;
+                GRAPH_COUNTS[2].fetch_add(1, Ordering::Relaxed);
                 self.run(args, ni)
             }
         }
@@ -390,7 +435,14 @@ impl Delegate for ExecutorDelegate {
             .is_some()
             .then(|| etch_core::lock_device(self.device.index));
         self.bind(args, ni, no)?;
+        // Counted only for device delegates (hooks), which could have run as a graph.
+        let op_by_op = || {
+            if hooks.is_some() {
+                GRAPH_COUNTS[2].fetch_add(1, Ordering::Relaxed);
+            }
+        };
         if etch_runtime::profile::enabled() {
+            op_by_op();
             self.run_profiled(args, ni)?;
             return self.after_execute();
         }
@@ -398,6 +450,7 @@ impl Delegate for ExecutorDelegate {
         match (&self.graph, &hooks) {
             (GraphState::Recorded(g), Some(_)) if same => {
                 g.replay()?;
+                GRAPH_COUNTS[1].fetch_add(1, Ordering::Relaxed);
                 for j in 0..no {
                     let (sizes, n) = self.out_sizes[j];
                     args.resize_out(ni + j, &sizes[..n])?;
@@ -406,10 +459,14 @@ impl Delegate for ExecutorDelegate {
             (GraphState::Recorded(_), _) => {
                 // New addresses or shapes: run normally, record again if they repeat.
                 self.graph = GraphState::Watching;
+                op_by_op();
                 self.run(args, ni)?;
             }
             (GraphState::Watching, Some(h)) if same => self.record(args, ni, h.as_ref())?,
-            _ => self.run(args, ni)?,
+            _ => {
+                op_by_op();
+                self.run(args, ni)?
+            }
         }
         std::mem::swap(&mut self.key, &mut self.last_key);
         self.after_execute()

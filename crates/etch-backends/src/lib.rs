@@ -9,7 +9,10 @@
 mod executor;
 pub mod xnnpack;
 
-pub use executor::{EXECUTOR_BACKEND_ID, ExecutorBackend, TARGET_DEVICE_KEY, parse_target_device};
+pub use executor::{
+    EXECUTOR_BACKEND_ID, ExecutorBackend, GraphCounts, TARGET_DEVICE_KEY, graph_counts,
+    parse_target_device,
+};
 pub use xnnpack::{XNNPACK_BACKEND_ID, XnnpackBackend};
 
 use etch_core::{EValue, Error, KernelContext, Result};

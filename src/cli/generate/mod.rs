@@ -283,6 +283,8 @@ struct Generated {
     /// Decode calls made, and the host ↔ device traffic during them (device programs).
     decode_calls: usize,
     decode_transfers: Option<etch::TransferStats>,
+    /// How the device delegates' calls of the decode steps ran (CUDA graphs or op by op).
+    decode_graphs: etch::GraphCounts,
 }
 
 /// Prefill, then decode one token per call until an EOS id, `max_new` tokens or the
@@ -334,6 +336,7 @@ fn generate(
     let us: Vec<f32> = (1..max_new).map(|_| rng.next_f32()).collect();
     p.prepare_decode(pos, &s, &us)?;
     let before = transfers(p);
+    let graphs_before = etch::graph_counts();
     let t2 = Instant::now();
     while ids.len() < max_new {
         ids.push(next);
@@ -356,6 +359,7 @@ fn generate(
         pos += 1;
     }
     let decode_s = t2.elapsed().as_secs_f64();
+    let decode_graphs = etch::graph_counts().since(graphs_before);
     Ok(Generated {
         ids,
         stop,
@@ -365,6 +369,7 @@ fn generate(
         decode_s,
         decode_calls,
         decode_transfers: transfers(p).zip(before).map(|(after, b)| after.since(b)),
+        decode_graphs,
     })
 }
 
@@ -504,6 +509,11 @@ fn report(
                 "d2h_bytes": t.d2h_bytes,
                 "d2h_copies": t.d2h_copies,
             })),
+            "decode_graphs": (g.decode_graphs.calls() > 0).then(|| json!({
+                "recorded": g.decode_graphs.recorded,
+                "replayed": g.decode_graphs.replayed,
+                "op_by_op": g.decode_graphs.op_by_op,
+            })),
         });
         if let Some(f) = &a.force_ids {
             let same = f.0.iter().zip(&g.ids).filter(|(x, y)| x == y).count();
@@ -547,6 +557,22 @@ fn report(
             t.d2h_copies as f64 / n as f64
         ));
     }
+    line.push_str(&graphs_summary(g.decode_graphs));
     eprintln!("{line}");
     Ok(())
+}
+
+/// How the decode steps' device delegate calls ran, for the closing line ("" without any).
+fn graphs_summary(c: etch::GraphCounts) -> String {
+    match c.calls() {
+        0 => String::new(),
+        n if c.replayed + c.recorded > 0 => format!(
+            " | decode as a CUDA graph: {} of {n} delegate calls replayed, {} recorded",
+            c.replayed, c.recorded
+        ),
+        n if !etch::cuda_graphs() => {
+            format!(" | decode op by op ({n} delegate calls; CUDA graphs off)")
+        }
+        n => format!(" | decode op by op ({n} delegate calls)"),
+    }
 }
