@@ -49,6 +49,17 @@ def make_ckpt(a):
     print(f"saved {size / 1e9:.1f} GB to {a.out} in {time.time() - t0:.1f} s", flush=True)
 
 
+def _fla_version():
+    """flash-linear-attention's version when importable (transformers then runs the Gated
+    DeltaNet with its Triton kernels instead of the PyTorch reference), else None."""
+    try:
+        import fla
+
+        return getattr(fla, "__version__", "unknown")
+    except Exception:
+        return None
+
+
 def hf(a):
     from transformers import Qwen3_5MoeForCausalLM
 
@@ -63,6 +74,9 @@ def hf(a):
     prompt = torch.randint(0, m.config.vocab_size, (1, a.prompt_len), generator=g).cuda()
     with torch.no_grad():
         m.generate(prompt[:, :8], max_new_tokens=4, do_sample=False)  # warm-up
+        # A full-length forward too, so that kernels compiled or tuned per shape (Triton's in
+        # flash-linear-attention) are ready before the timed prefill.
+        m(prompt, use_cache=True)
         torch.cuda.synchronize()
         t0 = time.time()
         m(prompt, use_cache=True)
@@ -83,6 +97,7 @@ def hf(a):
         "prefill_tok_s": a.prompt_len / prefill_s,
         "decode_tok_s": (len(ids) - 1) / decode_s,
         "peak_gpu_bytes": torch.cuda.max_memory_allocated(),
+        "flash_linear_attention": _fla_version(),
     }
     print(json.dumps({k: v for k, v in r.items() if k != "prompt_ids"}), flush=True)
     if a.json:

@@ -10,6 +10,10 @@
 # memory do).
 # Qwen3.5-35B-A3B config with 20 of its 40 layers (LLLF x 5) on one H200: etch (STEPS has
 # etch) and transformers plus the teacher-forced check (STEPS has hf), same seeded weights.
+# STEPS has hf_fla: transformers again with flash-linear-attention's Triton kernels for the
+# Gated DeltaNet, from wheels carried in .whl (here: python3 -m pip download --no-deps -d .whl
+# flash-linear-attention==0.6.0 fla-core==0.6.0; the GPU machine has triton and einops).
+# load_bench runs when the bundle has it.
 set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib ETCH_REQUIRE_CUDA=1 PYTHONUNBUFFERED=1
 [ -e /work/main ] || { mkdir -p /work; ln -s "$PWD" /work/main; }
@@ -24,12 +28,24 @@ if has etch; then
   $B/etch lower $B/q$L.pte -o /tmp/q$L.cuda.pte --ops cuda > /dev/null || exit 1
   echo "== etch generate, CUDA graphs, 128-token prompt, 256 new"
   timeout 200 $B/etch generate /tmp/q$L.cuda.pte --weights $C --prompt-ids "$IDS" --max-new-tokens 256 --warmup --json > $O/etch128.json; show $O/etch128.json
-  echo "== load_bench (streamed weights onto the GPU, warm page cache)"
-  timeout 120 $B/load_bench /tmp/q$L.cuda.pte $C 2>&1 | tail -4
+  if [ -x $B/load_bench ]; then
+    echo "== load_bench (streamed weights onto the GPU, warm page cache)"
+    timeout 120 $B/load_bench /tmp/q$L.cuda.pte $C 2>&1 | tail -4
+  fi
   echo "== etch generate --no-cuda-graphs, 64 new"
   timeout 200 $B/etch generate /tmp/q$L.cuda.pte --weights $C --prompt-ids "$IDS" --max-new-tokens 64 --no-cuda-graphs --warmup --json > $O/etch_nog.json; show $O/etch_nog.json
   echo "== etch generate, 1024-token prompt"
   timeout 200 $B/etch generate /tmp/q$L.cuda.pte --weights $C --prompt-ids "$IDS1K" --max-new-tokens 8 --warmup --json > $O/etch1024.json; show $O/etch1024.json
+fi
+if has hf_fla; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/fla-site .whl/*.whl || exit 1
+  fla() { PYTHONPATH=/tmp/fla-site timeout "$@" 2>&1 | grep -E '^\{|falling back|Error'; }
+  echo "== transformers + flash-linear-attention (grouped_mm), 128-token prompt, 256 new"
+  fla 300 python3 $B/qwen35_bench.py hf --ckpt $C --prompt-len 128 --new 256 --json $O/hf_fla.json
+  echo "== transformers + flash-linear-attention (batched_mm), 32 new"
+  fla 200 python3 $B/qwen35_bench.py hf --ckpt $C --prompt-len 128 --new 32 --experts batched_mm --json $O/hf_fla_bmm.json
+  echo "== transformers + flash-linear-attention (grouped_mm), 1024-token prompt"
+  fla 200 python3 $B/qwen35_bench.py hf --ckpt $C --prompt-len 1024 --new 4 --json $O/hf_fla1024.json
 fi
 if has hf; then
   echo "== transformers (grouped_mm), 128-token prompt, 256 new"
