@@ -37,23 +37,23 @@ if has etch; then
   echo "== etch generate, 1024-token prompt"
   timeout 200 $B/etch generate /tmp/q$L.cuda.pte --weights $C --prompt-ids "$IDS1K" --max-new-tokens 8 --warmup --json > $O/etch1024.json; show $O/etch1024.json
 fi
+# transformers' three speed runs; $1 names the variant in the headings and JSON files
+# ("" or "_fla"), $2 is its PYTHONPATH.
+hf_runs() {
+  local tag=$1 path=$2 what="transformers${1:+ + flash-linear-attention}"
+  echo "== $what (grouped_mm), 128-token prompt, 256 new"
+  PYTHONPATH=$path timeout 300 python3 $B/qwen35_bench.py hf --ckpt $C --prompt-len 128 --new 256 --json $O/hf$tag.json 2>&1 | grep -v "falling back"
+  echo "== $what (batched_mm), 32 new"
+  PYTHONPATH=$path timeout 200 python3 $B/qwen35_bench.py hf --ckpt $C --prompt-len 128 --new 32 --experts batched_mm --json $O/hf${tag}_bmm.json 2>&1 | grep -v "falling back"
+  echo "== $what (grouped_mm), 1024-token prompt"
+  PYTHONPATH=$path timeout 200 python3 $B/qwen35_bench.py hf --ckpt $C --prompt-len 1024 --new 4 --json $O/hf${tag}1024.json 2>&1 | grep -v "falling back"
+}
 if has hf_fla; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/fla-site .whl/*.whl || exit 1
-  fla() { PYTHONPATH=/tmp/fla-site timeout "$@" 2>&1 | grep -E '^\{|falling back|Error'; }
-  echo "== transformers + flash-linear-attention (grouped_mm), 128-token prompt, 256 new"
-  fla 300 python3 $B/qwen35_bench.py hf --ckpt $C --prompt-len 128 --new 256 --json $O/hf_fla.json
-  echo "== transformers + flash-linear-attention (batched_mm), 32 new"
-  fla 200 python3 $B/qwen35_bench.py hf --ckpt $C --prompt-len 128 --new 32 --experts batched_mm --json $O/hf_fla_bmm.json
-  echo "== transformers + flash-linear-attention (grouped_mm), 1024-token prompt"
-  fla 200 python3 $B/qwen35_bench.py hf --ckpt $C --prompt-len 1024 --new 4 --json $O/hf_fla1024.json
+  hf_runs _fla /tmp/fla-site
 fi
 if has hf; then
-  echo "== transformers (grouped_mm), 128-token prompt, 256 new"
-  timeout 300 python3 $B/qwen35_bench.py hf --ckpt $C --prompt-len 128 --new 256 --json $O/hf.json 2>&1 | grep -v "falling back"
-  echo "== transformers (batched_mm), 32 new"
-  timeout 200 python3 $B/qwen35_bench.py hf --ckpt $C --prompt-len 128 --new 32 --experts batched_mm --json $O/hf_bmm.json 2>&1 | grep -v "falling back"
-  echo "== transformers (grouped_mm), 1024-token prompt"
-  timeout 200 python3 $B/qwen35_bench.py hf --ckpt $C --prompt-len 1024 --new 4 --json $O/hf1024.json 2>&1 | grep -v "falling back"
+  hf_runs "" "${PYTHONPATH:-}"
   echo "== teacher-forced check over transformers' 256 greedy ids"
   timeout 200 python3 $B/qwen35_bench.py teacher --ckpt $C --ids-json $O/hf.json --out /tmp/ref.npy 2>&1 | grep -v "falling back"
   $B/etch lower $B/q${L}l.pte -o /tmp/q${L}l.cuda.pte --ops cuda > /dev/null || exit 1

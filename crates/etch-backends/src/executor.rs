@@ -219,16 +219,21 @@ impl GraphCounts {
     }
 }
 
-/// [`GraphCounts`]' counters: recorded, replayed, op by op.
-static GRAPH_COUNTS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+/// [`GraphCounts`]' counters.
+static RECORDED: AtomicU64 = AtomicU64::new(0);
+static REPLAYED: AtomicU64 = AtomicU64::new(0);
+static OP_BY_OP: AtomicU64 = AtomicU64::new(0);
+
+fn tally(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
 
 /// The device-delegate calls of this process so far, by how they ran.
 pub fn graph_counts() -> GraphCounts {
-    let n = |i: usize| GRAPH_COUNTS[i].load(Ordering::Relaxed);
     GraphCounts {
-        recorded: n(0),
-        replayed: n(1),
-        op_by_op: n(2),
+        recorded: RECORDED.load(Ordering::Relaxed),
+        replayed: REPLAYED.load(Ordering::Relaxed),
+        op_by_op: OP_BY_OP.load(Ordering::Relaxed),
     }
 }
 
@@ -363,7 +368,7 @@ impl ExecutorDelegate {
             (Ok(()), Ok(g)) => {
                 g.replay()?;
                 self.graph = GraphState::Recorded(g);
-                GRAPH_COUNTS[0].fetch_add(1, Ordering::Relaxed);
+                tally(&RECORDED);
                 Ok(())
             }
             (Err(e), _) => {
@@ -372,7 +377,7 @@ impl ExecutorDelegate {
             }
             (Ok(()), Err(_)) => {
                 self.graph = GraphState::Off;
-                GRAPH_COUNTS[2].fetch_add(1, Ordering::Relaxed);
+                tally(&OP_BY_OP);
                 self.run(args, ni)
             }
         }
@@ -438,7 +443,7 @@ impl Delegate for ExecutorDelegate {
         // Counted only for device delegates (hooks), which could have run as a graph.
         let op_by_op = || {
             if hooks.is_some() {
-                GRAPH_COUNTS[2].fetch_add(1, Ordering::Relaxed);
+                tally(&OP_BY_OP);
             }
         };
         if etch_runtime::profile::enabled() {
@@ -450,7 +455,7 @@ impl Delegate for ExecutorDelegate {
         match (&self.graph, &hooks) {
             (GraphState::Recorded(g), Some(_)) if same => {
                 g.replay()?;
-                GRAPH_COUNTS[1].fetch_add(1, Ordering::Relaxed);
+                tally(&REPLAYED);
                 for j in 0..no {
                     let (sizes, n) = self.out_sizes[j];
                     args.resize_out(ni + j, &sizes[..n])?;
